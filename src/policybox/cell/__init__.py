@@ -1,0 +1,1 @@
+"""The agent-process side: policy runtime (shared with inline mode) and the cell bootstrap."""

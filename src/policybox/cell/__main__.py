@@ -1,0 +1,107 @@
+"""Cell bootstrap: ``python -I -m policybox.cell --fd N --parent-pid P``.
+
+Runs in a fresh interpreter with the socket to the host inherited as fd N. It ties its life to the
+host, reads SETUP, builds the policy, answers READY (or ERROR), then serves OBSERVATION frames until
+STOP or until the host's end of the socket closes. Nothing of the protocol touches stdout/stderr:
+those are the agent's log file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import signal
+import socket
+import sys
+
+from policybox.cell.runtime import AgentRuntime, PolicyFailure, failure_report
+from policybox.wire import (
+    HOST_TO_CELL,
+    MAX_HOST_FRAME,
+    Frame,
+    FrameDecoder,
+    FrameType,
+    ProtocolError,
+    decode_json,
+    encode_frame,
+    encode_json,
+)
+
+PR_SET_PDEATHSIG = 1
+RECV_SIZE = 1 << 16
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Get SIGKILLed when the host dies; exit now if it already has (the race prctl cannot close)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+class HostConnection:
+    """Blocking frame reader/writer over the inherited socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._decoder = FrameDecoder(HOST_TO_CELL, MAX_HOST_FRAME)
+        self._frames: list[Frame] = []
+
+    def read(self) -> Frame | None:
+        """The next frame, or None once the host closed its end."""
+        while not self._frames:
+            data = self._sock.recv(RECV_SIZE)
+            if not data:
+                return None
+            self._frames = self._decoder.feed(data)
+        return self._frames.pop(0)
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+
+def serve(conn: HostConnection) -> int:
+    setup = conn.read()
+    if setup is None or setup.type != FrameType.SETUP:
+        return 2
+    try:
+        runtime = AgentRuntime(decode_json(setup), owns_process=True)
+        ready = runtime.start()
+    except PolicyFailure as failure:
+        conn.send(encode_json(FrameType.ERROR, failure.report))
+        return 1
+    except Exception as exc:  # a bad SETUP or version mismatch: report it the same way
+        conn.send(encode_json(FrameType.ERROR, failure_report(exc, "init")))
+        return 1
+    conn.send(encode_json(FrameType.READY, ready))
+    while (frame := conn.read()) is not None and frame.type == FrameType.OBSERVATION:
+        try:
+            reply_type, reply = runtime.step(frame.payload)
+        except PolicyFailure as failure:
+            conn.send(encode_json(FrameType.ERROR, failure.report, seq=frame.seq))
+            return 1
+        conn.send(encode_frame(reply_type, frame.seq, reply))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="policybox.cell", description=__doc__)
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    args = parser.parse_args(argv)
+    die_with_parent(args.parent_pid)
+    sock = socket.socket(fileno=args.fd)
+    try:
+        return serve(HostConnection(sock))
+    except (ProtocolError, OSError) as exc:
+        print(f"policybox cell: connection to host failed: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sock.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""MettaGrid adapter: the host half runs the game, the cell half speaks MettaGrid's policy API.
+
+Observation payload: the agent's raw observation tokens exactly as the game writes them
+(``num_tokens x token_dim`` uint8 bytes), followed -- only when the game has talk enabled -- by a
+JSON list of the talk visible to that agent. Action payload: ``<hh`` (action id, vibe id or -1)
+in the game's action order, followed by optional UTF-8 talk text.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from policybox.envs.base import InvalidAction
+
+ACTION = struct.Struct("<hh")
+NO_VIBE = -1
+ARENA_MAPS = ("arena", "navigation")
+
+
+def make_config(env: str, num_agents: int, max_steps: int, seed: int) -> Any:
+    """A MettaGridConfig for a named game or a JSON/YAML config file, its map seeded from ``seed``."""
+    from mettagrid.builder.envs import make_arena, make_navigation
+    from mettagrid.config.mettagrid_config import MettaGridConfig
+    from mettagrid.map_builder.map_builder import HasSeed
+
+    if env == "arena":
+        config = make_arena(num_agents)
+    elif env == "navigation":
+        config = make_navigation(num_agents)
+    else:
+        config = _load_config_file(Path(env), MettaGridConfig)
+        if config.game.num_agents != num_agents:
+            raise ValueError(f"{env} is a game for {config.game.num_agents} agents, not {num_agents}")
+    config.game.max_steps = max_steps
+    builder = config.game.map_builder
+    # MettaGrid draws a fresh random map per episode unless the builder is seeded; seed it from the
+    # episode seed so that --seed reproduces the map too (a seed set in the config file wins).
+    if isinstance(builder, HasSeed) and builder.seed is None:
+        builder.seed = seed
+    return config
+
+
+def _load_config_file(path: Path, model: Any) -> Any:
+    import yaml
+    from pydantic import ValidationError
+
+    if not path.is_file():
+        raise ValueError(f"--env {str(path)!r} is neither a known game ({', '.join(ARENA_MAPS)}) nor a config file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+        return model.model_validate(raw)
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ValueError(f"{path} is not a valid MettaGridConfig: {exc}") from None
+
+
+class MettaGridHost:
+    """The host half: one MettaGrid simulation, fed action ids, read as raw token bytes."""
+
+    family = "mettagrid"
+
+    def __init__(self, config: Any, seed: int) -> None:
+        from mettagrid.policy.policy_env_interface import PolicyEnvInterface
+        from mettagrid.simulator import Simulator
+
+        self._config = config
+        self._sim = Simulator().new_simulation(config, seed)
+        self._c_sim = self._sim._c_sim
+        self._observations = self._c_sim.observations()  # persistent buffer, rewritten in place each step
+        self._actions = self._c_sim.actions()
+        self._vibe_actions = self._c_sim.vibe_actions()
+        self._action_names = self._sim.action_names
+        self._vibe_ids = frozenset(self._sim.vibe_action_ids.values())
+        self._noop_id = self._sim.action_ids[config.game.actions.noop.Noop().name]
+        self._talk_enabled = config.game.talk.enabled
+        self._policy_env = PolicyEnvInterface.from_mg_cfg(config)
+        self.num_agents = config.game.num_agents
+
+    def cell_setup(self) -> dict[str, Any]:
+        """What the cell half needs to rebuild MettaGrid's own policy-facing objects."""
+        return {
+            "family": self.family,
+            "policy_env": self._policy_env.model_dump(mode="json"),
+            "action_names": self._action_names,
+            "talk": self._talk_enabled,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        game = self._config.game
+        return {
+            "family": self.family,
+            "label": self._config.label,
+            "num_agents": self.num_agents,
+            "max_steps": game.max_steps,
+            "map_seed": getattr(game.map_builder, "seed", None),
+            "actions": self._action_names,
+        }
+
+    def observation(self, agent_id: int) -> bytes | memoryview:
+        tokens = memoryview(self._observations[agent_id]).cast("B")
+        if not self._talk_enabled:
+            return tokens
+        talk = [
+            [t.agent_id, t.text, t.location.row, t.location.col, t.remaining_steps]
+            for t in self._sim._visible_talk(agent_id)
+        ]
+        return bytes(tokens) + json.dumps(talk).encode()
+
+    def apply_action(self, agent_id: int, payload: bytes) -> None:
+        """Set an agent's action from an untrusted action payload; InvalidAction if it is not one."""
+        if len(payload) < ACTION.size:
+            raise InvalidAction(f"action payload of {len(payload)} bytes, expected at least {ACTION.size}")
+        action_id, vibe_id = ACTION.unpack_from(payload)
+        if not 0 <= action_id < len(self._action_names):
+            raise InvalidAction(f"action id {action_id} out of range 0..{len(self._action_names) - 1}")
+        if vibe_id != NO_VIBE and vibe_id not in self._vibe_ids:
+            raise InvalidAction(f"vibe id {vibe_id} is not a vibe action")
+        talk = payload[ACTION.size :]
+        if talk:
+            self._queue_talk(agent_id, talk)
+        # Same buffer writes as mettagrid.simulator.SimulationAgent.set_action.
+        if vibe_id != NO_VIBE:
+            self._actions[agent_id] = action_id
+            self._vibe_actions[agent_id] = vibe_id
+        elif action_id in self._vibe_ids:
+            self._actions[agent_id] = 0
+            self._vibe_actions[agent_id] = action_id
+        else:
+            self._actions[agent_id] = action_id
+            self._vibe_actions[agent_id] = 0
+
+    def _queue_talk(self, agent_id: int, raw: bytes) -> None:
+        try:
+            self._sim.agent(agent_id).set_talk(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InvalidAction(f"talk rejected: {exc}") from None
+
+    def apply_noop(self, agent_id: int) -> None:
+        self._actions[agent_id] = self._noop_id
+        self._vibe_actions[agent_id] = 0
+
+    def step(self) -> None:
+        self._sim.step()
+
+    @property
+    def done(self) -> bool:
+        return self._sim.is_done()
+
+    @property
+    def current_step(self) -> int:
+        return int(self._sim.current_step)
+
+    def rewards(self) -> list[float]:
+        return [float(r) for r in self._sim.episode_rewards]
+
+    def episode_stats(self) -> tuple[dict[str, float], list[dict[str, float]]]:
+        """(game stats, per-agent stats) as MettaGrid reports them."""
+        stats = self._sim.episode_stats
+        game = {k: float(v) for k, v in stats["game"].items()}
+        return game, [{k: float(v) for k, v in agent.items()} for agent in stats["agent"]]
+
+    def close(self) -> None:
+        self._sim.close()
+
+
+class MettaGridCell:
+    """The cell half: bytes in, MettaGrid ``AgentObservation`` out; a policy's action in, bytes out."""
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        from mettagrid.policy.policy_env_interface import PolicyEnvInterface
+
+        self.policy_env_info = PolicyEnvInterface.model_validate(setup["policy_env"])
+        self._features = {feature.id: feature for feature in self.policy_env_info.obs_features}
+        self._token_shape = tuple(self.policy_env_info.observation_shape)
+        self._token_bytes = int(np.prod(self._token_shape))
+        self._talk = bool(setup["talk"])
+        self._flat_names = self.policy_env_info.all_action_names
+        self._action_ids = {name: index for index, name in enumerate(setup["action_names"])}
+
+    def resolve_shorthand(self, name: str) -> str:
+        from mettagrid.policy.loader import discover_and_register_policies
+        from mettagrid.policy.policy_registry import get_policy_registry
+
+        discover_and_register_policies()
+        registry = get_policy_registry()
+        if name not in registry:
+            known = ", ".join(sorted(registry))
+            raise LookupError(f"unknown policy shorthand {name!r}; MettaGrid knows: {known}")
+        return registry[name]
+
+    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> Any:
+        """Construct a MettaGrid policy as MettaGrid does, load its data, return its agent policy."""
+        agent_policy = getattr(policy_class, "agent_policy", None)
+        if not isinstance(policy_class, type) or not callable(agent_policy):
+            raise TypeError(
+                f"{spec.class_path} is not a MettaGrid policy: expected a class with "
+                "agent_policy(agent_id) (e.g. a mettagrid.policy.policy.MultiAgentPolicy subclass)"
+            )
+        policy = policy_class(self.policy_env_info, **spec.init_kwargs)
+        if spec.data_path:
+            loader = getattr(policy, "load_policy_data", None)
+            if not callable(loader):
+                raise TypeError(f"{spec.class_path} has no load_policy_data(path) but a data path was given")
+            loader(spec.data_path)
+        agent = policy.agent_policy(agent_id)
+        if not callable(getattr(agent, "step", None)):
+            raise TypeError(f"{spec.class_path}.agent_policy({agent_id}) returned {agent!r}, which has no step()")
+        reset = getattr(agent, "reset", None)
+        if callable(reset):
+            reset()
+        minimum = int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
+        return agent, minimum
+
+    def decode_observation(self, agent_id: int, payload: bytearray | bytes) -> Any:
+        from mettagrid.simulator.interface import AgentObservation, Location, ObservationToken, VisibleTalk
+
+        raw = np.frombuffer(payload, dtype=np.uint8, count=self._token_bytes).reshape(self._token_shape)
+        tokens = []
+        features = self._features
+        # Same construction as mettagrid.simulator.SimulationAgent.observation.
+        for row in raw:
+            feature_id = row[1]
+            if feature_id == 0xFF:
+                break
+            tokens.append(ObservationToken(feature=features[int(feature_id)], value=int(row[2]), raw_token=row))
+        talk: tuple = ()
+        if self._talk:
+            talk = tuple(
+                VisibleTalk(agent_id=a, text=text, location=Location(r, c), remaining_steps=left)
+                for a, text, r, c, left in json.loads(bytes(payload[self._token_bytes :]))
+            )
+        return AgentObservation(agent_id=agent_id, tokens=tokens, talk=talk)
+
+    def encode_action(self, action: Any) -> bytes:
+        """A MettaGrid Action, an action name or a flat action index -> action payload."""
+        from mettagrid.simulator import Action
+
+        talk = None
+        vibe = None
+        if isinstance(action, Action):
+            name, vibe, talk = action.name, action.vibe, action.talk
+        elif isinstance(action, str):
+            name = action
+        elif isinstance(action, (int, np.integer)) and not isinstance(action, bool):
+            if not 0 <= int(action) < len(self._flat_names):
+                raise InvalidAction(f"action index {int(action)} out of range 0..{len(self._flat_names) - 1}")
+            name = self._flat_names[int(action)]
+        else:
+            raise InvalidAction(f"step() returned {type(action).__name__}; expected an Action, action name or index")
+        action_id = self._lookup(name)
+        vibe_id = NO_VIBE if vibe is None else self._lookup(vibe)
+        return ACTION.pack(action_id, vibe_id) + (talk.encode("utf-8") if talk else b"")
+
+    def _lookup(self, name: Any) -> int:
+        if not isinstance(name, str) or name not in self._action_ids:
+            raise InvalidAction(f"unknown action {name!r}")
+        return self._action_ids[name]

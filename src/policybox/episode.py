@@ -1,0 +1,173 @@
+"""One episode: an environment, one policy per agent (in cells or inline), and its EpisodeResult."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+import policybox
+from policybox.envs import EnvHost, InvalidAction
+from policybox.envs.mettagrid import MettaGridHost, make_config
+from policybox.host.inline_pool import InlinePool
+from policybox.host.process_pool import ProcessPool, Reply
+from policybox.host.record import AgentRecord
+from policybox.results import AgentResult, EpisodeResult
+from policybox.spec import PolicySpec
+from policybox.wire import PROTOCOL_VERSION, FrameType
+
+Mode = Literal["process", "inline"]
+LOG_TAIL_BYTES = 4096
+
+
+class EpisodeSettings(BaseModel):
+    """What to play and the host's limits; the defaults are the CLI's defaults."""
+
+    env: str = Field(default="arena", description="arena, navigation, or a MettaGridConfig JSON/YAML file")
+    steps: int = Field(default=1000, ge=1, description="Episode length (the game's max_steps)")
+    seed: int = Field(default=0, ge=0, description="Seeds the game, its map and every agent's RNGs")
+    mode: Mode = "process"
+    act_timeout_ms: float = Field(default=1000.0, gt=0, description="Per-step deadline for each agent")
+    init_timeout_s: float = Field(default=60.0, gt=0, description="Start-up deadline (import + checkpoint load)")
+
+
+def assign_policies(specs: Sequence[PolicySpec], num_agents: int) -> list[PolicySpec]:
+    """Agent i plays ``specs[i % len(specs)]``: ``-p a -p b`` over 4 agents gives a, b, a, b."""
+    if not specs:
+        raise ValueError("give at least one policy")
+    if num_agents < 1:
+        raise ValueError("an episode needs at least one agent")
+    return [specs[i % len(specs)] for i in range(num_agents)]
+
+
+def run_episode(specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir: Path | None = None) -> EpisodeResult:
+    """Play one episode with ``specs[i]`` controlling agent i; cells are gone when this returns."""
+    if settings.mode == "process" and log_dir is None:
+        raise ValueError("process mode needs a log_dir for the agents' log files")
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.monotonic()
+    env = MettaGridHost(make_config(settings.env, len(specs), settings.steps, settings.seed), settings.seed)
+    try:
+        records = [AgentRecord(i, spec, _log_path(log_dir, i, settings.mode)) for i, spec in enumerate(specs)]
+        setups = [_setup(env, record, settings.seed) for record in records]
+        pool = (
+            ProcessPool(records, settings.act_timeout_ms, settings.init_timeout_s)
+            if settings.mode == "process"
+            else InlinePool(records)
+        )
+        with pool:
+            pool.start(setups)
+            _play(env, pool, records)
+        return _result(env, records, settings, started_at, time.monotonic() - clock)
+    finally:
+        env.close()
+
+
+def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
+    if mode != "process" or log_dir is None:
+        return None
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / f"agent-{agent_id}.log"
+    path.write_bytes(b"")
+    return path
+
+
+def _setup(env: EnvHost, record: AgentRecord, seed: int) -> dict:
+    return {
+        "protocol": PROTOCOL_VERSION,
+        "agent_id": record.agent_id,
+        "seed": seed,
+        "spec": record.spec.model_dump(mode="json"),
+        "env": env.cell_setup(),
+    }
+
+
+def _play(env: EnvHost, pool: ProcessPool | InlinePool, records: list[AgentRecord]) -> None:
+    agent_ids = range(env.num_agents)
+    while not env.done:
+        step = env.current_step
+        with _gc_paused():
+            replies = pool.act(step, [env.observation(i) for i in agent_ids])
+            for record, reply in zip(records, replies, strict=True):
+                _apply(env, record, step, reply)
+            env.step()
+
+
+def _apply(env: EnvHost, record: AgentRecord, step: int, reply: Reply | None) -> None:
+    agent_id = record.agent_id
+    if reply is not None and reply[0] == FrameType.ACTION:
+        try:
+            env.apply_action(agent_id, reply[1])
+            record.applied(reply[1])
+            return
+        except InvalidAction as exc:
+            record.invalid_action(step, str(exc))
+    elif reply is not None:  # INVALID_ACTION: the cell could not encode what the policy returned
+        record.invalid_action(step, reply[1].decode("utf-8", "replace")[:1000])
+    env.apply_noop(agent_id)
+    record.applied(None)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Keep collector pauses off the step path (as MettaGrid's Rollout does); collect between steps."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _result(
+    env: EnvHost, records: list[AgentRecord], settings: EpisodeSettings, started_at: str, duration: float
+) -> EpisodeResult:
+    rewards = env.rewards()
+    game_stats, agent_stats = env.episode_stats()
+    agents = []
+    for record in records:
+        if record.failure is not None and record.log_path is not None:
+            record.failure.log_tail = _tail(record.log_path)
+        agents.append(
+            AgentResult(
+                agent_id=record.agent_id,
+                policy=record.spec.display_name,
+                spec=record.spec,
+                reward=rewards[record.agent_id],
+                stats=agent_stats[record.agent_id],
+                status=record.status,
+                failure=record.failure,
+                timeouts=record.timeouts,
+                invalid_actions=record.invalid_actions,
+                minimum_action_timeout_ms=record.minimum_action_timeout_ms,
+                latency=record.latency(),
+                action_digest=record.action_digest,
+                log_path=str(record.log_path) if record.log_path else None,
+            )
+        )
+    return EpisodeResult(
+        policybox_version=policybox.__version__,
+        mode=settings.mode,
+        seed=settings.seed,
+        steps=env.current_step,
+        env=env.describe(),
+        limits={"act_timeout_ms": settings.act_timeout_ms, "init_timeout_s": settings.init_timeout_s},
+        game_stats=game_stats,
+        agents=agents,
+        started_at=started_at,
+        duration_s=round(duration, 3),
+    )
+
+
+def _tail(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            return log.read().decode("utf-8", "replace") or None
+    except OSError:
+        return None

@@ -1,0 +1,67 @@
+"""AgentRecord: the host's bookkeeping for one agent -- status, first failure, counts, latency, digest."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from policybox.results import AgentStatus, Failure, Latency
+from policybox.spec import PolicySpec
+
+NOOP_MARK = b"\x00noop"
+
+
+@dataclass
+class AgentRecord:
+    agent_id: int
+    spec: PolicySpec
+    log_path: Path | None = None
+    status: AgentStatus = AgentStatus.OK
+    failure: Failure | None = None
+    timeouts: int = 0
+    invalid_actions: int = 0
+    minimum_action_timeout_ms: int = 0
+    latencies_ns: list[int] = field(default_factory=list)
+    _digest: hashlib._Hash = field(default_factory=hashlib.sha256)
+
+    @property
+    def playing(self) -> bool:
+        """Whether the policy still gets observations (not ended by a terminal failure)."""
+        return not self.status.is_terminal
+
+    def fail(self, status: AgentStatus, failure: Failure) -> None:
+        """Record a failure: the first one sets the status, a later terminal one overrides it."""
+        if self.status.is_terminal:
+            return
+        if status.is_terminal or self.status == AgentStatus.OK:
+            self.status, self.failure = status, failure
+
+    def missed_deadline(self, step: int, limit_ms: float) -> None:
+        self.timeouts += 1
+        if self.timeouts == 1:
+            message = f"no action within {limit_ms:g} ms"
+            self.fail(AgentStatus.TIMEOUT, Failure(step=step, phase="step", kind="Timeout", message=message))
+
+    def invalid_action(self, step: int, reason: str) -> None:
+        self.invalid_actions += 1
+        if self.invalid_actions == 1:
+            failure = Failure(step=step, phase="step", kind="InvalidAction", message=reason)
+            self.fail(AgentStatus.INVALID_ACTION, failure)
+
+    def applied(self, payload: bytes | None) -> None:
+        """Fold the action the env actually received (None: the no-op) into the action digest."""
+        self._digest.update(NOOP_MARK if payload is None else bytes(payload))
+
+    @property
+    def action_digest(self) -> str:
+        return self._digest.hexdigest()
+
+    def latency(self) -> Latency:
+        if not self.latencies_ns:
+            return Latency()
+        ms = np.asarray(self.latencies_ns, dtype=np.float64) / 1e6
+        p50, p99 = np.percentile(ms, [50, 99])
+        return Latency(count=len(ms), p50_ms=round(p50, 4), p99_ms=round(p99, 4), max_ms=round(float(ms.max()), 4))

@@ -1,0 +1,92 @@
+"""The serialised outcome of an episode: what happened to the game and to every agent."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from policybox.spec import PolicySpec
+
+
+class AgentStatus(StrEnum):
+    """How an agent's episode went. The first three keep the agent playing; the rest end its policy."""
+
+    OK = "ok"
+    TIMEOUT = "timeout"  # missed one or more step deadlines; played no-op on those steps
+    INVALID_ACTION = "invalid_action"  # returned something that is not an action; no-op on that step
+    DISABLED = "disabled"  # stopped by the host (never became ready in time); no-op to the end
+    ERROR = "error"  # the policy raised, or its cell broke the protocol; no-op to the end
+    CRASHED = "crashed"  # the cell process died; no-op to the end
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (AgentStatus.DISABLED, AgentStatus.ERROR, AgentStatus.CRASHED)
+
+
+class Failure(BaseModel):
+    """The first thing that went wrong for an agent, with enough detail to act on it."""
+
+    step: int | None = Field(description="Step index it happened at; None during start-up")
+    phase: str = Field(description="init, step or stop")
+    kind: str = Field(description="Exception type name, or a host-side cause such as ProtocolError")
+    message: str
+    traceback: str | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    log_tail: str | None = None
+
+    @classmethod
+    def from_report(cls, report: dict[str, Any], step: int | None) -> Failure:
+        """From a cell's ERROR report: untrusted JSON, so every field is coerced and bounded."""
+        return cls(
+            step=step,
+            phase=str(report.get("phase", "init" if step is None else "step"))[:20],
+            kind=str(report.get("type", "Error"))[:200],
+            message=str(report.get("message", ""))[:2000],
+            traceback=str(report.get("traceback", ""))[-8000:] or None,
+        )
+
+    def one_line(self) -> str:
+        where = "start-up" if self.step is None else f"step {self.step}"
+        return f"{self.kind} at {where}: {self.message}".splitlines()[0][:200]
+
+
+class Latency(BaseModel):
+    """Host-measured time from sending an observation to receiving the full reply, in ms."""
+
+    count: int = 0
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+
+
+class AgentResult(BaseModel):
+    agent_id: int
+    policy: str
+    spec: PolicySpec
+    reward: float
+    stats: dict[str, float] = Field(description="The environment's per-agent episode stats")
+    status: AgentStatus
+    failure: Failure | None = None
+    timeouts: int = 0
+    invalid_actions: int = 0
+    minimum_action_timeout_ms: int = 0
+    latency: Latency
+    action_digest: str = Field(description="SHA-256 of the action ids applied to the env for this agent")
+    log_path: str | None = None
+
+
+class EpisodeResult(BaseModel):
+    policybox_version: str
+    mode: str
+    seed: int
+    steps: int
+    env: dict[str, Any]
+    limits: dict[str, Any]
+    game_stats: dict[str, float] = Field(description="The environment's own episode stats")
+    agents: list[AgentResult]
+    started_at: str
+    duration_s: float
+    aborted: str | None = None

@@ -1,0 +1,169 @@
+"""PolicySpec: what to run for one agent, and how users write it (never imports policy code).
+
+A spec names a policy class in one of three forms:
+
+* a shorthand: ``random``, ``noop`` or any other name MettaGrid's policy registry knows;
+* a dotted path: ``mettagrid.policy.random_agent.RandomMultiAgentPolicy``;
+* a file path: ``./bots/greedy.py:Greedy`` (the file's folder is importable inside the cell).
+
+On the command line a spec is ``CLASS[,data=PATH][,name=NAME][,path=DIR]...[,kw.KEY=VALUE]...``
+(``class=CLASS`` also works; ``kw`` values are read as JSON when they parse, else as strings), or
+the path of a JSON/YAML spec file, or a submission folder holding a ``policy_spec.json``.
+Relative paths are made absolute here, on the host, because cells do not share its working folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+FILE_CLASS = re.compile(r"^(?P<file>.+\.py):(?P<cls>[A-Za-z_][A-Za-z0-9_.]*)$")
+DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+SPEC_FILE_SUFFIXES = (".json", ".yaml", ".yml")
+SUBMISSION_SPEC = "policy_spec.json"
+
+
+class SpecError(ValueError):
+    """A policy spec the user wrote is wrong; the message says what to fix."""
+
+
+class PolicySpec(BaseModel):
+    """Everything a cell needs to build one agent's policy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    class_path: str = Field(description="Shorthand, dotted path `pkg.mod.Class`, or `path/to/file.py:Class`")
+    data_path: str | None = Field(default=None, description="Checkpoint file or folder, loaded inside the cell")
+    init_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the class")
+    python_path: list[str] = Field(default_factory=list, description="Import roots added only inside the cell")
+    name: str | None = Field(default=None, description="Display name; derived from the class if unset")
+
+    @property
+    def display_name(self) -> str:
+        if self.name:
+            return self.name
+        match = FILE_CLASS.match(self.class_path)
+        base = match["cls"] if match else self.class_path.rsplit(".", 1)[-1]
+        return f"{base}:{Path(self.data_path).name}" if self.data_path else base
+
+    @property
+    def file_and_class(self) -> tuple[str, str] | None:
+        """(file, class) for the file-path form, else None."""
+        match = FILE_CLASS.match(self.class_path)
+        return (match["file"], match["cls"]) if match else None
+
+    @property
+    def is_shorthand(self) -> bool:
+        return self.file_and_class is None and "." not in self.class_path
+
+
+def parse_policy_arg(text: str, base_dir: Path | None = None) -> PolicySpec:
+    """Parse one ``-p`` argument into a checked spec with absolute paths."""
+    base = (base_dir or Path.cwd()).resolve()
+    text = text.strip()
+    if not text:
+        raise SpecError("empty policy spec: give a class, e.g. -p random or -p ./bot.py:MyPolicy")
+    candidate = base / text
+    if "=" not in text and "," not in text and candidate.is_dir():
+        return load_submission_dir(candidate)
+    if "=" not in text and text.endswith(SPEC_FILE_SUFFIXES):
+        return load_spec_file(candidate)
+    return check_spec(_spec_from_pairs(text), base)
+
+
+def _spec_from_pairs(text: str) -> PolicySpec:
+    fields: dict[str, Any] = {"init_kwargs": {}, "python_path": []}
+    for index, item in enumerate(part.strip() for part in text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep and index == 0:
+            key, value = "class", item
+        elif not sep:
+            raise SpecError(f"policy spec {text!r}: {item!r} is not KEY=VALUE (keys: class, data, name, path, kw.X)")
+        key = key.strip()
+        if key == "class":
+            fields["class_path"] = value
+        elif key == "data":
+            fields["data_path"] = value
+        elif key == "name":
+            fields["name"] = value
+        elif key == "path":
+            fields["python_path"].append(value)
+        elif key.startswith("kw.") and len(key) > 3:
+            fields["init_kwargs"][key[3:]] = _kw_value(value)
+        else:
+            raise SpecError(f"policy spec {text!r}: unknown key {key!r} (keys: class, data, name, path, kw.X)")
+    if "class_path" not in fields:
+        raise SpecError(f"policy spec {text!r} names no class: add class=NAME")
+    return PolicySpec(**fields)
+
+
+def _kw_value(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def load_spec_file(path: Path) -> PolicySpec:
+    """Read a JSON or YAML spec file; its relative paths are relative to the file's folder."""
+    if not path.is_file():
+        raise SpecError(f"policy spec file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) if path.suffix in (".yaml", ".yml") else json.loads(path.read_text())
+    except (ValueError, yaml.YAMLError) as exc:
+        raise SpecError(f"policy spec file {path} is not valid {path.suffix[1:].upper()}: {exc}") from None
+    return check_spec(_validate(raw, str(path)), path.parent)
+
+
+def load_submission_dir(folder: Path) -> PolicySpec:
+    """A submission folder: ``policy_spec.json`` inside it, its paths relative to the folder."""
+    spec_path = folder / SUBMISSION_SPEC
+    if not spec_path.is_file():
+        raise SpecError(f"policy folder {folder} has no {SUBMISSION_SPEC}")
+    spec = load_spec_file(spec_path)
+    if str(folder) not in spec.python_path:
+        spec.python_path.insert(0, str(folder))
+    return spec
+
+
+def _validate(raw: Any, origin: str) -> PolicySpec:
+    if not isinstance(raw, dict):
+        raise SpecError(f"{origin}: a policy spec must be a mapping with at least class_path")
+    try:
+        return PolicySpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors())
+        raise SpecError(f"{origin}: invalid policy spec: {problems}") from None
+
+
+def check_spec(spec: PolicySpec, base_dir: Path) -> PolicySpec:
+    """Check the class form and that every named file exists; return a copy with absolute paths."""
+    spec = spec.model_copy(deep=True)
+    file_class = spec.file_and_class
+    if file_class:
+        file = _existing(base_dir, file_class[0], "policy file")
+        spec.class_path = f"{file}:{file_class[1]}"
+    elif spec.class_path.endswith(".py"):
+        raise SpecError(f"policy {spec.class_path!r}: name the class too, as {spec.class_path}:ClassName")
+    elif not (DOTTED.match(spec.class_path) or SHORTHAND.match(spec.class_path)):
+        raise SpecError(
+            f"policy {spec.class_path!r} is neither a shorthand (random), a dotted path (pkg.mod.Class) "
+            "nor a file path (path/to/file.py:Class)"
+        )
+    if spec.data_path is not None:
+        spec.data_path = str(_existing(base_dir, spec.data_path, "checkpoint (data)"))
+    spec.python_path = [str(_existing(base_dir, entry, "python path folder")) for entry in spec.python_path]
+    return spec
+
+
+def _existing(base_dir: Path, raw: str, what: str) -> Path:
+    path = (base_dir / Path(raw).expanduser()).resolve()
+    if not path.exists():
+        raise SpecError(f"{what} {raw!r} does not exist (looked for {path})")
+    return path
