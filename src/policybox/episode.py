@@ -14,12 +14,12 @@ from pydantic import BaseModel, Field
 
 import policybox
 from policybox.envs import EnvHost, InvalidAction
-from policybox.envs.mettagrid import MettaGridHost, make_config
+from policybox.envs.mettagrid import MettaGridHost, make_config, resolve_shorthand
 from policybox.host.inline_pool import InlinePool
 from policybox.host.process_pool import ProcessPool, Reply
 from policybox.host.record import AgentRecord
 from policybox.results import AgentResult, EpisodeResult
-from policybox.spec import PolicySpec
+from policybox.spec import PolicySpec, SpecError
 from policybox.wire import PROTOCOL_VERSION, FrameType
 
 Mode = Literal["process", "inline"]
@@ -46,10 +46,21 @@ def assign_policies(specs: Sequence[PolicySpec], num_agents: int) -> list[Policy
     return [specs[i % len(specs)] for i in range(num_agents)]
 
 
+def check_shorthands(specs: Sequence[PolicySpec]) -> None:
+    """Fail fast on a misspelt shorthand, before any cell starts (MettaGrid's registry, not policy code)."""
+    for spec in specs:
+        if spec.is_shorthand:
+            try:
+                resolve_shorthand(spec.class_path)
+            except LookupError as exc:
+                raise SpecError(str(exc)) from None
+
+
 def run_episode(specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir: Path | None = None) -> EpisodeResult:
     """Play one episode with ``specs[i]`` controlling agent i; cells are gone when this returns."""
     if settings.mode == "process" and log_dir is None:
         raise ValueError("process mode needs a log_dir for the agents' log files")
+    check_shorthands(specs)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
     env = MettaGridHost(make_config(settings.env, len(specs), settings.steps, settings.seed), settings.seed)

@@ -8,6 +8,7 @@ in the game's action order, followed by optional UTF-8 talk text.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -58,6 +59,18 @@ def _load_config_file(path: Path, model: Any) -> Any:
         raise ValueError(f"{path} is not a valid MettaGridConfig: {exc}") from None
 
 
+def resolve_shorthand(name: str) -> str:
+    """The class path MettaGrid's policy registry has for a shorthand such as ``random``."""
+    from mettagrid.policy.loader import discover_and_register_policies
+    from mettagrid.policy.policy_registry import get_policy_registry
+
+    discover_and_register_policies()
+    registry = get_policy_registry()
+    if name not in registry:
+        raise LookupError(f"unknown policy shorthand {name!r}; MettaGrid knows: {', '.join(sorted(registry))}")
+    return registry[name]
+
+
 class MettaGridHost:
     """The host half: one MettaGrid simulation, fed action ids, read as raw token bytes."""
 
@@ -78,7 +91,13 @@ class MettaGridHost:
         self._noop_id = self._sim.action_ids[config.game.actions.noop.Noop().name]
         self._talk_enabled = config.game.talk.enabled
         self._policy_env = PolicyEnvInterface.from_mg_cfg(config)
+        self._map_digest = self._digest_map()
         self.num_agents = config.game.num_agents
+
+    def _digest_map(self) -> str:
+        """A fingerprint of the starting map, so a replay can be checked to be on the same map."""
+        objects = sorted((o["type_name"], *o["location"]) for o in self._sim.grid_objects().values())
+        return hashlib.sha256(json.dumps(objects).encode()).hexdigest()[:16]
 
     def cell_setup(self) -> dict[str, Any]:
         """What the cell half needs to rebuild MettaGrid's own policy-facing objects."""
@@ -97,6 +116,7 @@ class MettaGridHost:
             "num_agents": self.num_agents,
             "max_steps": game.max_steps,
             "map_seed": getattr(game.map_builder, "seed", None),
+            "map_digest": self._map_digest,
             "actions": self._action_names,
         }
 
@@ -182,15 +202,7 @@ class MettaGridCell:
         self._action_ids = {name: index for index, name in enumerate(setup["action_names"])}
 
     def resolve_shorthand(self, name: str) -> str:
-        from mettagrid.policy.loader import discover_and_register_policies
-        from mettagrid.policy.policy_registry import get_policy_registry
-
-        discover_and_register_policies()
-        registry = get_policy_registry()
-        if name not in registry:
-            known = ", ".join(sorted(registry))
-            raise LookupError(f"unknown policy shorthand {name!r}; MettaGrid knows: {known}")
-        return registry[name]
+        return resolve_shorthand(name)
 
     def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> Any:
         """Construct a MettaGrid policy as MettaGrid does, load its data, return its agent policy."""

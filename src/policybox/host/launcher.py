@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -26,10 +27,8 @@ class CellProcess:
 
     def kill(self) -> None:
         """SIGKILL the cell's whole process group (it and anything it spawned)."""
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def exit_status(self, timeout: float) -> int | None:
         """The exit code (negative: killed by that signal) once the process ends, else None."""

@@ -7,6 +7,7 @@ answers an old observation) and the cell gets the *current* observation at the n
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import signal
 import time
@@ -113,7 +114,9 @@ class _Cell:
         self.record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
 
     def violation(self, step: int | None, message: str) -> None:
-        self.record.fail(AgentStatus.ERROR, Failure(step=step, phase=_phase(step), kind="ProtocolError", message=message))
+        self.record.fail(
+            AgentStatus.ERROR, Failure(step=step, phase=_phase(step), kind="ProtocolError", message=message)
+        )
 
     def crashed(self, step: int | None, message: str) -> None:
         code = self.process.exit_status(EXIT_WAIT_S)
@@ -205,10 +208,8 @@ class ProcessPool:
         live = [cell for cell in self._cells if not cell.process.closed]
         stop = encode_header(FrameType.STOP, 0, 0)
         for cell in live:
-            try:
+            with contextlib.suppress(OSError):
                 cell.process.sock.send(stop)
-            except OSError:
-                pass
         give_up = time.monotonic() + STOP_GRACE_S
         for cell in live:
             cell.process.exit_status(max(0.0, give_up - time.monotonic()))
@@ -216,4 +217,3 @@ class ProcessPool:
             self._selector.unregister(cell.process.sock)
             cell.process.close()
         self._selector.close()
-

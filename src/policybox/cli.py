@@ -1,0 +1,151 @@
+"""The ``policybox`` command line: argument parsing and presentation only; the work is in episode."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from policybox.episode import EpisodeSettings, Mode, assign_policies, run_episode
+from policybox.results import AgentStatus, EpisodeResult
+from policybox.spec import SpecError, parse_policy_arg
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Run multi-agent episodes with every agent's policy in its own OS process.",
+)
+console = Console()
+errors = Console(stderr=True)
+
+POLICY_HELP = (
+    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. Forms: a shorthand (random, noop), "
+    "a dotted path (pkg.mod.Class), a file path (bots/greedy.py:Greedy), each optionally followed by "
+    "',data=CHECKPOINT', ',name=NAME', ',path=IMPORT_ROOT', ',kw.KEY=VALUE' (VALUE read as JSON when it "
+    "parses); or a JSON/YAML spec file; or a submission folder with a policy_spec.json."
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Run multi-agent episodes with every agent's policy in its own OS process."""
+
+
+@app.command()
+def run(
+    policies: Annotated[list[str], typer.Option("--policy", "-p", help=POLICY_HELP)],
+    agents: Annotated[int, typer.Option("--agents", "-n", min=1, max=1024, help="Number of agents.")] = 4,
+    steps: Annotated[int, typer.Option(min=1, help="Episode length in steps.")] = 1000,
+    seed: Annotated[int, typer.Option(min=0, help="Seeds the game, its map and every agent's RNGs.")] = 0,
+    env: Annotated[str, typer.Option(help="Game: arena, navigation, or a MettaGridConfig JSON/YAML file.")] = "arena",
+    mode: Annotated[
+        Mode, typer.Option(help="process: each agent in its own process. inline: all in this process (debugging).")
+    ] = "process",
+    out: Annotated[Path | None, typer.Option(help="Write the episode result as JSON to this file.")] = None,
+    log_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for per-agent logs (policy stdout/stderr). Default: ./policybox-logs/<time>-seed<N>."
+        ),
+    ] = None,
+    act_timeout_ms: Annotated[
+        float, typer.Option(min=1, help="Per-step deadline per agent; a late agent plays no-op that step.")
+    ] = 1000.0,
+    init_timeout_s: Annotated[
+        float, typer.Option(min=0.1, help="Deadline for a cell to import its policy and load its checkpoint.")
+    ] = 60.0,
+) -> None:
+    """Play one episode and print every agent's policy, reward and status.
+
+    Exit code 0 when every agent ended with status ok, 1 when any did not, 2 for bad input.
+    """
+    try:
+        specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
+        settings = EpisodeSettings(
+            env=env, steps=steps, seed=seed, mode=mode, act_timeout_ms=act_timeout_ms, init_timeout_s=init_timeout_s
+        )
+        _check_writable(out)
+        logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
+        with console.status(f"Playing {steps} steps with {agents} agents ({mode} mode)…"):
+            result = run_episode(specs, settings, logs)
+    except (SpecError, ValidationError, ValueError) as exc:
+        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        errors.print("[yellow]interrupted: every cell was stopped; no result written[/]")
+        raise typer.Exit(130) from None
+    if out is not None:
+        _write_atomically(out, result.model_dump_json(indent=2))
+    _show(result, out)
+    raise typer.Exit(0 if all(a.status == AgentStatus.OK for a in result.agents) else 1)
+
+
+def _check_writable(out: Path | None) -> None:
+    if out is None:
+        return
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give a file name such as {out / 'result.json'}")
+    if not out.parent.resolve().is_dir():
+        raise ValueError(f"--out {out}: folder {out.parent} does not exist")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a result."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent.resolve(), prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _show(result: EpisodeResult, out: Path | None) -> None:
+    table = Table(
+        title=f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}"
+    )
+    for column in ("agent", "policy", "reward", "status", "p50 ms", "p99 ms"):
+        table.add_column(column, justify="right" if column in ("agent", "reward", "p50 ms", "p99 ms") else "left")
+    for agent in result.agents:
+        status = agent.status.value if agent.status == AgentStatus.OK else f"[red]{agent.status.value}[/]"
+        if agent.failure is not None:
+            status += f" — {agent.failure.one_line()}"
+        table.add_row(
+            str(agent.agent_id),
+            agent.policy,
+            f"{agent.reward:g}",
+            status,
+            _ms(agent.latency.p50_ms),
+            _ms(agent.latency.p99_ms),
+        )
+    console.print(table)
+    _show_tracebacks(result)
+    rate = result.steps / result.duration_s if result.duration_s else 0.0
+    console.print(f"{result.steps} steps in {result.duration_s:.2f} s ({rate:,.0f} steps/s incl. start-up)")
+    if result.agents and result.agents[0].log_path:
+        console.print(f"agent logs: {Path(result.agents[0].log_path).parent}", highlight=False)
+    if out is not None:
+        console.print(f"result: {out}", highlight=False)
+
+
+def _show_tracebacks(result: EpisodeResult) -> None:
+    """Each distinct traceback once, headed by the agents it belongs to."""
+    by_traceback: dict[str, list[str]] = {}
+    for agent in result.agents:
+        if agent.failure is not None and agent.failure.traceback:
+            by_traceback.setdefault(agent.failure.traceback, []).append(f"{agent.agent_id} ({agent.policy})")
+    for traceback, owners in by_traceback.items():
+        console.print(f"[bold]agent {', '.join(owners)}:[/]", highlight=False)
+        console.print(traceback.rstrip(), markup=False, highlight=False)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def main() -> None:
+    app()

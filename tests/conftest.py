@@ -1,0 +1,39 @@
+"""Shared fixtures: policy file paths, a one-call episode runner, and a no-leftover-process guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+import pytest
+
+from policybox.episode import EpisodeSettings, assign_policies, run_episode
+from policybox.results import EpisodeResult
+from policybox.spec import parse_policy_arg
+
+POLICIES = Path(__file__).parent / "policies"
+
+
+def policy(name: str, **extra: str) -> str:
+    """A -p string for a test policy: ``policy("faults.py:RaiseInStep")``."""
+    return ",".join([str(POLICIES / name), *(f"{key}={value}" for key, value in extra.items())])
+
+
+@pytest.fixture
+def play(tmp_path: Path):
+    """Run one episode: ``play(["random", policy("x.py:X")], agents=4, steps=50, mode="inline")``."""
+
+    def _play(policies: list[str], agents: int = 4, **settings) -> EpisodeResult:
+        specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
+        settings.setdefault("steps", 50)
+        return run_episode(specs, EpisodeSettings(**settings), tmp_path / "logs")
+
+    return _play
+
+
+@pytest.fixture(autouse=True)
+def no_process_survives():
+    """Every test must leave no child process behind (cells are reaped, not orphaned)."""
+    yield
+    children = psutil.Process().children(recursive=True)
+    assert not children, f"processes left behind: {[(c.pid, c.cmdline()) for c in children]}"

@@ -1,0 +1,39 @@
+"""The cell's side of the handshake, driven directly over its socket."""
+
+import json
+import socket
+
+from policybox.host.launcher import SpawnLauncher
+from policybox.wire import CELL_TO_HOST, MAX_CELL_FRAME, FrameDecoder, FrameType, encode_json
+
+
+def handshake(tmp_path, setup: dict):
+    cell = SpawnLauncher().launch(tmp_path / "cell.log")
+    try:
+        cell.sock.setblocking(True)
+        cell.sock.settimeout(60)
+        cell.sock.sendall(encode_json(FrameType.SETUP, setup))
+        decoder = FrameDecoder(CELL_TO_HOST, MAX_CELL_FRAME)
+        while not (frames := decoder.feed(cell.sock.recv(65536))):
+            pass
+        return frames[0], cell.exit_status(30)
+    finally:
+        cell.close()
+
+
+def test_protocol_version_mismatch_is_a_clear_error(tmp_path):
+    frame, exit_code = handshake(tmp_path, {"protocol": 999, "agent_id": 0, "seed": 0, "spec": {}, "env": {}})
+    assert frame.type == FrameType.ERROR
+    report = json.loads(frame.payload)
+    assert report["phase"] == "init"
+    assert "protocol version mismatch: host speaks 999, this cell speaks 1" in report["message"]
+    assert exit_code == 1
+
+
+def test_cell_exits_when_the_host_closes_its_end(tmp_path):
+    cell = SpawnLauncher().launch(tmp_path / "cell.log")
+    try:
+        cell.sock.shutdown(socket.SHUT_RDWR)
+        assert cell.exit_status(30) == 2  # no SETUP ever came
+    finally:
+        cell.close()

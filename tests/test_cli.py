@@ -1,0 +1,107 @@
+"""The policybox command as a user runs it: the table, the JSON, exit codes and clear errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import policy
+
+from policybox.results import EpisodeResult
+
+
+def policybox(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "policybox", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+
+
+def test_run_prints_every_agent_and_writes_the_result(tmp_path):
+    out = tmp_path / "result.json"
+    run = policybox(
+        "run",
+        "--agents",
+        "4",
+        "-p",
+        "random",
+        "-p",
+        policy("stateful.py:Stateful"),
+        "--steps",
+        "60",
+        "--seed",
+        "7",
+        "--out",
+        str(out),
+        "--log-dir",
+        str(tmp_path / "logs"),
+    )
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 4
+    assert "random" in rows[0] and "Stateful" in rows[1] and all(" ok " in row for row in rows)
+    result = EpisodeResult.model_validate_json(out.read_text())
+    assert (result.seed, result.steps, result.mode, len(result.agents)) == (7, 60, "process", 4)
+    assert result.game_stats and all(agent.stats for agent in result.agents)
+    assert result.agents[1].log_path == str(tmp_path / "logs" / "agent-1.log")
+    assert result.agents[1].latency.count == 60 and result.agents[1].latency.p99_ms > 0
+
+
+def test_spec_file_and_inline_mode(tmp_path):
+    spec = tmp_path / "bot.yaml"
+    spec.write_text(f"class_path: {policy('stateful.py:Stateful')}\ninit_kwargs:\n  stride: 3\nname: memo\n")
+    out = tmp_path / "r.json"
+    run = policybox("run", "-n", "2", "-p", str(spec), "--steps", "20", "--mode", "inline", "--out", str(out))
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert [a["policy"] for a in result["agents"]] == ["memo", "memo"]
+    assert result["agents"][0]["spec"]["init_kwargs"] == {"stride": 3}
+
+
+def test_failed_agent_shows_its_cause_and_exits_1(tmp_path):
+    run = policybox(
+        "run",
+        "-n",
+        "2",
+        "-p",
+        policy("faults.py:RaiseInStep"),
+        "-p",
+        "noop",
+        "--steps",
+        "20",
+        "--log-dir",
+        str(tmp_path),
+    )
+    assert run.returncode == 1
+    assert "error — RuntimeError at step 10: policy gave up at step 10" in run.stdout
+    assert 'faults.py", line' in run.stdout  # the traceback is shown
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-p", "./no_such_bot.py:Bot"], "policy file './no_such_bot.py' does not exist"),
+        (["-p", "randm"], "unknown policy shorthand 'randm'; MettaGrid knows: "),
+        (["-p", "random", "--env", "nowhere.yaml"], "is neither a known game"),
+        (["-p", "random", "--out", "/no/such/folder/r.json"], "folder /no/such/folder does not exist"),
+        (["-p", "random", "--agents", "0"], "Invalid value for '--agents'"),
+        (["-p", "random", "--mode", "thread"], "Invalid value for '--mode'"),
+    ],
+)
+def test_bad_input_is_one_clear_error(args, message, tmp_path):
+    run = policybox("run", "--steps", "5", *args, cwd=tmp_path)
+    assert run.returncode == 2
+    assert message in " ".join(run.stderr.split())
+    assert "Traceback" not in run.stderr
+
+
+def test_existing_result_survives_bad_input(tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text("previous result")
+    run = policybox("run", "-p", "randm", "--out", str(out))
+    assert run.returncode == 2
+    assert out.read_text() == "previous result"

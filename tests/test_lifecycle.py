@@ -1,0 +1,106 @@
+"""Cells start together and are gone after every episode, however it ends."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from conftest import policy
+
+from policybox.envs.mettagrid import MettaGridHost
+from policybox.results import AgentStatus
+
+
+def cells_of(host_pid: int) -> list[psutil.Process]:
+    """Cell processes serving the given host, wherever they are in the process tree."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "policybox.cell" in cmdline and str(host_pid) in cmdline:
+            found.append(proc)
+    return found
+
+
+def wait_for(condition, timeout: float = 30.0) -> bool:
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_twenty_episodes_leave_no_process_and_no_fd(play):
+    me = psutil.Process()
+    play(["random"], agents=2, steps=5)  # warm up lazy imports that keep files open
+    fds = me.num_fds()
+    for seed in range(20):
+        result = play(["random", policy("faults.py:ExitInStep")], agents=2, steps=12, seed=seed)
+        assert [a.status for a in result.agents] == [AgentStatus.OK, AgentStatus.CRASHED]
+        assert me.children(recursive=True) == []
+    assert me.num_fds() == fds
+
+
+def test_exception_in_the_host_mid_episode_stops_every_cell(play, monkeypatch):
+    real_step = MettaGridHost.step
+
+    def failing_step(self):
+        if self.current_step == 3:
+            raise RuntimeError("host bug")
+        real_step(self)
+
+    monkeypatch.setattr(MettaGridHost, "step", failing_step)
+    with pytest.raises(RuntimeError, match="host bug"):
+        play(["random"], agents=3, steps=10)
+    assert cells_of(os.getpid()) == []
+
+
+@pytest.fixture
+def background_host(tmp_path):
+    """A ``policybox run`` host whose 3 cells are stuck inside step(), deaf to their sockets."""
+    command = [
+        sys.executable,
+        "-m",
+        "policybox",
+        "run",
+        "-p",
+        policy("faults.py:SleepInStep"),
+        "-n",
+        "3",
+        "--steps",
+        "2000",
+        "--act-timeout-ms",
+        "50",
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--out",
+        str(tmp_path / "r.json"),
+    ]
+    host = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: len(cells_of(host.pid)) == 3), "cells did not start"
+        time.sleep(2.0)  # past step 10: every cell is asleep in step()
+        yield host
+    finally:
+        host.kill()
+        host.communicate()
+
+
+def test_ctrl_c_stops_every_cell(background_host, tmp_path):
+    cells = cells_of(background_host.pid)
+    background_host.send_signal(signal.SIGINT)
+    _, stderr = background_host.communicate(timeout=30)
+    assert background_host.returncode == 130
+    assert "interrupted" in stderr
+    assert not (tmp_path / "r.json").exists()
+    assert all(not cell.is_running() for cell in cells)
+
+
+def test_cells_die_when_the_host_is_killed(background_host):
+    cells = cells_of(background_host.pid)
+    background_host.kill()
+    background_host.wait()
+    assert wait_for(lambda: all(not cell.is_running() for cell in cells), timeout=10)

@@ -1,0 +1,78 @@
+"""Policies as MettaGrid users write them run unchanged in their cells; checkpoints load in the cell."""
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+from conftest import policy
+
+from policybox.envs.mettagrid import ACTION, NO_VIBE
+from policybox.results import AgentStatus
+
+
+def digest_of(action_ids: list[int]) -> str:
+    return hashlib.sha256(b"".join(ACTION.pack(a, NO_VIBE) for a in action_ids)).hexdigest()
+
+
+def test_checkpoint_weights_are_loaded_inside_the_cell(play, tmp_path):
+    north, west = tmp_path / "north.npz", tmp_path / "west.npz"
+    np.savez(north, weights=np.array([0, 9, 0, 0, 0], dtype=float))  # move_north
+    np.savez(west, weights=np.array([0, 0, 0, 9, 0], dtype=float))  # move_west
+    result = play(
+        [
+            policy("weights.py:Weights", data=north),
+            policy("weights.py:Weights", data=west),
+            policy("weights.py:Weights"),
+        ],
+        agents=3,
+        steps=40,
+    )
+    north_agent, west_agent, untrained = result.agents
+    assert north_agent.policy == "Weights:north.npz"
+    # The digest covers every action the game received: exactly move_north (id 1) 40 times, etc.
+    assert north_agent.action_digest == digest_of([1] * 40)
+    assert west_agent.action_digest == digest_of([3] * 40)
+    assert untrained.action_digest == digest_of([0] * 40)
+    assert north_agent.stats["action.move.success"] + north_agent.stats["action.move.failed"] == 40
+    # load_policy_data ran in the cell: its print is in that agent's log, not in the host.
+    assert "loaded weights [0.0, 9.0, 0.0, 0.0, 0.0]" in Path(north_agent.log_path).read_text()
+    assert "loaded weights" not in Path(untrained.log_path).read_text()
+
+
+def test_mettagrid_bundled_policies_by_shorthand_and_dotted_path(play):
+    result = play(["random", "noop", "mettagrid.policy.random_agent.RandomMultiAgentPolicy"], agents=3, steps=30)
+    assert [a.status for a in result.agents] == [AgentStatus.OK] * 3
+    assert [a.policy for a in result.agents] == ["random", "noop", "RandomMultiAgentPolicy"]
+    assert result.agents[1].stats.get("action.noop.success") == 30
+    assert result.agents[0].latency.count == 30
+
+
+def test_init_kwargs_reach_the_policy(play):
+    results = [
+        play([policy("stateful.py:Stateful", **{"kw.stride": stride})], agents=2, steps=30) for stride in (1, 50)
+    ]
+    assert results[0].agents[0].action_digest != results[1].agents[0].action_digest
+
+
+def test_policy_output_goes_to_its_log_file_not_the_protocol(play):
+    result = play([policy("chatty.py:Chatty"), "noop"], agents=2, steps=25)
+    chatty, quiet = result.agents
+    assert chatty.status == AgentStatus.OK and chatty.stats["action.noop.success"] == 25
+    log = Path(chatty.log_path).read_text()
+    assert "agent 0 step 24 stdout" in log and "agent 0 step 24 stderr" in log
+    assert Path(quiet.log_path).read_text() == ""
+
+
+def test_python_path_is_importable_only_in_the_cell(play, tmp_path):
+    package = tmp_path / "roots" / "mybots"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "bot.py").write_text(
+        "from mettagrid.policy.noop import NoopPolicy\n\nclass Bot(NoopPolicy):\n    pass\n"
+    )
+    result = play([f"mybots.bot.Bot,path={tmp_path / 'roots'}"], agents=2, steps=10)
+    assert [a.status for a in result.agents] == [AgentStatus.OK] * 2
+    import sys
+
+    assert str(tmp_path / "roots") not in sys.path
+    assert "mybots" not in sys.modules

@@ -1,0 +1,33 @@
+"""The README's "write your own policy" example works exactly as written."""
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+README = (Path(__file__).parents[1] / "README.md").read_text()
+
+
+def block_after(marker: str, language: str) -> str:
+    start = README.index(marker)
+    return re.search(rf"```{language}\n(.*?)```", README[start:], re.S).group(1)
+
+
+def test_write_your_own_policy_example(tmp_path):
+    (tmp_path / "bots").mkdir()
+    (tmp_path / "bots" / "greedy.py").write_text(block_after("`bots/greedy.py`:", "python"))
+    venv_bin = str(Path(sys.executable).parent)
+    for line in block_after("Give it a checkpoint", "bash").strip().splitlines():
+        command = [word.replace(".venv/bin", venv_bin) for word in shlex.split(line)]
+        run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    greedy = [agent for agent in result["agents"] if agent["agent_id"] % 2 == 1]
+    assert [agent["policy"] for agent in greedy] == ["Greedy:greedy.npy"] * 2
+    assert all(agent["status"] == "ok" for agent in result["agents"])
+    # The checkpoint prefers move_north: the greedy agents tried a move on every step.
+    assert all(
+        agent["stats"]["action.move.success"] + agent["stats"].get("action.move.failed", 0) == 1000 for agent in greedy
+    )
