@@ -76,3 +76,15 @@ def test_python_path_is_importable_only_in_the_cell(play, tmp_path):
 
     assert str(tmp_path / "roots") not in sys.path
     assert "mybots" not in sys.modules
+
+
+def test_cells_compute_concurrently(play):
+    """Every step, all four agents were inside step() at the same moment: sent all, then gathered."""
+    result = play([policy("sleepy.py:Sleepy")], agents=4, steps=5)
+    spans = [
+        [tuple(map(float, line.split()[1:])) for line in Path(agent.log_path).read_text().splitlines()]
+        for agent in result.agents
+    ]
+    for step in range(5):
+        starts, ends = zip(*(agent_spans[step] for agent_spans in spans), strict=True)
+        assert max(starts) < min(ends), f"step {step}: agents ran one after another"
