@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from policybox.episode import EpisodeSettings, Mode, assign_policies, run_episode
+from policybox.episode import EpisodeSettings, Mode, OnFailure, assign_policies, run_episode
+from policybox.limits import Limits
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.spec import SpecError, parse_policy_arg
 
@@ -22,6 +23,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Run multi-agent episodes with every agent's policy in its own OS process.",
 )
+DEFAULTS = Limits()
 console = Console()
 errors = Console(stderr=True)
 
@@ -56,11 +58,24 @@ def run(
         ),
     ] = None,
     act_timeout_ms: Annotated[
-        float, typer.Option(min=1, help="Per-step deadline per agent; a late agent plays no-op that step.")
-    ] = 1000.0,
+        float, typer.Option(min=1, help="Per-step deadline per agent; a late agent plays no-op on that step.")
+    ] = DEFAULTS.act_timeout_ms,
+    time_bank_ms: Annotated[
+        float, typer.Option(min=0, help="Per-agent budget for time past deadlines; once spent, the agent is disabled.")
+    ] = DEFAULTS.time_bank_ms,
     init_timeout_s: Annotated[
         float, typer.Option(min=0.1, help="Deadline for a cell to import its policy and load its checkpoint.")
-    ] = 60.0,
+    ] = DEFAULTS.init_timeout_s,
+    episode_timeout_s: Annotated[
+        float | None, typer.Option(min=0.1, help="Wall-clock limit for the episode; it ends early when reached.")
+    ] = None,
+    log_limit_mb: Annotated[
+        float, typer.Option(min=0.01, help="Cap on each agent's printed output; the rest is discarded.")
+    ] = DEFAULTS.log_limit_mb,
+    on_agent_failure: Annotated[
+        OnFailure,
+        typer.Option(help="continue: a failed agent plays no-op to the end. abort: end the episode at the failure."),
+    ] = "continue",
 ) -> None:
     """Play one episode and print every agent's policy, reward and status.
 
@@ -68,8 +83,15 @@ def run(
     """
     try:
         specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
+        limits = Limits(
+            act_timeout_ms=act_timeout_ms,
+            time_bank_ms=time_bank_ms,
+            init_timeout_s=init_timeout_s,
+            episode_timeout_s=episode_timeout_s,
+            log_limit_mb=log_limit_mb,
+        )
         settings = EpisodeSettings(
-            env=env, steps=steps, seed=seed, mode=mode, act_timeout_ms=act_timeout_ms, init_timeout_s=init_timeout_s
+            env=env, steps=steps, seed=seed, mode=mode, limits=limits, on_agent_failure=on_agent_failure
         )
         _check_writable(out)
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
@@ -123,6 +145,8 @@ def _show(result: EpisodeResult, out: Path | None) -> None:
             _ms(agent.latency.p99_ms),
         )
     console.print(table)
+    if result.aborted:
+        console.print(f"[bold red]episode aborted:[/] {result.aborted}", highlight=False)
     _show_tracebacks(result)
     rate = result.steps / result.duration_s if result.duration_s else 0.0
     console.print(f"{result.steps} steps in {result.duration_s:.2f} s ({rate:,.0f} steps/s incl. start-up)")

@@ -18,23 +18,28 @@ from policybox.envs.mettagrid import MettaGridHost, make_config, resolve_shortha
 from policybox.host.inline_pool import InlinePool
 from policybox.host.process_pool import ProcessPool, Reply
 from policybox.host.record import AgentRecord
+from policybox.limits import Limits
 from policybox.results import AgentResult, EpisodeResult
 from policybox.spec import PolicySpec, SpecError
 from policybox.wire import PROTOCOL_VERSION, FrameType
 
 Mode = Literal["process", "inline"]
+OnFailure = Literal["continue", "abort"]
 LOG_TAIL_BYTES = 4096
 
 
 class EpisodeSettings(BaseModel):
-    """What to play and the host's limits; the defaults are the CLI's defaults."""
+    """What to play, how, and within which limits; the defaults are the CLI's defaults."""
 
     env: str = Field(default="arena", description="arena, navigation, or a MettaGridConfig JSON/YAML file")
     steps: int = Field(default=1000, ge=1, description="Episode length (the game's max_steps)")
     seed: int = Field(default=0, ge=0, description="Seeds the game, its map and every agent's RNGs")
     mode: Mode = "process"
-    act_timeout_ms: float = Field(default=1000.0, gt=0, description="Per-step deadline for each agent")
-    init_timeout_s: float = Field(default=60.0, gt=0, description="Start-up deadline (import + checkpoint load)")
+    limits: Limits = Field(default_factory=Limits)
+    on_agent_failure: OnFailure = Field(
+        default="continue",
+        description="continue: a failed agent plays no-op to the end; abort: the episode ends at the failure",
+    )
 
 
 def assign_policies(specs: Sequence[PolicySpec], num_agents: int) -> list[PolicySpec]:
@@ -66,16 +71,14 @@ def run_episode(specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir:
     env = MettaGridHost(make_config(settings.env, len(specs), settings.steps, settings.seed), settings.seed)
     try:
         records = [AgentRecord(i, spec, _log_path(log_dir, i, settings.mode)) for i, spec in enumerate(specs)]
-        setups = [_setup(env, record, settings.seed) for record in records]
-        pool = (
-            ProcessPool(records, settings.act_timeout_ms, settings.init_timeout_s)
-            if settings.mode == "process"
-            else InlinePool(records)
-        )
+        setups = [_setup(env, record, settings) for record in records]
+        pool = ProcessPool(records, settings.limits) if settings.mode == "process" else InlinePool(records)
+        deadline = None if settings.limits.episode_timeout_s is None else clock + settings.limits.episode_timeout_s
         with pool:
             pool.start(setups)
-            _play(env, pool, records)
-        return _result(env, records, settings, started_at, time.monotonic() - clock)
+            aborted = _play(env, pool, records, settings.on_agent_failure, deadline)
+        cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
+        return _result(env, records, settings, started_at, time.monotonic() - clock, cleanup, aborted)
     finally:
         env.close()
 
@@ -89,25 +92,45 @@ def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
     return path
 
 
-def _setup(env: EnvHost, record: AgentRecord, seed: int) -> dict:
+def _setup(env: EnvHost, record: AgentRecord, settings: EpisodeSettings) -> dict:
     return {
         "protocol": PROTOCOL_VERSION,
         "agent_id": record.agent_id,
-        "seed": seed,
+        "seed": settings.seed,
+        "log_limit_bytes": settings.limits.log_limit_bytes,
         "spec": record.spec.model_dump(mode="json"),
         "env": env.cell_setup(),
     }
 
 
-def _play(env: EnvHost, pool: ProcessPool | InlinePool, records: list[AgentRecord]) -> None:
+def _play(
+    env: EnvHost,
+    pool: ProcessPool | InlinePool,
+    records: list[AgentRecord],
+    on_agent_failure: OnFailure,
+    deadline: float | None,
+) -> str | None:
+    """Step until the game ends; the reason if the episode was cut short instead."""
     agent_ids = range(env.num_agents)
     while not env.done:
+        if on_agent_failure == "abort" and (cause := _first_terminal_failure(records)):
+            return cause
+        if deadline is not None and time.monotonic() >= deadline:
+            return f"episode time limit reached after {env.current_step} steps"
         step = env.current_step
         with _gc_paused():
             replies = pool.act(step, [env.observation(i) for i in agent_ids])
             for record, reply in zip(records, replies, strict=True):
                 _apply(env, record, step, reply)
             env.step()
+    return None
+
+
+def _first_terminal_failure(records: list[AgentRecord]) -> str | None:
+    for record in records:
+        if record.status.is_terminal and record.failure is not None:
+            return f"agent {record.agent_id} ({record.spec.display_name}) {record.status}: {record.failure.one_line()}"
+    return None
 
 
 def _apply(env: EnvHost, record: AgentRecord, step: int, reply: Reply | None) -> None:
@@ -136,7 +159,13 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _result(
-    env: EnvHost, records: list[AgentRecord], settings: EpisodeSettings, started_at: str, duration: float
+    env: EnvHost,
+    records: list[AgentRecord],
+    settings: EpisodeSettings,
+    started_at: str,
+    duration: float,
+    cleanup: str,
+    aborted: str | None,
 ) -> EpisodeResult:
     rewards = env.rewards()
     game_stats, agent_stats = env.episode_stats()
@@ -153,6 +182,7 @@ def _result(
                 stats=agent_stats[record.agent_id],
                 status=record.status,
                 failure=record.failure,
+                first_failure_step=record.first_failure_step,
                 timeouts=record.timeouts,
                 invalid_actions=record.invalid_actions,
                 minimum_action_timeout_ms=record.minimum_action_timeout_ms,
@@ -167,7 +197,10 @@ def _result(
         seed=settings.seed,
         steps=env.current_step,
         env=env.describe(),
-        limits={"act_timeout_ms": settings.act_timeout_ms, "init_timeout_s": settings.init_timeout_s},
+        limits=settings.limits,
+        on_agent_failure=settings.on_agent_failure,
+        cleanup=cleanup,
+        aborted=aborted,
         game_stats=game_stats,
         agents=agents,
         started_at=started_at,

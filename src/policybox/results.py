@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from policybox.limits import Limits
 from policybox.spec import PolicySpec
 
 
@@ -16,7 +17,7 @@ class AgentStatus(StrEnum):
     OK = "ok"
     TIMEOUT = "timeout"  # missed one or more step deadlines; played no-op on those steps
     INVALID_ACTION = "invalid_action"  # returned something that is not an action; no-op on that step
-    DISABLED = "disabled"  # stopped by the host (never became ready in time); no-op to the end
+    DISABLED = "disabled"  # stopped by the host: not ready in time, or its time bank is spent; no-op to the end
     ERROR = "error"  # the policy raised, or its cell broke the protocol; no-op to the end
     CRASHED = "crashed"  # the cell process died; no-op to the end
 
@@ -69,7 +70,8 @@ class AgentResult(BaseModel):
     reward: float
     stats: dict[str, float] = Field(description="The environment's per-agent episode stats")
     status: AgentStatus
-    failure: Failure | None = None
+    failure: Failure | None = Field(default=None, description="What set the status (the latest terminal failure)")
+    first_failure_step: int | None = Field(default=None, description="Step of the agent's first failure")
     timeouts: int = 0
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0
@@ -84,9 +86,11 @@ class EpisodeResult(BaseModel):
     seed: int
     steps: int
     env: dict[str, Any]
-    limits: dict[str, Any]
+    limits: Limits
+    on_agent_failure: str
+    cleanup: str = Field(description="How cells were killed: cgroup+process-group, process-group, or inline")
     game_stats: dict[str, float] = Field(description="The environment's own episode stats")
     agents: list[AgentResult]
     started_at: str
     duration_s: float
-    aborted: str | None = None
+    aborted: str | None = Field(default=None, description="Why the episode ended before the game did, if it did")

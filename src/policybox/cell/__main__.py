@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 
+from policybox.cell.output import cap_output
 from policybox.cell.runtime import AgentRuntime, PolicyFailure, failure_report
 from policybox.wire import (
     HOST_TO_CELL,
@@ -66,7 +67,9 @@ def serve(conn: HostConnection) -> int:
     if setup is None or setup.type != FrameType.SETUP:
         return 2
     try:
-        runtime = AgentRuntime(decode_json(setup), owns_process=True)
+        message = decode_json(setup)
+        runtime = AgentRuntime(message, owns_process=True)  # checks the protocol version first
+        cap_output(int(message["log_limit_bytes"]))
         ready = runtime.start()
     except PolicyFailure as failure:
         conn.send(encode_json(FrameType.ERROR, failure.report))

@@ -11,15 +11,19 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from policybox.host.cgroup import CellCgroup, new_cell_cgroup
+
 REAP_TIMEOUT_S = 5.0
 
 
 @dataclass
 class CellProcess:
-    """One running cell: its process (leader of its own process group) and the host's socket end."""
+    """One running cell: its process (leader of its own process group), its cgroup where the machine
+    allows one, and the host's socket end."""
 
     popen: subprocess.Popen[bytes]
     sock: socket.socket
+    cgroup: CellCgroup | None
 
     @property
     def pid(self) -> int:
@@ -29,6 +33,8 @@ class CellProcess:
         """SIGKILL the cell's whole process group (it and anything it spawned)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill()
 
     def exit_status(self, timeout: float) -> int | None:
         """The exit code (negative: killed by that signal) once the process ends, else None."""
@@ -47,6 +53,8 @@ class CellProcess:
             return
         self.kill()
         self.popen.wait(REAP_TIMEOUT_S)
+        if self.cgroup is not None:
+            self.cgroup.kill_and_remove()
         self.sock.close()
 
 
@@ -84,4 +92,18 @@ class SpawnLauncher:
             host_sock.close()
             raise
         host_sock.setblocking(False)
-        return CellProcess(popen, host_sock)
+        # The cell runs no policy code before its SETUP, which is sent after this: nothing it
+        # starts can be outside the cgroup.
+        return CellProcess(popen, host_sock, _join_new_cgroup(popen.pid))
+
+
+def _join_new_cgroup(pid: int) -> CellCgroup | None:
+    cgroup = new_cell_cgroup()
+    if cgroup is None:
+        return None
+    try:
+        cgroup.add(pid)
+    except OSError:
+        cgroup.kill_and_remove()
+        return None
+    return cgroup

@@ -1,8 +1,10 @@
-"""ProcessPool: every agent in its own cell; steps are sent to all cells, then gathered with a deadline.
+"""ProcessPool: every agent in its own cell; each step is sent to all cells, then gathered by a deadline.
 
-Each cell has at most one request in flight. A cell that misses a step's deadline plays the no-op
-for that step and every following step until its late reply arrives; that reply is discarded (it
-answers an old observation) and the cell gets the *current* observation at the next step.
+Time belongs to the host. Each cell has at most one request in flight. A cell that misses a step's
+deadline plays the no-op for that step and every later step until its late reply arrives; that
+reply answers an old observation, so it is dropped, and the cell gets the *current* observation at
+the next step. Time past the deadline is taken from the agent's time bank; an agent whose bank is
+spent -- by a late reply, or by still not answering -- is disabled and its cell killed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from policybox.host.launcher import CellProcess, SpawnLauncher
 from policybox.host.record import AgentRecord
+from policybox.limits import Limits
 from policybox.results import AgentStatus, Failure
 from policybox.wire import (
     CELL_TO_HOST,
@@ -37,44 +40,36 @@ EXIT_WAIT_S = 1.0
 
 
 class _Cell:
-    """The host's view of one cell: its record, process, frame decoder and the request in flight."""
+    """The host's view of one cell: its record, process, frame decoder, request in flight and bank."""
 
-    def __init__(self, record: AgentRecord, process: CellProcess) -> None:
+    def __init__(self, record: AgentRecord, process: CellProcess, limits: Limits) -> None:
         self.record = record
         self.process = process
         self.decoder = FrameDecoder(CELL_TO_HOST, MAX_CELL_FRAME)
         self.in_flight: int | None = None  # sequence number awaiting a reply
         self.sent_ns = 0
         self.reply: Reply | None = None
-        self.ready: dict[str, Any] | None = None
+        self.bank_ns = int(limits.time_bank_ms * 1e6)
+        self._act_timeout_ns = int(limits.act_timeout_ms * 1e6)
 
-    def send(self, data: Sequence[bytes | memoryview], seq: int, deadline_ns: int) -> bool:
-        """Send one frame and mark it in flight; False (agent failed) if the cell will not take it."""
+    def send(self, data: Sequence[bytes | memoryview], seq: int) -> None:
+        """Send one frame and mark it in flight. The socket buffer always has room: one frame at a time."""
         try:
             sent = self.process.sock.sendmsg(data)
-            total = sum(len(part) for part in data)
-            if sent < total:
-                self._send_rest(b"".join(bytes(part) for part in data)[sent:], deadline_ns)
-        except (OSError, TimeoutError) as exc:
-            self.crashed(seq, f"could not send to the cell: {exc}")
-            return False
+        except OSError as exc:
+            self.crashed(seq, f"could not send to the cell ({exc})")
+            return
+        if sent < sum(len(part) for part in data):
+            self.violation(seq, "the cell stopped reading its socket")
+            return
         self.in_flight, self.sent_ns = seq, time.monotonic_ns()
-        return True
-
-    def _send_rest(self, rest: bytes, deadline_ns: int) -> None:
-        sock = self.process.sock
-        sock.settimeout(max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9))
-        try:
-            sock.sendall(rest)
-        finally:
-            sock.setblocking(False)
 
     def on_readable(self, step: int | None) -> None:
         """Take in whatever the cell sent; frames answer the request in flight or are violations."""
         try:
             data = self.process.sock.recv(RECV_SIZE)
         except OSError as exc:
-            self.crashed(step, f"socket error: {exc}")
+            self.crashed(step, f"socket error ({exc})")
             return
         if not data:
             self.crashed(step, "the cell closed its connection")
@@ -99,9 +94,11 @@ class _Cell:
             self._on_ready(frame)
         elif frame.type == FrameType.READY:
             raise ProtocolError("READY frame during the episode")
-        elif frame.seq == step:  # a reply to the current step; an older one is late and dropped
+        elif frame.seq == step:
             self.reply = (frame.type, frame.payload)
             self.record.latencies_ns.append(latency_ns)
+        else:  # a late reply to an older step: dropped, but its lateness is paid from the bank
+            self.spend_bank(frame.seq, latency_ns - self._act_timeout_ns)
 
     def _on_ready(self, frame: Frame) -> None:
         if frame.type != FrameType.READY:
@@ -109,25 +106,40 @@ class _Cell:
         ready = decode_json(frame)
         if ready.get("protocol") != PROTOCOL_VERSION:
             raise ProtocolError(f"cell speaks protocol {ready.get('protocol')!r}, host {PROTOCOL_VERSION}")
-        self.ready = ready
         minimum = ready.get("minimum_action_timeout_ms", 0)
         self.record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
 
+    def check_overdue(self, now_ns: int) -> None:
+        """Disable the agent if the request still in flight has already overrun its whole bank."""
+        if self.in_flight is not None and now_ns - self.sent_ns - self._act_timeout_ns >= self.bank_ns:
+            self.spend_bank(self.in_flight, now_ns - self.sent_ns - self._act_timeout_ns)
+
+    def spend_bank(self, seq: int, overrun_ns: int) -> None:
+        self.bank_ns -= overrun_ns
+        if self.bank_ns <= 0:
+            message = f"time bank used up: step {seq} ran {overrun_ns / 1e6:.0f} ms past its deadline"
+            self.record.fail(AgentStatus.DISABLED, Failure(step=seq, phase="step", kind="TimeBank", message=message))
+
     def violation(self, step: int | None, message: str) -> None:
-        self.record.fail(
-            AgentStatus.ERROR, Failure(step=step, phase=_phase(step), kind="ProtocolError", message=message)
-        )
+        failure = Failure(step=step, phase=_phase(step), kind="ProtocolError", message=message)
+        self.record.fail(AgentStatus.ERROR, failure)
 
     def crashed(self, step: int | None, message: str) -> None:
-        code = self.process.exit_status(EXIT_WAIT_S)
-        failure = Failure(step=step, phase=_phase(step), kind="Crashed", message=message)
-        if code is not None and code < 0:
-            failure.signal = signal.Signals(-code).name
-            failure.message = f"{message}: killed by {failure.signal}"
-        elif code is not None:
-            failure.exit_code = code
-            failure.message = f"{message}: exit code {code}"
-        self.record.fail(AgentStatus.CRASHED, failure)
+        """The connection is gone; how the process ended is filled in when it is retired."""
+        self.record.fail(AgentStatus.CRASHED, Failure(step=step, phase=_phase(step), kind="Crashed", message=message))
+
+    def retire(self) -> None:
+        """Stop this cell for good, first noting how it exited if that explains a crash."""
+        failure = self.record.failure
+        if failure is not None and failure.kind == "Crashed":
+            code = self.process.exit_status(EXIT_WAIT_S)
+            if code is not None and code < 0:
+                failure.signal = signal.Signals(-code).name
+                failure.message = f"cell killed by {failure.signal}"
+            elif code is not None:
+                failure.exit_code = code
+                failure.message = f"cell exited with code {code} ({failure.message})"
+        self.process.close()
 
 
 def _phase(step: int | None) -> str:
@@ -137,12 +149,9 @@ def _phase(step: int | None) -> str:
 class ProcessPool:
     """All cells of one episode. Use as a context manager: every cell is killed and reaped on exit."""
 
-    def __init__(self, records: list[AgentRecord], act_timeout_ms: float, init_timeout_s: float) -> None:
+    def __init__(self, records: list[AgentRecord], limits: Limits) -> None:
         self._records = records
-        self._act_timeout_ns = int(act_timeout_ms * 1e6)
-        self._act_timeout_ms = act_timeout_ms
-        self._init_timeout_ns = int(init_timeout_s * 1e9)
-        self._init_timeout_s = init_timeout_s
+        self._limits = limits
         self._launcher = SpawnLauncher()
         self._selector = selectors.DefaultSelector()
         self._cells: list[_Cell] = []
@@ -153,67 +162,93 @@ class ProcessPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def cleanup(self) -> str:
+        """How cells are killed: with their cgroup (catches setsid escapes) or by process group."""
+        all_cgroups = self._cells and all(cell.process.cgroup is not None for cell in self._cells)
+        return "cgroup+process-group" if all_cgroups else "process-group"
+
     def start(self, setups: list[dict[str, Any]]) -> None:
         """Launch every cell at once, hand each its SETUP, then wait for all READY replies."""
         for record in self._records:
             assert record.log_path is not None
-            cell = _Cell(record, self._launcher.launch(record.log_path))
+            cell = _Cell(record, self._launcher.launch(record.log_path), self._limits)
             self._cells.append(cell)
             self._selector.register(cell.process.sock, selectors.EVENT_READ, cell)
-        deadline = time.monotonic_ns() + self._init_timeout_ns
+        deadline = time.monotonic_ns() + int(self._limits.init_timeout_s * 1e9)
         for cell, setup in zip(self._cells, setups, strict=True):
-            cell.send([encode_json(FrameType.SETUP, setup)], 0, deadline)
-        for cell in self._gather(deadline, None):
-            message = f"not ready within the init timeout of {self._init_timeout_s:g} s"
-            cell.record.fail(AgentStatus.DISABLED, Failure(step=None, phase="init", kind="Timeout", message=message))
+            cell.send([encode_json(FrameType.SETUP, setup)], 0)
+        self._gather(deadline, None)
+        for cell in self._cells:
+            if cell.record.playing and cell.in_flight is not None:
+                message = f"not ready within the init timeout of {self._limits.init_timeout_s:g} s"
+                failure = Failure(step=None, phase="init", kind="Timeout", message=message)
+                cell.record.fail(AgentStatus.DISABLED, failure)
         self._retire_failed()
 
     def act(self, step: int, observations: Sequence[bytes | memoryview]) -> list[Reply | None]:
-        """Send every playing agent its observation, then gather replies until the deadline."""
-        deadline = time.monotonic_ns() + self._act_timeout_ns
+        """Send every agent that is free its observation, then gather replies until the deadline."""
+        deadline = time.monotonic_ns() + int(self._limits.act_timeout_ms * 1e6)
         for cell in self._cells:
             cell.reply = None
             if cell.record.playing and cell.in_flight is None:
                 payload = observations[cell.record.agent_id]
-                cell.send([encode_header(FrameType.OBSERVATION, step, len(payload)), payload], step, deadline)
+                cell.send([encode_header(FrameType.OBSERVATION, step, len(payload)), payload], step)
         self._gather(deadline, step)
+        now = time.monotonic_ns()
         for cell in self._cells:
             if cell.record.playing and cell.reply is None:
-                cell.record.missed_deadline(step, self._act_timeout_ms)
+                cell.record.missed_deadline(step, self._limits.act_timeout_ms)
+                cell.check_overdue(now)
         self._retire_failed()
         return [cell.reply for cell in self._cells]
 
-    def _gather(self, deadline_ns: int, step: int | None) -> list[_Cell]:
-        """Process replies until every playing cell answered or the deadline passed; the late cells."""
-        waiting = {cell for cell in self._cells if cell.record.playing and cell.in_flight is not None}
+    def _gather(self, deadline_ns: int, step: int | None) -> None:
+        """Read until every cell asked at this step has answered, or the deadline passes.
+
+        Cells still busy with an older step are read too when they are readable (their late reply
+        frees them for the next step), but never waited for.
+        """
+        current = 0 if step is None else step
+        waiting = {cell for cell in self._cells if cell.record.playing and cell.in_flight == current}
         while waiting:
             remaining = (deadline_ns - time.monotonic_ns()) / 1e9
             if remaining <= 0:
-                break
+                return
             for key, _ in self._selector.select(remaining):
                 cell: _Cell = key.data
                 cell.on_readable(step)
-                if cell.in_flight is None or not cell.record.playing:
+                if not cell.record.playing:
+                    self._forget(cell)  # read no more of it; it is retired after the gather
+                if cell.in_flight != current or not cell.record.playing:
                     waiting.discard(cell)
-        return [cell for cell in waiting if cell.record.playing]
 
     def _retire_failed(self) -> None:
         for cell in self._cells:
             if not cell.record.playing and not cell.process.closed:
-                self._selector.unregister(cell.process.sock)
-                cell.process.close()
+                self._forget(cell)
+                cell.retire()
+
+    def _forget(self, cell: _Cell) -> None:
+        with contextlib.suppress(KeyError):
+            self._selector.unregister(cell.process.sock)
 
     def close(self) -> None:
-        """Ask live cells to stop, give them a moment, then kill every process group and reap."""
+        """Ask live cells to stop and give them a moment; then, however that went (even on a second
+        Ctrl-C), kill every cell's group and cgroup first and reap them after."""
         live = [cell for cell in self._cells if not cell.process.closed]
-        stop = encode_header(FrameType.STOP, 0, 0)
-        for cell in live:
-            with contextlib.suppress(OSError):
-                cell.process.sock.send(stop)
-        give_up = time.monotonic() + STOP_GRACE_S
-        for cell in live:
-            cell.process.exit_status(max(0.0, give_up - time.monotonic()))
-        for cell in live:
-            self._selector.unregister(cell.process.sock)
-            cell.process.close()
-        self._selector.close()
+        try:
+            stop = encode_header(FrameType.STOP, 0, 0)
+            for cell in live:
+                with contextlib.suppress(OSError):
+                    cell.process.sock.send(stop)
+            give_up = time.monotonic() + STOP_GRACE_S
+            for cell in live:
+                cell.process.exit_status(max(0.0, give_up - time.monotonic()))
+        finally:
+            for cell in live:
+                cell.process.kill()
+            for cell in live:
+                self._forget(cell)
+                cell.process.close()
+            self._selector.close()

@@ -21,6 +21,7 @@ class AgentRecord:
     log_path: Path | None = None
     status: AgentStatus = AgentStatus.OK
     failure: Failure | None = None
+    first_failure_step: int | None = None
     timeouts: int = 0
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0
@@ -36,6 +37,8 @@ class AgentRecord:
         """Record a failure: the first one sets the status, a later terminal one overrides it."""
         if self.status.is_terminal:
             return
+        if self.status == AgentStatus.OK:
+            self.first_failure_step = failure.step
         if status.is_terminal or self.status == AgentStatus.OK:
             self.status, self.failure = status, failure
 

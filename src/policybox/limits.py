@@ -1,0 +1,40 @@
+"""Limits: the host's time and size budgets for every agent, with defaults sized for MettaGrid.
+
+All times are measured by the host on a monotonic clock, from sending a request to receiving the
+full reply. A MettaGrid step of a scripted or small neural policy takes well under a millisecond
+to a few milliseconds, so the defaults leave a wide margin for a loaded machine while still
+bounding a hung policy: it costs at most ``act_timeout_ms + time_bank_ms`` of wall-clock time
+before it is disabled, and the other agents keep playing meanwhile.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    act_timeout_ms: float = Field(
+        default=1000.0,
+        gt=0,
+        description="Per-step deadline: a reply later than this is dropped and that step is a no-op",
+    )
+    time_bank_ms: float = Field(
+        default=10_000.0,
+        ge=0,
+        description="Per-agent budget for time past the deadline; when it is spent the agent is disabled",
+    )
+    init_timeout_s: float = Field(
+        default=60.0, gt=0, description="Start-up deadline: interpreter, policy import, checkpoint load"
+    )
+    episode_timeout_s: float | None = Field(
+        default=None, gt=0, description="Wall-clock limit for the whole episode; it ends early when reached"
+    )
+    log_limit_mb: float = Field(
+        default=10.0, gt=0, description="Per-agent cap on the policy's printed output (stdout + stderr)"
+    )
+
+    @property
+    def log_limit_bytes(self) -> int:
+        return int(self.log_limit_mb * 1024 * 1024)
