@@ -9,6 +9,7 @@ those are the agent's log file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import signal
@@ -103,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        sock.close()
+        with contextlib.suppress(OSError):  # the policy may have closed the fd itself
+            sock.close()
 
 
 if __name__ == "__main__":

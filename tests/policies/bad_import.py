@@ -1,0 +1,3 @@
+"""Fails at import: it needs a module nobody installed."""
+
+import policybox_test_no_such_module  # noqa: F401

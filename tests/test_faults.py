@@ -1,0 +1,267 @@
+"""The fault suite: real policy files that fail in every way we know, run through `policybox run`.
+
+For each fault: the episode finishes, the faulty agent (seat 0) has the right status, cause and
+step, every other agent acted exactly as in a run where seat 0 was a no-op policy, the result file
+is complete, the table shows the cause in one line, and no process remains.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import policy
+from test_lifecycle import alive
+from typer.testing import CliRunner
+
+from policybox.cli import app
+from policybox.host.cgroup import cgroup_parent
+from policybox.results import AgentStatus, EpisodeResult
+
+STEPS = 150
+# A healthy cell answers in about a millisecond; 500 ms deadlines leave room for a loaded machine,
+# and a 10 ms pacer keeps the episode long enough (>1.5 s) for a hung agent to spend its bank.
+LIMITS = ["--act-timeout-ms", "500", "--time-bank-ms", "500", "--init-timeout-s", "10", "--log-limit-mb", "0.1"]
+OTHERS = [
+    policy("seeded_random.py:SeededRandom"),
+    policy("stateful.py:Stateful"),
+    policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.01"}),
+]
+
+
+def play_seat_zero(first: str, folder: Path) -> tuple[EpisodeResult, str]:
+    out = folder / "result.json"
+    others = [arg for spec in OTHERS for arg in ("-p", spec)]
+    args = ["run", "-n", "4", "-p", first, *others, "--steps", str(STEPS), "--seed", "3", *LIMITS]
+    run = CliRunner().invoke(app, [*args, "--out", str(out), "--log-dir", str(folder / "logs")], env={"COLUMNS": "300"})
+    assert run.exit_code in (0, 1), run.output
+    return EpisodeResult.model_validate_json(out.read_text()), run.output
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> EpisodeResult:
+    result, _ = play_seat_zero("noop", tmp_path_factory.mktemp("reference"))
+    assert [a.status for a in result.agents] == [AgentStatus.OK] * 4
+    return result
+
+
+def check_fault(first: str, tmp_path: Path, reference: EpisodeResult, status: AgentStatus, kind: str | None, step):
+    """Play the fault in seat 0 and check everything the suite promises; the faulty agent's result."""
+    result, table = play_seat_zero(first, tmp_path)
+    faulty, *others = result.agents
+    assert result.steps == STEPS and result.aborted is None
+    assert faulty.status == status, faulty.failure
+    if kind is not None:
+        assert (faulty.failure.kind, faulty.failure.step, faulty.first_failure_step) == (kind, step, step)
+        squeeze = lambda text: re.sub(r"[\s│┃]", "", text)  # noqa: E731 - the table wraps long causes
+        assert squeeze(faulty.failure.one_line()) in squeeze(table)
+    assert faulty.stats.get("action.noop.success") == STEPS  # the game only ever saw no-ops from it
+    assert [a.action_digest for a in others] == [a.action_digest for a in reference.agents[1:]]
+    assert [(a.status, a.reward, a.stats) for a in others] == [
+        (a.status, a.reward, a.stats) for a in reference.agents[1:]
+    ]
+    assert [a.agent_id for a in result.agents] == [0, 1, 2, 3]
+    return faulty
+
+
+FAULTS = {
+    # fault: (seat-0 policy, status, failure kind, failure step)
+    "import error": (policy("bad_import.py:Bot"), AgentStatus.ERROR, "ModuleNotFoundError", None),
+    "unknown class": (policy("faults.py:NoSuchClass"), AgentStatus.ERROR, "AttributeError", None),
+    "exception in __init__": (policy("faults.py:RaiseInInit"), AgentStatus.ERROR, "ValueError", None),
+    "not a policy class": (policy("faults.py:NotAPolicy"), AgentStatus.ERROR, "TypeError", None),
+    "hang in start-up": (policy("faults.py:HangInInit"), AgentStatus.DISABLED, "Timeout", None),
+    "exception in step": (policy("faults.py:RaiseInStep"), AgentStatus.ERROR, "RuntimeError", 10),
+    "os._exit in step": (policy("faults.py:ExitInStep"), AgentStatus.CRASHED, "Crashed", 10),
+    "segfault in step": (policy("faults.py:SegfaultInStep"), AgentStatus.CRASHED, "Crashed", 10),
+    "infinite loop in step": (policy("faults.py:InfiniteLoopInStep"), AgentStatus.DISABLED, "TimeBank", 10),
+    "ignores SIGTERM and hangs": (policy("faults.py:IgnoreSigterm"), AgentStatus.DISABLED, "TimeBank", 10),
+    "out-of-range action index": (
+        policy("faults.py:InvalidAction", **{"kw.returns": "index"}),
+        AgentStatus.INVALID_ACTION,
+        "InvalidAction",
+        10,
+    ),
+    "unknown action name": (
+        policy("faults.py:InvalidAction", **{"kw.returns": "name"}),
+        AgentStatus.INVALID_ACTION,
+        "InvalidAction",
+        10,
+    ),
+    "action of the wrong type": (
+        policy("faults.py:InvalidAction", **{"kw.returns": "type"}),
+        AgentStatus.INVALID_ACTION,
+        "InvalidAction",
+        10,
+    ),
+    "closes its own socket": (policy("faults.py:CloseSocket"), AgentStatus.CRASHED, "Crashed", 10),
+    "garbage bytes": (
+        policy("faults.py:ForgeFrame", **{"kw.forge": "garbage"}),
+        AgentStatus.ERROR,
+        "ProtocolError",
+        10,
+    ),
+    "frame of the wrong type": (
+        policy("faults.py:ForgeFrame", **{"kw.forge": "wrong_type"}),
+        AgentStatus.ERROR,
+        "ProtocolError",
+        10,
+    ),
+    "frame for the wrong step": (
+        policy("faults.py:ForgeFrame", **{"kw.forge": "wrong_seq"}),
+        AgentStatus.ERROR,
+        "ProtocolError",
+        10,
+    ),
+    "absurd frame length": (
+        policy("faults.py:ForgeFrame", **{"kw.forge": "absurd_length"}),
+        AgentStatus.ERROR,
+        "ProtocolError",
+        10,
+    ),
+    "half a frame, then silence": (
+        policy("faults.py:ForgeFrame", **{"kw.forge": "half_frame"}),
+        AgentStatus.DISABLED,
+        "TimeBank",
+        10,
+    ),
+}
+
+MESSAGES = {
+    "import error": "No module named 'policybox_test_no_such_module'",
+    "unknown class": "has no attribute 'NoSuchClass'",
+    "exception in __init__": "bad configuration for this policy",
+    "not a policy class": "faults.py:NotAPolicy is not a MettaGrid policy",
+    "hang in start-up": "not ready within the init timeout of 10 s",
+    "exception in step": "policy gave up at step 10",
+    "os._exit in step": "cell exited with code 3",
+    "segfault in step": "cell killed by SIGSEGV",
+    "infinite loop in step": "time bank used up: step 10 ran",
+    "ignores SIGTERM and hangs": "time bank used up: step 10 ran",
+    "out-of-range action index": "action index 99 out of range 0..4",
+    "unknown action name": "unknown action 'fly_to_the_moon'",
+    "action of the wrong type": "step() returned float; expected an Action, action name or index",
+    "closes its own socket": "cell exited with code 3",
+    "garbage bytes": "frame header has non-zero reserved bytes: deadbeef",
+    "frame of the wrong type": "OBSERVATION is not allowed in this direction",
+    "frame for the wrong step": "unexpected ACTION frame for sequence 9999",
+    "absurd frame length": "claims 2147483647 bytes",
+    "half a frame, then silence": "time bank used up: step 10 ran",
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_fault_is_contained(fault, tmp_path, reference):
+    spec, status, kind, step = FAULTS[fault]
+    faulty = check_fault(spec, tmp_path, reference, status, kind, step)
+    assert MESSAGES[fault] in faulty.failure.message
+    if status in (AgentStatus.ERROR, AgentStatus.CRASHED) and step is not None:
+        assert faulty.latency.count == step  # it answered every step before the fault, in time
+
+
+def test_checkpoint_missing_inside_its_folder(tmp_path, reference):
+    empty = tmp_path / "checkpoint"
+    empty.mkdir()
+    spec = policy("faults.py:NeedsCheckpoint", data=empty)
+    faulty = check_fault(spec, tmp_path, reference, AgentStatus.ERROR, "FileNotFoundError", None)
+    assert "model.npz" in faulty.failure.message and "load_policy_data" in faulty.failure.traceback
+
+
+def test_sleep_past_the_deadline_then_recover(tmp_path, reference):
+    faulty = check_fault(policy("faults.py:SleepOnceInStep"), tmp_path, reference, AgentStatus.TIMEOUT, "Timeout", 10)
+    assert faulty.timeouts >= 1
+    # Every step was either answered in time or counted as missed, and it answered again after.
+    assert faulty.latency.count + faulty.timeouts == STEPS
+    assert faulty.latency.count > 10
+
+
+def test_flood_of_output_is_capped(tmp_path, reference):
+    faulty = check_fault(policy("faults.py:Flood"), tmp_path, reference, AgentStatus.OK, None, None)
+    log = Path(faulty.log_path)
+    assert log.stat().st_size <= 0.1 * 1024 * 1024
+    assert "log limit reached" in log.read_text()
+
+
+@pytest.mark.parametrize("escape", [False, True], ids=["same-process-group", "setsid-escape"])
+def test_grandchild_that_ignores_sigterm_does_not_survive(escape, tmp_path, reference):
+    if escape and cgroup_parent() is None:
+        pytest.skip("this machine lets the host create no cgroup v2: a setsid() grandchild can escape")
+    spec = policy("faults.py:Grandchild", **{"kw.escape": str(escape).lower()})
+    faulty = check_fault(spec, tmp_path, reference, AgentStatus.OK, None, None)
+    pid = int(re.search(r"grandchild pid (\d+)", Path(faulty.log_path).read_text())[1])
+    try:
+        grandchild = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    assert not alive(grandchild), grandchild.cmdline()
+
+
+def test_abort_ends_the_episode_at_the_failure(tmp_path):
+    out = tmp_path / "r.json"
+    run = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "-n",
+            "2",
+            "-p",
+            policy("faults.py:ExitInStep"),
+            "-p",
+            "random",
+            "--steps",
+            "100",
+            "--on-agent-failure",
+            "abort",
+            "--out",
+            str(out),
+            "--log-dir",
+            str(tmp_path),
+        ],
+        env={"COLUMNS": "300"},
+    )
+    assert run.exit_code == 1
+    result = EpisodeResult.model_validate_json(out.read_text())
+    assert result.steps == 11  # steps 0..10 were played; the failure at step 10 stopped the episode
+    assert (
+        result.aborted == "agent 0 (ExitInStep) crashed: Crashed at step 10: cell exited with code 3 "
+        "(the cell closed its connection)"
+    )
+    assert "episode aborted" in run.output
+    assert result.agents[1].status == AgentStatus.OK
+
+
+def test_episode_time_limit(tmp_path):
+    out = tmp_path / "r.json"
+    run = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "-n",
+            "2",
+            "-p",
+            policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"}),
+            "--steps",
+            "1000",
+            "--episode-timeout-s",
+            "2",
+            "--out",
+            str(out),
+            "--log-dir",
+            str(tmp_path),
+        ],
+    )
+    result = EpisodeResult.model_validate_json(out.read_text())
+    assert run.exit_code == 0
+    assert 0 < result.steps < 1000
+    assert result.aborted == f"episode time limit reached after {result.steps} steps"
+    assert result.duration_s < 30
+
+
+@pytest.mark.parametrize("mode", ["process", "inline"])
+def test_inline_mode_reports_init_failures_the_same_way(play, mode):
+    result = play([policy("faults.py:NotAPolicy"), "noop"], agents=2, steps=5, mode=mode)
+    bad, good = result.agents
+    assert (bad.status, bad.failure.kind, bad.failure.phase) == (AgentStatus.ERROR, "TypeError", "init")
+    assert good.status == AgentStatus.OK and good.stats["action.noop.success"] == 5
