@@ -105,3 +105,28 @@ def test_existing_result_survives_bad_input(tmp_path):
     run = policybox("run", "-p", "randm", "--out", str(out))
     assert run.returncode == 2
     assert out.read_text() == "previous result"
+
+
+def test_declared_minimum_step_time_is_reported_and_warned_about(tmp_path):
+    out = tmp_path / "r.json"
+    run = policybox(
+        "run",
+        "-n",
+        "2",
+        "-p",
+        policy("stateful.py:SlowThinker"),
+        "-p",
+        "random",
+        "--steps",
+        "5",
+        "--act-timeout-ms",
+        "300",
+        "--out",
+        str(out),
+        "--log-dir",
+        str(tmp_path),
+    )
+    assert run.returncode == 0, run.stderr
+    result = EpisodeResult.model_validate_json(out.read_text())
+    assert [a.minimum_action_timeout_ms for a in result.agents] == [2000, 0]
+    assert "agent 0 (SlowThinker) declares it needs 2000 ms per step; --act-timeout-ms is 300" in run.stdout

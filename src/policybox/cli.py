@@ -145,6 +145,11 @@ def _show(result: EpisodeResult, out: Path | None) -> None:
             _ms(agent.latency.p99_ms),
         )
     console.print(table)
+    for agent in result.agents:
+        if agent.minimum_action_timeout_ms > result.limits.act_timeout_ms:
+            needs = f"{agent.minimum_action_timeout_ms} ms per step"
+            limit = f"--act-timeout-ms is {result.limits.act_timeout_ms:g}"
+            console.print(f"[yellow]agent {agent.agent_id} ({agent.policy}) declares it needs {needs}; {limit}[/]")
     if result.aborted:
         console.print(f"[bold red]episode aborted:[/] {result.aborted}", highlight=False)
     _show_tracebacks(result)

@@ -27,3 +27,9 @@ class Stateful(MultiAgentPolicy):
 
     def agent_policy(self, agent_id):
         return _Agent(self.policy_env_info, agent_id, self._stride)
+
+
+class SlowThinker(Stateful):
+    """Declares, as MettaGrid policies may, that it needs at least two seconds per step."""
+
+    minimum_action_timeout_ms = 2000
