@@ -87,7 +87,10 @@ def test_failed_agent_shows_its_cause_and_exits_1(tmp_path):
         (["-p", "./no_such_bot.py:Bot"], "policy file './no_such_bot.py' does not exist"),
         (["-p", "randm"], "unknown policy shorthand 'randm'; MettaGrid knows: "),
         (["-p", "random", "--env", "nowhere.yaml"], "is neither a known game"),
-        (["-p", "random", "--out", "/no/such/folder/r.json"], "folder /no/such/folder does not exist"),
+        (
+            ["-p", "random", "--out", "/no/such/folder/r.json"],
+            "Invalid value for --out: folder /no/such/folder does not exist",
+        ),
         (["-p", "random", "--agents", "0"], "Invalid value for '--agents'"),
         (["-p", "random", "--mode", "thread"], "Invalid value for '--mode'"),
     ],

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from policybox.envs import ConfigError
 from policybox.episode import EpisodeSettings, Mode, OnFailure, assign_policies, run_episode
 from policybox.limits import Limits
 from policybox.results import AgentStatus, EpisodeResult
@@ -97,7 +98,7 @@ def run(
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
         with console.status(f"Playing {steps} steps with {agents} agents ({mode} mode)…"):
             result = run_episode(specs, settings, logs)
-    except (SpecError, ValidationError, ValueError) as exc:
+    except (SpecError, ConfigError, ValidationError) as exc:
         errors.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
@@ -113,9 +114,11 @@ def _check_writable(out: Path | None) -> None:
     if out is None:
         return
     if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; give a file name such as {out / 'result.json'}")
+        raise typer.BadParameter(
+            f"{out} is a folder; give a file name such as {out / 'result.json'}", param_hint="--out"
+        )
     if not out.parent.resolve().is_dir():
-        raise ValueError(f"--out {out}: folder {out.parent} does not exist")
+        raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="--out")
 
 
 def _write_atomically(path: Path, text: str) -> None:

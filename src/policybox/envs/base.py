@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 
+class ConfigError(ValueError):
+    """The environment the user asked for does not exist or is not valid; the message says why."""
+
+
 class InvalidAction(ValueError):
     """A policy's action (or a cell's action payload) is not a valid action of this environment."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from policybox.envs.base import InvalidAction
+from policybox.envs.base import ConfigError, InvalidAction
 
 ACTION = struct.Struct("<hh")
 NO_VIBE = -1
@@ -36,7 +36,7 @@ def make_config(env: str, num_agents: int, max_steps: int, seed: int) -> Any:
     else:
         config = _load_config_file(Path(env), MettaGridConfig)
         if config.game.num_agents != num_agents:
-            raise ValueError(f"{env} is a game for {config.game.num_agents} agents, not {num_agents}")
+            raise ConfigError(f"{env} is a game for {config.game.num_agents} agents, not {num_agents}")
     config.game.max_steps = max_steps
     builder = config.game.map_builder
     # MettaGrid draws a fresh random map per episode unless the builder is seeded; seed it from the
@@ -51,12 +51,12 @@ def _load_config_file(path: Path, model: Any) -> Any:
     from pydantic import ValidationError
 
     if not path.is_file():
-        raise ValueError(f"--env {str(path)!r} is neither a known game ({', '.join(ARENA_MAPS)}) nor a config file")
+        raise ConfigError(f"--env {str(path)!r} is neither a known game ({', '.join(ARENA_MAPS)}) nor a config file")
     try:
         raw = yaml.safe_load(path.read_text())
         return model.model_validate(raw)
     except (yaml.YAMLError, ValidationError) as exc:
-        raise ValueError(f"{path} is not a valid MettaGridConfig: {exc}") from None
+        raise ConfigError(f"{path} is not a valid MettaGridConfig: {exc}") from None
 
 
 def resolve_shorthand(name: str) -> str:

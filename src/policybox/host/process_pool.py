@@ -52,17 +52,28 @@ class _Cell:
         self.bank_ns = int(limits.time_bank_ms * 1e6)
         self._act_timeout_ns = int(limits.act_timeout_ms * 1e6)
 
-    def send(self, data: Sequence[bytes | memoryview], seq: int) -> None:
-        """Send one frame and mark it in flight. The socket buffer always has room: one frame at a time."""
+    def send(self, data: Sequence[bytes | memoryview], seq: int, deadline_ns: int) -> None:
+        """Send one frame and mark it in flight. A frame larger than the socket buffer is finished
+        with a blocking send bounded by the deadline (the cell is reading: nothing else is in flight)."""
         try:
             sent = self.process.sock.sendmsg(data)
+            if sent < sum(len(part) for part in data):
+                self._send_rest(b"".join(data)[sent:], deadline_ns)
+        except TimeoutError:
+            self.violation(seq, "the cell did not read its frame before the deadline")
+            return
         except OSError as exc:
             self.crashed(seq, f"could not send to the cell ({exc})")
             return
-        if sent < sum(len(part) for part in data):
-            self.violation(seq, "the cell stopped reading its socket")
-            return
         self.in_flight, self.sent_ns = seq, time.monotonic_ns()
+
+    def _send_rest(self, rest: bytes, deadline_ns: int) -> None:
+        sock = self.process.sock
+        sock.settimeout(max(0.001, (deadline_ns - time.monotonic_ns()) / 1e9))
+        try:
+            sock.sendall(rest)
+        finally:
+            sock.setblocking(False)
 
     def on_readable(self, step: int | None) -> None:
         """Take in whatever the cell sent; frames answer the request in flight or are violations."""
@@ -177,7 +188,7 @@ class ProcessPool:
             self._selector.register(cell.process.sock, selectors.EVENT_READ, cell)
         deadline = time.monotonic_ns() + int(self._limits.init_timeout_s * 1e9)
         for cell, setup in zip(self._cells, setups, strict=True):
-            cell.send([encode_json(FrameType.SETUP, setup)], 0)
+            cell.send([encode_json(FrameType.SETUP, setup)], 0, deadline)
         self._gather(deadline, None)
         for cell in self._cells:
             if cell.record.playing and cell.in_flight is not None:
@@ -193,7 +204,7 @@ class ProcessPool:
             cell.reply = None
             if cell.record.playing and cell.in_flight is None:
                 payload = observations[cell.record.agent_id]
-                cell.send([encode_header(FrameType.OBSERVATION, step, len(payload)), payload], step)
+                cell.send([encode_header(FrameType.OBSERVATION, step, len(payload)), payload], step, deadline)
         self._gather(deadline, step)
         now = time.monotonic_ns()
         for cell in self._cells:
