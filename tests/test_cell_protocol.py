@@ -2,13 +2,23 @@
 
 import json
 import socket
+from pathlib import Path
 
 from policybox.host.launcher import SpawnLauncher
+from policybox.host.sandbox import CellSandbox
+from policybox.limits import Limits
+from policybox.sandbox import SandboxLevel
+from policybox.spec import PolicySpec
 from policybox.wire import CELL_TO_HOST, MAX_CELL_FRAME, FrameDecoder, FrameType, encode_json
 
 
+def launch(tmp_path):
+    unsandboxed = CellSandbox(0, PolicySpec(class_path="noop"), SandboxLevel.OFF, [], Limits(), Path())
+    return SpawnLauncher().launch(tmp_path / "cell.log", unsandboxed)
+
+
 def handshake(tmp_path, setup: dict):
-    cell = SpawnLauncher().launch(tmp_path / "cell.log")
+    cell = launch(tmp_path)
     try:
         cell.sock.setblocking(True)
         cell.sock.settimeout(60)
@@ -31,7 +41,7 @@ def test_protocol_version_mismatch_is_a_clear_error(tmp_path):
 
 
 def test_cell_exits_when_the_host_closes_its_end(tmp_path):
-    cell = SpawnLauncher().launch(tmp_path / "cell.log")
+    cell = launch(tmp_path)
     try:
         cell.sock.shutdown(socket.SHUT_RDWR)
         assert cell.exit_status(30) == 2  # no SETUP ever came

@@ -17,7 +17,7 @@ from test_lifecycle import alive
 from typer.testing import CliRunner
 
 from policybox.cli import app
-from policybox.host.cgroup import cgroup_parent
+from policybox.host.cgroup import kill_cgroup_parent
 from policybox.results import AgentStatus, EpisodeResult
 
 STEPS = 150
@@ -186,7 +186,7 @@ def test_flood_of_output_is_capped(tmp_path, reference):
 
 @pytest.mark.parametrize("escape", [False, True], ids=["same-process-group", "setsid-escape"])
 def test_grandchild_that_ignores_sigterm_does_not_survive(escape, tmp_path, reference):
-    if escape and cgroup_parent() is None:
+    if escape and kill_cgroup_parent() is None:
         pytest.skip("this machine lets the host create no cgroup v2: a setsid() grandchild can escape")
     spec = policy("faults.py:Grandchild", **{"kw.escape": str(escape).lower()})
     faulty = check_fault(spec, tmp_path, reference, AgentStatus.OK, None, None)

@@ -20,6 +20,7 @@ from policybox.host.process_pool import ProcessPool, Reply
 from policybox.host.record import AgentRecord
 from policybox.limits import Limits
 from policybox.results import AgentResult, EpisodeResult
+from policybox.sandbox import SandboxLevel
 from policybox.spec import PolicySpec, SpecError
 from policybox.wire import PROTOCOL_VERSION, FrameType
 
@@ -36,6 +37,8 @@ class EpisodeSettings(BaseModel):
     seed: int = Field(default=0, ge=0, description="Seeds the game, its map and every agent's RNGs")
     mode: Mode = "process"
     limits: Limits = Field(default_factory=Limits)
+    sandbox: SandboxLevel = Field(default=SandboxLevel.STANDARD, description="strict, standard or off")
+    seccomp: bool = Field(default=False, description="Add the seccomp layer in standard mode (strict always has it)")
     on_agent_failure: OnFailure = Field(
         default="continue",
         description="continue: a failed agent plays no-op to the end; abort: the episode ends at the failure",
@@ -72,7 +75,11 @@ def run_episode(specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir:
     try:
         records = [AgentRecord(i, spec, _log_path(log_dir, i, settings.mode)) for i, spec in enumerate(specs)]
         setups = [_setup(env, record, settings) for record in records]
-        pool = ProcessPool(records, settings.limits) if settings.mode == "process" else InlinePool(records)
+        pool = (
+            ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp)
+            if settings.mode == "process"
+            else InlinePool(records)
+        )
         deadline = None if settings.limits.episode_timeout_s is None else clock + settings.limits.episode_timeout_s
         with pool:
             pool.start(setups)
@@ -187,6 +194,7 @@ def _result(
                 invalid_actions=record.invalid_actions,
                 minimum_action_timeout_ms=record.minimum_action_timeout_ms,
                 latency=record.latency(),
+                sandbox=record.sandbox,
                 action_digest=record.action_digest,
                 log_path=str(record.log_path) if record.log_path else None,
             )
@@ -199,6 +207,7 @@ def _result(
         env=env.describe(),
         limits=settings.limits,
         on_agent_failure=settings.on_agent_failure,
+        sandbox=settings.sandbox if settings.mode == "process" else SandboxLevel.OFF,
         cleanup=cleanup,
         aborted=aborted,
         game_stats=game_stats,

@@ -76,6 +76,9 @@ class AgentResult(BaseModel):
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0
     latency: Latency
+    sandbox: dict[str, str] = Field(
+        default_factory=dict, description="Each sandbox layer of this agent's cell: active, or why not"
+    )
     action_digest: str = Field(description="SHA-256 of the action ids applied to the env for this agent")
     log_path: str | None = None
 
@@ -88,6 +91,7 @@ class EpisodeResult(BaseModel):
     env: dict[str, Any]
     limits: Limits
     on_agent_failure: str
+    sandbox: str = Field(description="Sandbox level: strict, standard, or off (inline mode is always off)")
     cleanup: str = Field(description="How cells were killed: cgroup+process-group, process-group, or inline")
     game_stats: dict[str, float] = Field(description="The environment's own episode stats")
     agents: list[AgentResult]

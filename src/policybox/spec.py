@@ -6,8 +6,9 @@ A spec names a policy class in one of three forms:
 * a dotted path: ``mettagrid.policy.random_agent.RandomMultiAgentPolicy``;
 * a file path: ``./bots/greedy.py:Greedy`` (the file's folder is importable inside the cell).
 
-On the command line a spec is ``CLASS[,data=PATH][,name=NAME][,path=DIR]...[,kw.KEY=VALUE]...``
-(``class=CLASS`` also works; ``kw`` values are read as JSON when they parse, else as strings), or
+On the command line a spec is ``CLASS[,data=PATH][,name=NAME][,path=DIR]...[,kw.KEY=VALUE]...[,env.NAME=VALUE]...``
+(``class=CLASS`` also works; ``kw`` values are read as JSON when they parse, else as strings;
+``env.NAME=VALUE`` passes an environment variable to the policy's cells), or
 the path of a JSON/YAML spec file, or a submission folder holding a ``policy_spec.json``.
 Relative paths are made absolute here, on the host, because cells do not share its working folder.
 """
@@ -27,6 +28,7 @@ DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 SPEC_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 SUBMISSION_SPEC = "policy_spec.json"
+KEYS = "class, data, name, path, kw.X, env.X"
 
 
 class SpecError(ValueError):
@@ -43,6 +45,7 @@ class PolicySpec(BaseModel):
     init_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the class")
     python_path: list[str] = Field(default_factory=list, description="Import roots added only inside the cell")
     name: str | None = Field(default=None, description="Display name; derived from the class if unset")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables passed to its cells")
 
     @property
     def display_name(self) -> str:
@@ -78,13 +81,13 @@ def parse_policy_arg(text: str, base_dir: Path | None = None) -> PolicySpec:
 
 
 def _spec_from_pairs(text: str) -> PolicySpec:
-    fields: dict[str, Any] = {"init_kwargs": {}, "python_path": []}
+    fields: dict[str, Any] = {"init_kwargs": {}, "python_path": [], "env": {}}
     for index, item in enumerate(part.strip() for part in text.split(",")):
         key, sep, value = item.partition("=")
         if not sep and index == 0:
             key, value = "class", item
         elif not sep:
-            raise SpecError(f"policy spec {text!r}: {item!r} is not KEY=VALUE (keys: class, data, name, path, kw.X)")
+            raise SpecError(f"policy spec {text!r}: {item!r} is not KEY=VALUE (keys: {KEYS})")
         key = key.strip()
         if key == "class":
             fields["class_path"] = value
@@ -96,8 +99,10 @@ def _spec_from_pairs(text: str) -> PolicySpec:
             fields["python_path"].append(value)
         elif key.startswith("kw.") and len(key) > 3:
             fields["init_kwargs"][key[3:]] = _kw_value(value)
+        elif key.startswith("env.") and len(key) > 4:
+            fields["env"][key[4:]] = value
         else:
-            raise SpecError(f"policy spec {text!r}: unknown key {key!r} (keys: class, data, name, path, kw.X)")
+            raise SpecError(f"policy spec {text!r}: unknown key {key!r} (keys: {KEYS})")
     if "class_path" not in fields:
         raise SpecError(f"policy spec {text!r} names no class: add class=NAME")
     return PolicySpec(**fields)

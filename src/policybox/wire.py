@@ -92,6 +92,15 @@ def decode_json(frame: Frame) -> dict[str, Any]:
     return value
 
 
+def check_protocol(message: dict[str, Any]) -> None:
+    """A SETUP message from a host of another protocol version is refused with a clear message."""
+    if message.get("protocol") != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"protocol version mismatch: host speaks {message.get('protocol')}, this cell speaks "
+            f"{PROTOCOL_VERSION}; install the same policybox version for host and cells"
+        )
+
+
 class FrameDecoder:
     """Incremental frame parser: feed it bytes as they arrive, take whole frames out.
 

@@ -16,8 +16,10 @@ import signal
 import socket
 import sys
 
+from policybox.cell import sandbox
 from policybox.cell.output import cap_output
-from policybox.cell.runtime import AgentRuntime, PolicyFailure, failure_report
+from policybox.cell.report import PolicyFailure, failure_report
+from policybox.sandbox import SandboxPlan
 from policybox.wire import (
     HOST_TO_CELL,
     MAX_HOST_FRAME,
@@ -25,6 +27,7 @@ from policybox.wire import (
     FrameDecoder,
     FrameType,
     ProtocolError,
+    check_protocol,
     decode_json,
     encode_frame,
     encode_json,
@@ -63,22 +66,28 @@ class HostConnection:
         self._sock.sendall(data)
 
 
-def serve(conn: HostConnection) -> int:
+def serve(conn: HostConnection, parent_pid: int) -> int:
     setup = conn.read()
     if setup is None or setup.type != FrameType.SETUP:
         return 2
     try:
         message = decode_json(setup)
-        runtime = AgentRuntime(message, owns_process=True)  # checks the protocol version first
+        check_protocol(message)
         cap_output(int(message["log_limit_bytes"]))
+        plan = message.get("sandbox")
+        statuses = sandbox.apply(SandboxPlan.model_validate(plan), parent_pid) if plan else {}
+        # Only now: numpy (imported by the runtime) starts threads, and policy code may run.
+        from policybox.cell.runtime import AgentRuntime
+
+        runtime = AgentRuntime(message, owns_process=True)
         ready = runtime.start()
     except PolicyFailure as failure:
         conn.send(encode_json(FrameType.ERROR, failure.report))
         return 1
-    except Exception as exc:  # a bad SETUP or version mismatch: report it the same way
+    except Exception as exc:  # a bad SETUP, a version mismatch, a strict sandbox refused
         conn.send(encode_json(FrameType.ERROR, failure_report(exc, "init")))
         return 1
-    conn.send(encode_json(FrameType.READY, ready))
+    conn.send(encode_json(FrameType.READY, {**ready, "sandbox": statuses}))
     while (frame := conn.read()) is not None and frame.type == FrameType.OBSERVATION:
         try:
             reply_type, reply = runtime.step(frame.payload)
@@ -97,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent(args.parent_pid)
     sock = socket.socket(fileno=args.fd)
     try:
-        return serve(HostConnection(sock))
+        return serve(HostConnection(sock), args.parent_pid)
     except (ProtocolError, OSError) as exc:
         print(f"policybox cell: connection to host failed: {exc}", file=sys.stderr)
         return 3

@@ -9,7 +9,6 @@ runtimes swap in their own state around every call into policy code.
 from __future__ import annotations
 
 import random
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,29 +16,10 @@ from typing import Any
 import numpy as np
 
 from policybox.cell.loader import load_policy_class
+from policybox.cell.report import PolicyFailure, failure_report
 from policybox.envs import InvalidAction, cell_half
 from policybox.spec import PolicySpec
-from policybox.wire import PROTOCOL_VERSION, FrameType
-
-TRACEBACK_LIMIT = 8000
-
-
-class PolicyFailure(Exception):
-    """Policy code raised; carries the report the host records for that agent."""
-
-    def __init__(self, report: dict[str, Any]) -> None:
-        super().__init__(report["message"])
-        self.report = report
-
-
-def failure_report(exc: BaseException, phase: str) -> dict[str, Any]:
-    tb = "".join(traceback.format_exception(exc))
-    return {
-        "phase": phase,
-        "type": type(exc).__name__,
-        "message": str(exc)[:2000],
-        "traceback": tb[-TRACEBACK_LIMIT:],
-    }
+from policybox.wire import PROTOCOL_VERSION, FrameType, check_protocol
 
 
 def agent_seed(seed: int, agent_id: int) -> int:
@@ -51,11 +31,7 @@ class AgentRuntime:
     """Builds one agent's policy and steps it. Raises PolicyFailure when policy code raises."""
 
     def __init__(self, setup: dict[str, Any], *, owns_process: bool) -> None:
-        if setup.get("protocol") != PROTOCOL_VERSION:
-            raise RuntimeError(
-                f"protocol version mismatch: host speaks {setup.get('protocol')}, this cell speaks "
-                f"{PROTOCOL_VERSION}; install the same policybox version for host and cells"
-            )
+        check_protocol(setup)
         self.agent_id = int(setup["agent_id"])
         self.spec = PolicySpec.model_validate(setup["spec"])
         self._env_setup = setup["env"]

@@ -1,6 +1,12 @@
-"""One cgroup (v2) per cell, so everything a policy started dies with it -- even a grandchild that
-left the cell's process group with setsid(). Used where the machine lets the host create cgroups;
-elsewhere cells are still killed by process group, and the result says which one was in force.
+"""Per-cell cgroups, created by the host and joined by the cell before it runs any policy code.
+
+* A **kill** cgroup (v2, ``cgroup.kill``): everything a policy started dies with its cell -- even a
+  grandchild that left the process group with setsid().
+* **Limit** cgroups for ``memory`` and ``pids``: the v2 controller where the cell's v2 cgroup has
+  it, else the v1 hierarchy (machines that mount both, like this one, keep memory and pids in v1).
+
+Each is used only where the machine lets the host create it; callers get None otherwise and report
+the layer as unavailable. Cgroups left by a host that died (SIGKILL) are swept by the next host.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from pathlib import Path
 import psutil
 
 PREFIX = "policybox-"
+V1_LIMIT_FILES = {"memory": "memory.limit_in_bytes", "pids": "pids.max"}
+V2_LIMIT_FILES = {"memory": "memory.max", "pids": "pids.max"}
 _names = itertools.count()
 
 
@@ -25,29 +33,74 @@ class CellCgroup:
     def add(self, pid: int) -> None:
         (self.path / "cgroup.procs").write_text(str(pid))
 
+    def write(self, name: str, value: str) -> None:
+        (self.path / name).write_text(value)
+
+    def read(self, name: str) -> str:
+        try:
+            return (self.path / name).read_text()
+        except OSError:
+            return ""
+
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             (self.path / "cgroup.kill").write_text("1")
 
-    def kill_and_remove(self, timeout: float = 2.0) -> None:
-        """Kill every process in the cgroup, then remove it once empty (left for the sweep otherwise)."""
-        self.kill()
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed for exceeding this cgroup's memory limit."""
+        for name in ("memory.events", "memory.oom_control"):  # v2, v1
+            for line in self.read(name).splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+        return 0
+
+    def remove(self, timeout: float = 2.0) -> None:
+        """Remove the cgroup once its processes are gone (left for the sweep if they never go)."""
         give_up = time.monotonic() + timeout
         while True:
             try:
                 self.path.rmdir()
+                return
+            except FileNotFoundError:
                 return
             except OSError:
                 if time.monotonic() > give_up:
                     return
                 time.sleep(0.005)
 
+    def kill_and_remove(self, timeout: float = 2.0) -> None:
+        self.kill()
+        self.remove(timeout)
 
-def new_cell_cgroup() -> CellCgroup | None:
-    """A fresh, empty cgroup for one cell, or None where this machine does not allow it."""
-    parent = cgroup_parent()
-    if parent is None:
+
+def new_kill_cgroup() -> CellCgroup | None:
+    """A fresh, empty v2 cgroup for one cell, or None where this machine does not allow it."""
+    parent = kill_cgroup_parent()
+    return None if parent is None else _new_child(parent)
+
+
+def new_limit_cgroup(controller: str, limit: int, kill_cgroup: CellCgroup | None) -> CellCgroup | None:
+    """A cgroup enforcing ``limit`` for ``controller`` (memory bytes, pids count), or None.
+
+    Prefers the v2 controller in the cell's own kill cgroup; else a new cgroup in the v1 hierarchy.
+    """
+    if kill_cgroup is not None and (kill_cgroup.path / V2_LIMIT_FILES[controller]).exists():
+        kill_cgroup.write(V2_LIMIT_FILES[controller], str(limit))
+        return kill_cgroup
+    parent = v1_parent(controller)
+    cgroup = None if parent is None else _new_child(parent)
+    if cgroup is None:
         return None
+    try:
+        cgroup.write(V1_LIMIT_FILES[controller], str(limit))
+    except OSError:
+        cgroup.remove()
+        return None
+    return cgroup
+
+
+def _new_child(parent: Path) -> CellCgroup | None:
     path = parent / f"{PREFIX}{os.getpid()}-{next(_names)}"
     try:
         path.mkdir()
@@ -57,35 +110,52 @@ def new_cell_cgroup() -> CellCgroup | None:
 
 
 @functools.cache
-def cgroup_parent() -> Path | None:
+def kill_cgroup_parent() -> Path | None:
     """This process's own cgroup v2 folder, if it can hold killable child cgroups; stale ones swept."""
-    parent = _own_cgroup()
-    if parent is None:
-        return None
-    probe = parent / f"{PREFIX}probe-{os.getpid()}"
-    try:
-        probe.mkdir()
-        usable = (probe / "cgroup.kill").exists()
-        probe.rmdir()
-    except OSError:
-        return None
-    if not usable:
+    parent = _own_cgroup("")
+    if parent is None or not _usable(parent, "cgroup.kill"):
         return None
     _sweep(parent)
     return parent
 
 
-def _own_cgroup() -> Path | None:
+@functools.cache
+def v1_parent(controller: str) -> Path | None:
+    """This process's own cgroup folder in the v1 ``controller`` hierarchy, if usable; stale ones swept."""
+    parent = _own_cgroup(controller)
+    if parent is None or not _usable(parent, V1_LIMIT_FILES[controller]):
+        return None
+    _sweep(parent)
+    return parent
+
+
+def _usable(parent: Path, needed_file: str) -> bool:
+    probe = parent / f"{PREFIX}probe-{os.getpid()}"
     try:
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-        membership = Path("/proc/self/cgroup").read_text().splitlines()
+        probe.mkdir()
+        usable = (probe / needed_file).exists()
+        probe.rmdir()
+    except OSError:
+        return False
+    return usable
+
+
+def _own_cgroup(controller: str) -> Path | None:
+    """Where this process sits in the v2 hierarchy (controller "") or the v1 ``controller`` one."""
+    try:
+        mounts = [line.split(" - ") for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        membership = [line.split(":", 2) for line in Path("/proc/self/cgroup").read_text().splitlines()]
     except OSError:
         return None
-    mount = next((line.split()[4] for line in mounts if line.split(" - ")[-1].startswith("cgroup2 ")), None)
-    own = next((line[3:] for line in membership if line.startswith("0::")), None)
-    if mount is None or own is None:
-        return None
-    return Path(mount) / own.lstrip("/")
+    own = next((path for _, names, path in membership if controller in names.split(",") or names == controller), None)
+    for fields, fs in mounts:
+        fs_type, _, options = fs.split(" ", 2)
+        mount_point = fields.split()[4]
+        v2 = fs_type == "cgroup2" and not controller
+        v1 = fs_type == "cgroup" and controller and controller in options.split(",")
+        if own is not None and (v2 or v1):
+            return Path(mount_point) / own.lstrip("/")
+    return None
 
 
 def _sweep(parent: Path) -> None:

@@ -11,7 +11,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from policybox.cell.runtime import AgentRuntime, PolicyFailure, failure_report
+from policybox.cell.report import PolicyFailure, failure_report
+from policybox.cell.runtime import AgentRuntime
 from policybox.host.record import AgentRecord
 from policybox.results import AgentStatus, Failure
 from policybox.wire import FrameType

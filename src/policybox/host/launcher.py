@@ -11,30 +11,29 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from policybox.host.cgroup import CellCgroup, new_cell_cgroup
+from policybox.host.sandbox import CellSandbox
 
 REAP_TIMEOUT_S = 5.0
 
 
 @dataclass
 class CellProcess:
-    """One running cell: its process (leader of its own process group), its cgroup where the machine
-    allows one, and the host's socket end."""
+    """One running cell: its process (leader of its own process group), its host-side sandbox (uid,
+    scratch folder, cgroups) and the host's socket end."""
 
     popen: subprocess.Popen[bytes]
     sock: socket.socket
-    cgroup: CellCgroup | None
+    sandbox: CellSandbox
 
     @property
     def pid(self) -> int:
         return self.popen.pid
 
     def kill(self) -> None:
-        """SIGKILL the cell's whole process group (it and anything it spawned)."""
+        """SIGKILL the cell's whole process group and cgroup (it and anything it spawned)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
-        if self.cgroup is not None:
-            self.cgroup.kill()
+        self.sandbox.kill()
 
     def exit_status(self, timeout: float) -> int | None:
         """The exit code (negative: killed by that signal) once the process ends, else None."""
@@ -48,13 +47,12 @@ class CellProcess:
         return self.sock.fileno() == -1
 
     def close(self) -> None:
-        """Kill the group, reap the process, close the socket: nothing of this cell survives."""
+        """Kill the group, reap the process, remove its cgroups, close the socket: nothing survives."""
         if self.closed:
             return
         self.kill()
         self.popen.wait(REAP_TIMEOUT_S)
-        if self.cgroup is not None:
-            self.cgroup.kill_and_remove()
+        self.sandbox.close()
         self.sock.close()
 
 
@@ -65,7 +63,7 @@ class SpawnLauncher:
     environment decides what the cell imports; ``-u`` keeps the policy's prints in order in its log.
     """
 
-    def launch(self, log_path: Path) -> CellProcess:
+    def launch(self, log_path: Path, sandbox: CellSandbox) -> CellProcess:
         host_sock, cell_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with cell_sock, open(log_path, "ab") as log:
@@ -86,6 +84,8 @@ class SpawnLauncher:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    env=sandbox.environment(),
+                    cwd=sandbox.scratch,
                     start_new_session=True,  # own process group: killable as a whole, deaf to the host's Ctrl-C
                 )
         except BaseException:
@@ -93,17 +93,6 @@ class SpawnLauncher:
             raise
         host_sock.setblocking(False)
         # The cell runs no policy code before its SETUP, which is sent after this: nothing it
-        # starts can be outside the cgroup.
-        return CellProcess(popen, host_sock, _join_new_cgroup(popen.pid))
-
-
-def _join_new_cgroup(pid: int) -> CellCgroup | None:
-    cgroup = new_cell_cgroup()
-    if cgroup is None:
-        return None
-    try:
-        cgroup.add(pid)
-    except OSError:
-        cgroup.kill_and_remove()
-        return None
-    return cgroup
+        # starts can be outside its cgroups.
+        sandbox.attach(popen.pid)
+        return CellProcess(popen, host_sock, sandbox)

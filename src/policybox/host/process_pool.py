@@ -14,12 +14,15 @@ import selectors
 import signal
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from policybox.host.launcher import CellProcess, SpawnLauncher
 from policybox.host.record import AgentRecord
+from policybox.host.sandbox import CellSandbox, ScratchRoot, wanted_layers
 from policybox.limits import Limits
 from policybox.results import AgentStatus, Failure
+from policybox.sandbox import Layer, SandboxLevel
 from policybox.wire import (
     CELL_TO_HOST,
     MAX_CELL_FRAME,
@@ -119,6 +122,7 @@ class _Cell:
             raise ProtocolError(f"cell speaks protocol {ready.get('protocol')!r}, host {PROTOCOL_VERSION}")
         minimum = ready.get("minimum_action_timeout_ms", 0)
         self.record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
+        self.record.sandbox = {**self.process.sandbox.statuses, **_layer_statuses(ready.get("sandbox"))}
 
     def check_overdue(self, now_ns: int) -> None:
         """Disable the agent if the request still in flight has already overrun its whole bank."""
@@ -147,10 +151,19 @@ class _Cell:
             if code is not None and code < 0:
                 failure.signal = signal.Signals(-code).name
                 failure.message = f"cell killed by {failure.signal}"
+                if self.process.sandbox.out_of_memory():
+                    failure.message += ": out of memory (its memory limit was reached)"
             elif code is not None:
                 failure.exit_code = code
                 failure.message = f"cell exited with code {code} ({failure.message})"
         self.process.close()
+
+
+def _layer_statuses(raw: object) -> dict[str, str]:
+    """The cell's own account of its layers: untrusted, so only known layer names and short texts."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): str(v)[:300] for k, v in raw.items() if k in Layer.__members__.values()}
 
 
 def _phase(step: int | None) -> str:
@@ -160,9 +173,12 @@ def _phase(step: int | None) -> str:
 class ProcessPool:
     """All cells of one episode. Use as a context manager: every cell is killed and reaped on exit."""
 
-    def __init__(self, records: list[AgentRecord], limits: Limits) -> None:
+    def __init__(self, records: list[AgentRecord], limits: Limits, level: SandboxLevel, seccomp: bool) -> None:
         self._records = records
         self._limits = limits
+        self._level = level
+        self._layers = wanted_layers(level, seccomp)
+        self._scratch = ScratchRoot() if self._layers else None
         self._launcher = SpawnLauncher()
         self._selector = selectors.DefaultSelector()
         self._cells: list[_Cell] = []
@@ -176,18 +192,23 @@ class ProcessPool:
     @property
     def cleanup(self) -> str:
         """How cells are killed: with their cgroup (catches setsid escapes) or by process group."""
-        all_cgroups = self._cells and all(cell.process.cgroup is not None for cell in self._cells)
+        all_cgroups = self._cells and all(cell.process.sandbox.kill_cgroup is not None for cell in self._cells)
         return "cgroup+process-group" if all_cgroups else "process-group"
 
     def start(self, setups: list[dict[str, Any]]) -> None:
         """Launch every cell at once, hand each its SETUP, then wait for all READY replies."""
         for record in self._records:
             assert record.log_path is not None
-            cell = _Cell(record, self._launcher.launch(record.log_path), self._limits)
+            root = self._scratch.path if self._scratch else Path()
+            sandbox = CellSandbox(record.agent_id, record.spec, self._level, self._layers, self._limits, root)
+            cell = _Cell(record, self._launcher.launch(record.log_path, sandbox), self._limits)
             self._cells.append(cell)
             self._selector.register(cell.process.sock, selectors.EVENT_READ, cell)
+            record.sandbox = dict(sandbox.statuses)
         deadline = time.monotonic_ns() + int(self._limits.init_timeout_s * 1e9)
         for cell, setup in zip(self._cells, setups, strict=True):
+            plan = cell.process.sandbox.plan() if self._layers else None
+            setup = {**setup, "sandbox": plan.model_dump(mode="json") if plan else None}
             cell.send([encode_json(FrameType.SETUP, setup)], 0, deadline)
         self._gather(deadline, None)
         for cell in self._cells:
@@ -263,3 +284,5 @@ class ProcessPool:
                 self._forget(cell)
                 cell.process.close()
             self._selector.close()
+            if self._scratch is not None:
+                self._scratch.close()

@@ -26,6 +26,7 @@ class AgentRecord:
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0
     latencies_ns: list[int] = field(default_factory=list)
+    sandbox: dict[str, str] = field(default_factory=dict)
     _digest: hashlib._Hash = field(default_factory=hashlib.sha256)
 
     @property

@@ -1,0 +1,113 @@
+"""The cell's half of its sandbox: the layers a process applies to itself, before any policy import.
+
+Order matters. Namespaces and mounts need root, so they come first; then resource limits; then
+Landlock (while the cell is still single-threaded: Landlock binds only the calling thread and the
+threads and processes started after it); then the switch to the cell's own uid, which drops every
+capability; seccomp last, since it forbids the calls the earlier layers make. Each layer reports
+"active" or why it is unavailable; in ``strict`` mode an unavailable layer is an error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import sys
+from collections.abc import Callable
+
+from policybox.cell import mounts
+from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
+
+PR_SET_PDEATHSIG = 1
+
+
+class SandboxRefused(RuntimeError):
+    """Strict mode and a layer that cannot be applied here."""
+
+
+def apply(plan: SandboxPlan, parent_pid: int) -> dict[str, str]:
+    """Apply the plan's layers to this process; each layer's status."""
+    steps: list[tuple[Layer, Callable[[], str]]] = [
+        (Layer.NETWORK, lambda: _network()),
+        (Layer.FILESYSTEM, lambda: _filesystem(plan)),
+        (Layer.RLIMITS, lambda: _rlimits(plan)),
+        (Layer.MEMORY, lambda: _address_space(plan)),
+        (Layer.LANDLOCK, lambda: _landlock(plan)),
+        (Layer.UID, lambda: _switch_user(plan, parent_pid)),
+        (Layer.SECCOMP, lambda: _seccomp()),
+    ]
+    statuses: dict[str, str] = {}
+    for layer, step in steps:
+        if layer not in plan.layers:
+            continue
+        try:
+            statuses[layer] = step()
+        except Exception as exc:  # each layer's failure is reported, not fatal (unless strict)
+            statuses[layer] = f"unavailable: {exc}"
+            if plan.level == SandboxLevel.STRICT:
+                raise SandboxRefused(f"strict sandbox: layer {layer} failed: {exc}") from exc
+    return statuses
+
+
+def _network() -> str:
+    mounts.unshare(mounts.CLONE_NEWNET)  # no interfaces at all: loopback stays down
+    return ACTIVE
+
+
+def _filesystem(plan: SandboxPlan) -> str:
+    assert plan.scratch is not None
+    detail = ""
+    if Layer.UID in plan.layers and os.geteuid() == 0:
+        needed = [sys.base_prefix, sys.prefix, sys.exec_prefix, *sys.path, *plan.readable, plan.scratch]
+        masked = mounts.expose([path for path in needed if path])
+        detail = f", masked {', '.join(masked)}" if masked else ""
+    os.chdir(plan.scratch)
+    return f"{ACTIVE}: scratch {plan.scratch}{detail}"
+
+
+def _rlimits(plan: SandboxPlan) -> str:
+    limits = {
+        resource.RLIMIT_CPU: plan.cpu_seconds,
+        resource.RLIMIT_NOFILE: plan.open_files,
+        resource.RLIMIT_FSIZE: plan.file_size_bytes,
+        resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_NPROC: plan.processes,  # counted per uid: this cell's own once it switches
+    }
+    for which, value in limits.items():
+        resource.setrlimit(which, (value, value))
+    return ACTIVE
+
+
+def _address_space(plan: SandboxPlan) -> str:
+    """Only used where no memory cgroup holds the cell; counts reserved, not used, memory."""
+    assert plan.address_space_bytes is not None
+    resource.setrlimit(resource.RLIMIT_AS, (plan.address_space_bytes, plan.address_space_bytes))
+    return f"{ACTIVE}: address-space limit {plan.address_space_bytes // 2**20} MiB (approximate)"
+
+
+def _landlock(plan: SandboxPlan) -> str:
+    from policybox.cell import landlock
+
+    assert plan.scratch is not None
+    abi = landlock.restrict(read_only=["/"], read_write=[plan.scratch, "/dev/null"])
+    return f"{ACTIVE}: ABI {abi}"
+
+
+def _switch_user(plan: SandboxPlan, parent_pid: int) -> str:
+    assert plan.uid is not None and plan.gid is not None
+    os.setgroups([])
+    os.setresgid(plan.gid, plan.gid, plan.gid)
+    os.setresuid(plan.uid, plan.uid, plan.uid)
+    # A change of credentials clears the parent-death signal: arm it again, and close the race.
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    return f"{ACTIVE}: uid {plan.uid}"
+
+
+def _seccomp() -> str:
+    from policybox.cell import seccomp
+
+    seccomp.install_denylist()
+    return f"{ACTIVE}: {len(seccomp.DENIED)} syscalls denied"

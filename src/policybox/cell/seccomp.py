@@ -1,0 +1,248 @@
+"""A seccomp-BPF denylist for cell processes, built with ctypes only (no libseccomp).
+
+``install_denylist()`` is the last sandbox layer a cell applies before it imports untrusted policy code:
+it sets ``no_new_privs`` and loads a classic-BPF filter that makes a fixed set of syscalls (ptrace, mount,
+namespaces, kernel modules, bpf, keyrings, io_uring, clock setting, ...) fail with EPERM and allows
+everything else. The filter is irreversible and inherited by every thread and child process.
+
+Syscall numbers are per architecture: x86_64 from arch/x86/entry/syscalls/syscall_64.tbl, aarch64 from
+include/uapi/asm-generic/unistd.h. A syscall an architecture lacks is left out of its table.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+
+__all__ = ["DENIED", "SeccompUnavailable", "install_denylist"]
+
+
+class SeccompUnavailable(Exception):
+    """The filter could not be installed (unsupported architecture, kernel without seccomp filters, ...)."""
+
+
+# name -> syscall number, checked against the kernel tables named in the module docstring.
+_X86_64: dict[str, int] = {
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "pidfd_getfd": 438,
+    "mount": 165,
+    "umount2": 166,
+    "pivot_root": 155,
+    "chroot": 161,
+    "unshare": 272,
+    "setns": 308,
+    "move_mount": 429,
+    "open_tree": 428,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
+    "kexec_load": 246,
+    "kexec_file_load": 320,
+    "init_module": 175,
+    "finit_module": 313,
+    "delete_module": 176,
+    "bpf": 321,
+    "perf_event_open": 298,
+    "keyctl": 250,
+    "add_key": 248,
+    "request_key": 249,
+    "userfaultfd": 323,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "reboot": 169,
+    "swapon": 167,
+    "swapoff": 168,
+    "open_by_handle_at": 304,
+    "name_to_handle_at": 303,
+    "acct": 163,
+    "quotactl": 179,
+    "quotactl_fd": 443,
+    "settimeofday": 164,
+    "clock_settime": 227,
+    "clock_adjtime": 305,
+    "adjtimex": 159,
+    "syslog": 103,
+    "iopl": 172,
+    "ioperm": 173,
+    "lookup_dcookie": 212,
+    "fanotify_init": 300,
+}
+
+_AARCH64: dict[str, int] = {
+    "ptrace": 117,
+    "process_vm_readv": 270,
+    "process_vm_writev": 271,
+    "pidfd_getfd": 438,
+    "mount": 40,
+    "umount2": 39,
+    "pivot_root": 41,
+    "chroot": 51,
+    "unshare": 97,
+    "setns": 268,
+    "move_mount": 429,
+    "open_tree": 428,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
+    "kexec_load": 104,
+    "kexec_file_load": 294,
+    "init_module": 105,
+    "finit_module": 273,
+    "delete_module": 106,
+    "bpf": 280,
+    "perf_event_open": 241,
+    "keyctl": 219,
+    "add_key": 217,
+    "request_key": 218,
+    "userfaultfd": 282,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "reboot": 142,
+    "swapon": 224,
+    "swapoff": 225,
+    "open_by_handle_at": 265,
+    "name_to_handle_at": 264,
+    "acct": 89,
+    "quotactl": 60,
+    "quotactl_fd": 443,
+    "settimeofday": 170,
+    "clock_settime": 112,
+    "clock_adjtime": 266,
+    "adjtimex": 171,
+    "syslog": 116,
+    # no iopl/ioperm on aarch64
+    "lookup_dcookie": 18,
+    "fanotify_init": 262,
+}
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+AUDIT_ARCH_AARCH64 = 0xC00000B7
+
+# machine -> (AUDIT_ARCH_*, denied syscalls, number of seccomp(2))
+_ARCHES: dict[str, tuple[int, dict[str, int], int]] = {
+    "x86_64": (AUDIT_ARCH_X86_64, _X86_64, 317),
+    "aarch64": (AUDIT_ARCH_AARCH64, _AARCH64, 277),
+}
+_MACHINE_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+X32_SYSCALL_BIT = 0x40000000
+
+# Classic BPF opcodes (linux/bpf_common.h) and seccomp constants (linux/seccomp.h, linux/prctl.h).
+BPF_LD_W_ABS = 0x00 | 0x00 | 0x20  # BPF_LD | BPF_W | BPF_ABS
+BPF_JEQ_K = 0x05 | 0x10 | 0x00  # BPF_JMP | BPF_JEQ | BPF_K
+BPF_JGE_K = 0x05 | 0x30 | 0x00  # BPF_JMP | BPF_JGE | BPF_K
+BPF_RET_K = 0x06 | 0x00  # BPF_RET | BPF_K
+SECCOMP_DATA_NR = 0  # offsetof(struct seccomp_data, nr)
+SECCOMP_DATA_ARCH = 4  # offsetof(struct seccomp_data, arch)
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+PR_SET_SECCOMP = 22
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_MODE_FILTER = 2
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_TSYNC = 1
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _arch() -> str | None:
+    return _MACHINE_ALIASES.get(platform.machine().lower())
+
+
+def _denied_names() -> tuple[str, ...]:
+    arch = _arch()
+    if arch is not None:
+        return tuple(_ARCHES[arch][1])
+    return tuple(dict.fromkeys([*_X86_64, *_AARCH64]))  # unsupported machine: document the union
+
+
+DENIED: tuple[str, ...] = _denied_names()
+
+
+def _program(audit_arch: int, numbers: list[int], *, x32: bool) -> list[tuple[int, int, int, int]]:
+    """The filter as (code, jt, jf, k) tuples. Jump offsets count instructions skipped after the jump."""
+    prog = [
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARCH),
+        # A foreign ABI (i386 int 0x80 on x86_64, AArch32 on arm64) has different numbers: kill, don't guess.
+        (BPF_JEQ_K, 1, 0, audit_arch),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_NR),
+    ]
+    # x32 syscalls arrive with AUDIT_ARCH_X86_64 too, but with bit 30 set in nr: deny that whole range
+    # (JGE is an unsigned compare, so it also catches nr values with the top bit set).
+    checks = ([X32_SYSCALL_BIT] if x32 else []) + numbers
+    # Every check jumps forward to the single shared EPERM return at the very end; jt is a u8.
+    if len(checks) > 255:
+        raise ValueError("too many denied syscalls for 8-bit BPF jump offsets")
+    for i, k in enumerate(checks):
+        code = BPF_JGE_K if (x32 and i == 0) else BPF_JEQ_K
+        prog.append((code, len(checks) - i, 0, k))  # skip the remaining checks and the ALLOW
+    prog.append((BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW))
+    prog.append((BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM))
+    return prog
+
+
+def _fail(what: str) -> SeccompUnavailable:
+    err = ctypes.get_errno()
+    return SeccompUnavailable(f"{what} failed: {os.strerror(err)} (errno {err})")
+
+
+def install_denylist() -> None:
+    """Set PR_SET_NO_NEW_PRIVS, then load a filter that makes each syscall in DENIED fail with EPERM
+    (SECCOMP_RET_ERRNO | EPERM) and allows everything else. Kills the process (SECCOMP_RET_KILL_PROCESS)
+    if the syscall's architecture (seccomp_data.arch) is not the one the filter was built for, so a
+    32-bit/x32 ABI cannot be used to bypass it; on x86_64 also deny syscall numbers with the x32 bit (0x40000000) set.
+
+    The filter is applied to every thread of the process (SECCOMP_FILTER_FLAG_TSYNC), not only the caller.
+    """
+    arch = _arch()
+    if arch is None:
+        raise SeccompUnavailable(f"unsupported architecture {platform.machine()!r} (supported: x86_64, aarch64)")
+    audit_arch, table, seccomp_nr = _ARCHES[arch]
+    _load(_program(audit_arch, sorted(table.values()), x32=arch == "x86_64"), seccomp_nr)
+
+
+def _load(insns: list[tuple[int, int, int, int]], seccomp_nr: int) -> None:
+    """Set no_new_privs (required to filter without CAP_SYS_ADMIN) and attach the program to every thread."""
+    filters = (_SockFilter * len(insns))(*(_SockFilter(*insn) for insn in insns))
+    prog = _SockFprog(len(insns), ctypes.cast(filters, ctypes.POINTER(_SockFilter)))
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ulong, long_ = ctypes.c_ulong, ctypes.c_long
+    # prctl/syscall are variadic: pass every argument at full register width (and the unused ones as 0,
+    # which PR_SET_NO_NEW_PRIVS requires).
+    if libc.prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ulong(1), ulong(0), ulong(0), ulong(0)) != 0:
+        raise _fail("prctl(PR_SET_NO_NEW_PRIVS)")
+    # seccomp(2) with TSYNC filters all threads at once (prctl would filter only this one); it returns the
+    # id of a thread it could not synchronise, or -1 with errno.
+    ret = libc.syscall(
+        long_(seccomp_nr), long_(SECCOMP_SET_MODE_FILTER), long_(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog)
+    )
+    if ret == 0:
+        return
+    if ret > 0:
+        raise SeccompUnavailable(f"seccomp(SECCOMP_FILTER_FLAG_TSYNC) could not synchronise thread {ret}")
+    if ctypes.get_errno() != errno.ENOSYS:
+        raise _fail("seccomp(SECCOMP_SET_MODE_FILTER)")
+    # No seccomp(2) (pre-3.17 kernel, or masked by an outer filter): prctl is only safe when single-threaded.
+    if len(os.listdir("/proc/self/task")) != 1:
+        raise SeccompUnavailable("seccomp(2) unavailable and the process has several threads; prctl filters one")
+    if libc.prctl(ctypes.c_int(PR_SET_SECCOMP), ulong(SECCOMP_MODE_FILTER), ctypes.byref(prog), ulong(0), ulong(0)):
+        raise _fail("prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)")

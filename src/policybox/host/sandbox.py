@@ -1,0 +1,148 @@
+"""The host's half of one cell's sandbox: its uid, scratch folder, cgroups and clean environment.
+
+The host prepares what must exist before the cell starts (a scratch folder owned by the cell's
+uid, cgroups with limits, an environment without the host's secrets) and hands the cell a
+SandboxPlan for the layers the cell applies to itself (see ``policybox.cell.sandbox``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from policybox.host.cgroup import CellCgroup, new_kill_cgroup, new_limit_cgroup
+from policybox.limits import Limits
+from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
+from policybox.spec import PolicySpec
+
+MIB = 1024 * 1024
+# Variables a cell may inherit: locale, time zone, and thread-count knobs of numeric libraries.
+ENV_ALLOW = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+ENV_ALLOW_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_NUM_THREADS")
+# Cell uids are 1e6 + host pid * 1000 + cell number: far above real users, distinct across every
+# live host (pids are unique) and across up to 1000 live cells of one host.
+UID_BASE = 1_000_000
+HOST_SIDE = {Layer.ENVIRONMENT, Layer.MEMORY, Layer.PROCESSES}
+_cell_numbers = itertools.count()
+
+
+def wanted_layers(level: SandboxLevel, seccomp: bool) -> list[Layer]:
+    if level == SandboxLevel.OFF:
+        return []
+    layers = [layer for layer in Layer if layer != Layer.SECCOMP]
+    return [*layers, Layer.SECCOMP] if seccomp or level == SandboxLevel.STRICT else layers
+
+
+def host_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
+
+
+class ScratchRoot:
+    """One folder per episode holding each cell's scratch folder; others may pass through, not list."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="policybox-scratch-"))
+        self.path.chmod(0o711)
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class CellSandbox:
+    def __init__(
+        self, agent_id: int, spec: PolicySpec, level: SandboxLevel, layers: list[Layer], limits: Limits, root: Path
+    ) -> None:
+        self.level = level
+        self.layers = layers
+        self._limits = limits
+        self._spec = spec
+        self.statuses: dict[Layer, str] = {}
+        self.uid = self.gid = None
+        if Layer.UID in layers:
+            if os.geteuid() == 0:
+                self.uid = self.gid = UID_BASE + os.getpid() * 1000 + next(_cell_numbers) % 1000
+            else:
+                self.statuses[Layer.UID] = "unavailable: not root, so cannot switch to another user"
+        self.scratch: Path | None = None
+        if layers:
+            self.scratch = root / f"agent-{agent_id}"
+            self.scratch.mkdir(mode=0o700)
+            if self.uid is not None:
+                os.chown(self.scratch, self.uid, self.gid)
+        self.kill_cgroup = new_kill_cgroup()
+        self._limit_cgroups: list[CellCgroup] = []
+
+    def environment(self) -> dict[str, str]:
+        if Layer.ENVIRONMENT not in self.layers:
+            return dict(os.environ)
+        self.statuses[Layer.ENVIRONMENT] = ACTIVE
+        home = str(self.scratch)
+        user = f"policybox-agent-{self.uid if self.uid is not None else os.getuid()}"
+        return {**host_environment(), "HOME": home, "TMPDIR": home, "USER": user, "LOGNAME": user, **self._spec.env}
+
+    def attach(self, pid: int) -> None:
+        """Put the new cell (which runs no policy code yet) into its cgroups."""
+        if self.kill_cgroup is not None:
+            try:
+                self.kill_cgroup.add(pid)
+            except OSError:
+                self.kill_cgroup.remove()
+                self.kill_cgroup = None
+        if Layer.MEMORY in self.layers:
+            self._limit(pid, "memory", self._limits.memory_limit_mb * MIB, Layer.MEMORY)
+        if Layer.PROCESSES in self.layers:
+            self._limit(pid, "pids", self._limits.max_processes, Layer.PROCESSES)
+
+    def _limit(self, pid: int, controller: str, limit: int, layer: Layer) -> None:
+        cgroup = new_limit_cgroup(controller, limit, self.kill_cgroup)
+        if cgroup is None:
+            self.statuses[layer] = f"unavailable: no usable {controller} cgroup on this machine"
+            return
+        if cgroup is not self.kill_cgroup:
+            self._limit_cgroups.append(cgroup)
+            try:
+                cgroup.add(pid)
+            except OSError as exc:
+                self.statuses[layer] = f"unavailable: cannot join the {controller} cgroup ({exc.strerror})"
+                return
+        self.statuses[layer] = f"{ACTIVE}: {controller} cgroup, limit {limit if controller == 'pids' else limit // MIB}"
+        if controller == "memory":
+            self.statuses[layer] += " MiB"
+
+    def plan(self) -> SandboxPlan:
+        memory_cgroup = self.statuses.get(Layer.MEMORY, "").startswith(ACTIVE)
+        readable = [str(Path(p).parent if p.endswith(".py") else p) for p in self._policy_paths()]
+        return SandboxPlan(
+            level=self.level,
+            layers=[layer for layer in self.layers if layer not in HOST_SIDE and layer not in self.statuses],
+            uid=self.uid,
+            gid=self.gid,
+            scratch=str(self.scratch) if self.scratch else None,
+            readable=readable,
+            cpu_seconds=self._limits.cpu_limit_s,
+            file_size_bytes=self._limits.file_size_limit_mb * MIB,
+            open_files=self._limits.max_open_files,
+            processes=self._limits.max_processes,
+            address_space_bytes=None if memory_cgroup else self._limits.memory_limit_mb * MIB,
+        )
+
+    def _policy_paths(self) -> list[str]:
+        file_class = self._spec.file_and_class
+        paths = [*self._spec.python_path, *([file_class[0]] if file_class else [])]
+        return paths + ([self._spec.data_path] if self._spec.data_path else [])
+
+    def out_of_memory(self) -> bool:
+        return any(cgroup.oom_kills() > 0 for cgroup in [self.kill_cgroup, *self._limit_cgroups] if cgroup)
+
+    def kill(self) -> None:
+        if self.kill_cgroup is not None:
+            self.kill_cgroup.kill()
+
+    def close(self) -> None:
+        """Kill what is left in the cell's cgroups and remove them."""
+        for cgroup in [self.kill_cgroup, *self._limit_cgroups]:
+            if cgroup is not None:
+                cgroup.kill_and_remove()
