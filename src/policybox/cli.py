@@ -17,6 +17,7 @@ from policybox.envs import ConfigError
 from policybox.episode import EpisodeSettings, Mode, OnFailure, assign_policies, run_episode
 from policybox.limits import Limits
 from policybox.results import AgentStatus, EpisodeResult
+from policybox.sandbox import SandboxLevel, SandboxUnavailable
 from policybox.spec import SpecError, parse_policy_arg
 
 app = typer.Typer(
@@ -73,6 +74,23 @@ def run(
     log_limit_mb: Annotated[
         float, typer.Option(min=0.01, help="Cap on each agent's printed output; the rest is discarded.")
     ] = DEFAULTS.log_limit_mb,
+    sandbox: Annotated[
+        SandboxLevel,
+        typer.Option(
+            help="standard: every layer this machine supports. strict: refuse to run unless all work. "
+            "off: no protection (debugging)."
+        ),
+    ] = SandboxLevel.STANDARD,
+    seccomp: Annotated[
+        bool, typer.Option("--seccomp", help="Add the seccomp syscall filter in standard mode (strict has it).")
+    ] = False,
+    cpu_limit_s: Annotated[int, typer.Option(min=1, help="CPU seconds per cell.")] = DEFAULTS.cpu_limit_s,
+    memory_limit_mb: Annotated[int, typer.Option(min=64, help="Memory per cell, MiB.")] = DEFAULTS.memory_limit_mb,
+    file_size_limit_mb: Annotated[
+        int, typer.Option(min=1, help="Largest file a cell may write, MiB.")
+    ] = DEFAULTS.file_size_limit_mb,
+    max_processes: Annotated[int, typer.Option(min=8, help="Processes and threads per cell.")] = DEFAULTS.max_processes,
+    max_open_files: Annotated[int, typer.Option(min=64, help="Open files per cell.")] = DEFAULTS.max_open_files,
     on_agent_failure: Annotated[
         OnFailure,
         typer.Option(help="continue: a failed agent plays no-op to the end. abort: end the episode at the failure."),
@@ -90,15 +108,27 @@ def run(
             init_timeout_s=init_timeout_s,
             episode_timeout_s=episode_timeout_s,
             log_limit_mb=log_limit_mb,
+            cpu_limit_s=cpu_limit_s,
+            memory_limit_mb=memory_limit_mb,
+            file_size_limit_mb=file_size_limit_mb,
+            max_processes=max_processes,
+            max_open_files=max_open_files,
         )
         settings = EpisodeSettings(
-            env=env, steps=steps, seed=seed, mode=mode, limits=limits, on_agent_failure=on_agent_failure
+            env=env,
+            steps=steps,
+            seed=seed,
+            mode=mode,
+            limits=limits,
+            sandbox=sandbox,
+            seccomp=seccomp,
+            on_agent_failure=on_agent_failure,
         )
         _check_writable(out)
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
         with console.status(f"Playing {steps} steps with {agents} agents ({mode} mode)…"):
             result = run_episode(specs, settings, logs)
-    except (SpecError, ConfigError, ValidationError) as exc:
+    except (SpecError, ConfigError, ValidationError, SandboxUnavailable) as exc:
         errors.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
@@ -108,6 +138,25 @@ def run(
         _write_atomically(out, result.model_dump_json(indent=2))
     _show(result, out)
     raise typer.Exit(0 if all(a.status == AgentStatus.OK for a in result.agents) else 1)
+
+
+@app.command()
+def doctor() -> None:
+    """Show which sandbox layers work on this machine, found by trying each in a real cell.
+
+    Exit code 0 when every layer works (so --sandbox strict can run), 1 otherwise.
+    """
+    from policybox.doctor import diagnose
+
+    with console.status("Starting a probe cell with every sandbox layer…"):
+        checks = diagnose()
+    table = Table(title="policybox doctor: sandbox layers on this machine")
+    for column in ("layer", "works", "detail"):
+        table.add_column(column)
+    for check in checks:
+        table.add_row(check.layer.value, "[green]yes[/]" if check.works else "[red]no[/]", check.detail)
+    console.print(table)
+    raise typer.Exit(0 if all(check.works for check in checks) else 1)
 
 
 def _check_writable(out: Path | None) -> None:
@@ -153,6 +202,9 @@ def _show(result: EpisodeResult, out: Path | None) -> None:
             needs = f"{agent.minimum_action_timeout_ms} ms per step"
             limit = f"--act-timeout-ms is {result.limits.act_timeout_ms:g}"
             console.print(f"[yellow]agent {agent.agent_id} ({agent.policy}) declares it needs {needs}; {limit}[/]")
+    if result.sandbox == SandboxLevel.OFF:
+        why = "inline mode" if result.mode == "inline" else "--sandbox off"
+        console.print(f"[bold red]SANDBOX OFF ({why}): policies ran with this process's privileges[/]")
     if result.aborted:
         console.print(f"[bold red]episode aborted:[/] {result.aborted}", highlight=False)
     _show_tracebacks(result)

@@ -18,9 +18,10 @@ from policybox.envs.mettagrid import MettaGridHost, make_config, resolve_shortha
 from policybox.host.inline_pool import InlinePool
 from policybox.host.process_pool import ProcessPool, Reply
 from policybox.host.record import AgentRecord
+from policybox.host.sandbox import wanted_layers
 from policybox.limits import Limits
 from policybox.results import AgentResult, EpisodeResult
-from policybox.sandbox import SandboxLevel
+from policybox.sandbox import SandboxLevel, SandboxUnavailable
 from policybox.spec import PolicySpec, SpecError
 from policybox.wire import PROTOCOL_VERSION, FrameType
 
@@ -64,11 +65,25 @@ def check_shorthands(specs: Sequence[PolicySpec]) -> None:
                 raise SpecError(str(exc)) from None
 
 
+def check_strict(settings: EpisodeSettings) -> None:
+    """Refuse a strict episode unless every layer works here (as ``policybox doctor`` finds)."""
+    if settings.mode != "process":
+        raise SandboxUnavailable("a strict sandbox needs --mode process: inline mode runs policies in the host")
+    from policybox.doctor import unavailable  # the doctor itself plays an episode: import it late
+
+    missing = unavailable(wanted_layers(SandboxLevel.STRICT, seccomp=True))
+    if missing:
+        reasons = "; ".join(f"{check.layer}: {check.detail}" for check in missing)
+        raise SandboxUnavailable(f"strict sandbox refused, layers missing on this machine: {reasons}")
+
+
 def run_episode(specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir: Path | None = None) -> EpisodeResult:
     """Play one episode with ``specs[i]`` controlling agent i; cells are gone when this returns."""
     if settings.mode == "process" and log_dir is None:
         raise ValueError("process mode needs a log_dir for the agents' log files")
     check_shorthands(specs)
+    if settings.sandbox == SandboxLevel.STRICT:
+        check_strict(settings)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
     env = MettaGridHost(make_config(settings.env, len(specs), settings.steps, settings.seed), settings.seed)

@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict
 ACTIVE = "active"
 
 
+class SandboxUnavailable(RuntimeError):
+    """A strict sandbox was asked for and this machine cannot provide every layer."""
+
+
 class SandboxLevel(StrEnum):
     STRICT = "strict"
     STANDARD = "standard"

@@ -2,18 +2,15 @@
 
 Python-level output (print, logging, warnings, tracebacks) goes through sys.stdout/sys.stderr and
 is cut at the budget with one notice. Output that bypasses Python's streams (os.write, C code, child
-processes) is bounded by RLIMIT_FSIZE instead: past it the kernel stops the writer with SIGXFSZ, so
-a flood can never fill the disk.
+processes) is bounded by the sandbox's file-size limit instead (RLIMIT_FSIZE, see cell.sandbox).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import resource
 import sys
 
-FILE_SIZE_FLOOR = 256 * 1024 * 1024
 NOTICE = b"\n[policybox: log limit reached; further output from this agent is discarded]\n"
 
 
@@ -55,5 +52,3 @@ def cap_output(limit_bytes: int) -> None:
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
-    file_size = max(FILE_SIZE_FLOOR, 2 * limit_bytes)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))

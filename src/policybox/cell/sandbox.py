@@ -68,7 +68,6 @@ def _filesystem(plan: SandboxPlan) -> str:
 
 def _rlimits(plan: SandboxPlan) -> str:
     limits = {
-        resource.RLIMIT_CPU: plan.cpu_seconds,
         resource.RLIMIT_NOFILE: plan.open_files,
         resource.RLIMIT_FSIZE: plan.file_size_bytes,
         resource.RLIMIT_CORE: 0,
@@ -76,6 +75,9 @@ def _rlimits(plan: SandboxPlan) -> str:
     }
     for which, value in limits.items():
         resource.setrlimit(which, (value, value))
+    # The hard CPU limit a little above the soft one: at the soft limit the kernel sends SIGXCPU (a
+    # cause the host can name); at an equal hard limit it would send a bare SIGKILL instead.
+    resource.setrlimit(resource.RLIMIT_CPU, (plan.cpu_seconds, plan.cpu_seconds + 5))
     return ACTIVE
 
 

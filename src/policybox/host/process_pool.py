@@ -39,6 +39,11 @@ from policybox.wire import (
 Reply = tuple[FrameType, bytes]
 RECV_SIZE = 1 << 16
 STOP_GRACE_S = 1.0
+SIGNAL_CAUSES = {
+    "SIGXCPU": "its CPU time limit was reached",
+    "SIGXFSZ": "its file size limit was reached",
+    "SIGSYS": "it made a system call the seccomp filter forbids",
+}
 EXIT_WAIT_S = 1.0
 
 
@@ -140,7 +145,10 @@ class _Cell:
         self.record.fail(AgentStatus.ERROR, failure)
 
     def crashed(self, step: int | None, message: str) -> None:
-        """The connection is gone; how the process ended is filled in when it is retired."""
+        """The connection is gone; how the process ended is filled in when it is retired. The crash is
+        pinned on the step the cell was working on, if any, not on the step the host noticed it."""
+        if step is not None and self.in_flight is not None:
+            step = self.in_flight
         self.record.fail(AgentStatus.CRASHED, Failure(step=step, phase=_phase(step), kind="Crashed", message=message))
 
     def retire(self) -> None:
@@ -153,6 +161,8 @@ class _Cell:
                 failure.message = f"cell killed by {failure.signal}"
                 if self.process.sandbox.out_of_memory():
                     failure.message += ": out of memory (its memory limit was reached)"
+                elif failure.signal in SIGNAL_CAUSES:
+                    failure.message += f": {SIGNAL_CAUSES[failure.signal]}"
             elif code is not None:
                 failure.exit_code = code
                 failure.message = f"cell exited with code {code} ({failure.message})"

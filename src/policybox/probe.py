@@ -1,0 +1,48 @@
+"""SandboxProbe: a MettaGrid policy that, inside a real cell, tries to get past each sandbox layer
+and prints what happened as one JSON line to its log. ``policybox doctor`` runs it; it never plays.
+
+Each check targets its own layer only (Landlock also blocks TCP and signals, so the uid check reads
+the host's /proc/<pid>/environ instead of signalling it, and the network check sends UDP).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from mettagrid.policy.noop import NoopPolicy
+
+MARK = "POLICYBOX-PROBE "
+
+
+class SandboxProbe(NoopPolicy):
+    def __init__(self, policy_env_info, host_pid: int, udp_port: int, secret_name: str, outside: str, **kwargs):
+        super().__init__(policy_env_info)
+        checks = {
+            "uid": _attempt(lambda: Path(f"/proc/{host_pid}/environ").read_bytes(), "read the host's environ"),
+            "network": _attempt(lambda: _send_udp(udp_port), "sent a UDP packet to the host"),
+            "filesystem": None if os.getcwd() == os.environ.get("HOME") else "cwd is not the scratch folder",
+            "landlock": _attempt(lambda: Path(outside).write_text("escaped"), f"wrote {outside}"),
+            "rlimits": None if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0 else "core dumps allowed",
+            "environment": "the host's secret is visible" if secret_name in os.environ else None,
+            "seccomp": None if "Seccomp:\t2" in Path("/proc/self/status").read_text() else "no seccomp filter",
+        }
+        print(MARK + json.dumps(checks), flush=True)
+
+
+def _send_udp(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(b"probe", ("127.0.0.1", port))
+
+
+def _attempt(action: Callable[[], object], breach: str) -> str | None:
+    """None when the action is refused (the layer held), else a description of the breach."""
+    try:
+        action()
+    except OSError:
+        return None
+    return breach

@@ -1,0 +1,154 @@
+"""The escape suite: policies that try to break out of their cell. Each attempt must fail (or kill
+only that cell, with the cause recorded), the host and the other agent carry on, and the test
+proves it from outside the cell. A test is skipped only where `policybox doctor` finds its layer
+unavailable on this machine."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from conftest import policy
+
+from policybox.doctor import diagnose
+from policybox.results import AgentStatus
+from policybox.sandbox import Layer
+
+VICTIM = policy("escapes.py:Diarist")
+
+
+def needs(*layers: Layer) -> None:
+    for check in diagnose():
+        if check.layer in layers and not check.works:
+            pytest.skip(f"doctor: layer {check.layer} unavailable here: {check.detail}")
+
+
+def log(agent) -> str:
+    return Path(agent.log_path).read_text()
+
+
+def test_connect_to_a_server_on_localhost(play):
+    needs(Layer.NETWORK)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        port = server.getsockname()[1]
+        attacker, victim = play(
+            [policy("escapes.py:ConnectOut", **{"kw.port": port}), VICTIM], agents=2, steps=20
+        ).agents
+        with pytest.raises(BlockingIOError):
+            server.accept()  # the server saw no connection
+    assert "tcp: refused" in log(attacker)
+    assert attacker.status == victim.status == AgentStatus.OK
+
+
+def test_write_a_file_outside_the_scratch_folder(play, tmp_path):
+    needs(Layer.LANDLOCK)
+    target = tmp_path / "escaped.txt"
+    tmp_path.chmod(0o777)  # even a folder anyone may write to
+    attacker, _ = play(
+        [policy("escapes.py:WriteOutside", **{"kw.path": f'"{target}"'}), VICTIM], agents=2, steps=20
+    ).agents
+    assert not target.exists()
+    assert "write: refused PermissionError" in log(attacker)
+
+
+def test_kill_the_host_and_another_cell(play):
+    needs(Layer.UID)
+    attacker, victim = play(
+        [policy("escapes.py:KillOthers", **{"kw.host_pid": os.getpid()}), VICTIM], agents=2, steps=30
+    ).agents
+    # This test process is the host: it is alive. The victim played every step.
+    assert victim.status == AgentStatus.OK and victim.latency.count == 30
+    assert "kill host: refused PermissionError" in log(attacker)
+    assert re.search(r"kill cell \d+: refused PermissionError", log(attacker))
+    assert "succeeded" not in log(attacker)
+
+
+def test_read_the_host_environment_another_cell_and_secrets(play, monkeypatch):
+    needs(Layer.UID, Layer.ENVIRONMENT)
+    monkeypatch.setenv("POLICYBOX_TEST_SECRET", "hunter2-api-key")
+    snoop = policy("escapes.py:Snoop", **{"kw.host_pid": os.getpid(), "kw.secret_name": "POLICYBOX_TEST_SECRET"})
+    attacker, victim = play([snoop, VICTIM], agents=2, steps=20).agents
+    text = log(attacker)
+    assert "hunter2-api-key" not in text and "own env secret: None" in text
+    assert "the victim's private diary" not in text
+    for attempt in ("host environ", "list scratch root", "other scratch", "other scratch file"):
+        assert f"{attempt}: refused PermissionError" in text
+    assert victim.status == AgentStatus.OK
+
+
+def test_fork_bomb_stays_inside_its_cell(play):
+    needs(Layer.PROCESSES)
+    attacker, victim = play([policy("escapes.py:ForkBomb"), VICTIM], agents=2, steps=20).agents
+    started = int(re.search(r"forked (\d+)", log(attacker))[1])
+    assert "fork refused after" in log(attacker) and started < 256
+    assert attacker.status == victim.status == AgentStatus.OK
+    # The autouse fixture then proves none of the forked processes outlived the episode.
+
+
+def hog(play, kind: str, **limits):
+    from policybox.limits import Limits
+
+    spec = policy("escapes.py:Hog", **{"kw.hog": kind})
+    pacer = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.02"})  # keeps the episode running ~4 s
+    return play(
+        [spec, pacer], agents=2, steps=200, limits=Limits(act_timeout_ms=1000, time_bank_ms=60_000, **limits)
+    ).agents
+
+
+def test_allocate_8_gib(play):
+    needs(Layer.MEMORY)
+    attacker, victim = hog(play, "memory", memory_limit_mb=512)
+    assert "allocated" not in log(attacker)
+    if attacker.status == AgentStatus.CRASHED:  # a memory cgroup: the kernel killed the cell
+        assert attacker.failure.signal == "SIGKILL" and "out of memory" in attacker.failure.message
+    else:  # an address-space limit: the allocation failed
+        assert (attacker.status, attacker.failure.kind) == (AgentStatus.ERROR, "MemoryError")
+    assert attacker.failure.step == attacker.first_failure_step == 4
+    assert victim.status == AgentStatus.OK and victim.latency.count == 200
+
+
+def test_exceed_the_cpu_time_limit(play):
+    needs(Layer.RLIMITS)
+    attacker, victim = hog(play, "cpu", cpu_limit_s=2)
+    assert attacker.status == AgentStatus.CRASHED and attacker.failure.signal == "SIGXCPU"
+    assert attacker.failure.step == 4 and "CPU time limit" in attacker.failure.message
+    assert victim.status == AgentStatus.OK and victim.latency.count == 200
+
+
+def test_write_a_file_larger_than_the_limit(play):
+    needs(Layer.RLIMITS)
+    attacker, victim = hog(play, "file", file_size_limit_mb=8)
+    # Python ignores SIGXFSZ, so the write past the limit fails with EFBIG inside the policy.
+    assert (attacker.status, attacker.failure.kind, attacker.failure.step) == (AgentStatus.ERROR, "OSError", 4)
+    assert "File too large" in attacker.failure.message
+    assert "wrote 64 MiB" not in log(attacker)
+    assert victim.status == AgentStatus.OK
+
+
+def test_every_agent_result_lists_its_active_layers(play):
+    agents = play(["random", VICTIM], agents=2, steps=5).agents
+    working = {check.layer for check in diagnose() if check.works}
+    for agent in agents:
+        active = {layer for layer, status in agent.sandbox.items() if status.startswith("active")}
+        assert active == working - {Layer.SECCOMP}  # seccomp is opt-in at the standard level
+
+
+def test_the_probe_sees_through_a_cell_without_sandbox(tmp_path):
+    """The doctor's probe really detects breaches: with the sandbox off, it gets through."""
+    from policybox.doctor import _probe_report
+    from policybox.episode import EpisodeSettings, run_episode
+    from policybox.spec import PolicySpec
+
+    outside = tmp_path / "outside.txt"
+    kwargs = {"host_pid": os.getpid(), "udp_port": 9, "secret_name": "PATH", "outside": str(outside)}
+    spec = PolicySpec(class_path="policybox.probe.SandboxProbe", init_kwargs=kwargs)
+    agent = run_episode([spec], EpisodeSettings(steps=1, sandbox="off"), tmp_path / "logs").agents[0]
+    report = _probe_report(Path(agent.log_path))
+    assert report["uid"] and report["landlock"] and report["environment"] and report["network"]
+    assert outside.read_text() == "escaped"
