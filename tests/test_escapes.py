@@ -152,3 +152,30 @@ def test_the_probe_sees_through_a_cell_without_sandbox(tmp_path):
     report = _probe_report(Path(agent.log_path))
     assert report["uid"] and report["landlock"] and report["environment"] and report["network"]
     assert outside.read_text() == "escaped"
+
+
+def test_read_another_submission(play, tmp_path):
+    """Submissions kept under a folder only root may enter: each cell sees its own, not the others'."""
+    needs(Layer.UID, Layer.FILESYSTEM)
+    submissions = tmp_path / "submissions"
+    for team, body in {
+        "team_a": "from pathlib import Path\n"
+        "from mettagrid.policy.noop import NoopPolicy\n\n"
+        "class Bot(NoopPolicy):\n"
+        "    def __init__(self, policy_env_info, **kwargs):\n"
+        "        super().__init__(policy_env_info)\n"
+        "        try:\n"
+        f"            print('read:', Path('{submissions}/team_b/bot.py').read_text())\n"
+        "        except OSError as exc:\n"
+        "            print('refused:', type(exc).__name__)\n",
+        "team_b": "from mettagrid.policy.noop import NoopPolicy\n\n"
+        "SECRET = 'TEAM-B-WINNING-STRATEGY'\n\n"
+        "class Bot(NoopPolicy):\n    pass\n",
+    }.items():
+        (submissions / team).mkdir(parents=True)
+        (submissions / team / "bot.py").write_text(body)
+    submissions.chmod(0o700)
+    a, b = play([f"{submissions}/team_a/bot.py:Bot", f"{submissions}/team_b/bot.py:Bot"], agents=2, steps=5).agents
+    assert a.status == b.status == AgentStatus.OK  # each ran its own code
+    assert "TEAM-B-WINNING-STRATEGY" not in log(a)
+    assert "refused:" in log(a)
