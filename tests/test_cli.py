@@ -133,3 +133,71 @@ def test_declared_minimum_step_time_is_reported_and_warned_about(tmp_path):
     result = EpisodeResult.model_validate_json(out.read_text())
     assert [a.minimum_action_timeout_ms for a in result.agents] == [2000, 0]
     assert "agent 0 (SlowThinker) declares it needs 2000 ms per step; --act-timeout-ms is 300" in run.stdout
+
+
+def test_doctor_lists_every_layer():
+    run = policybox("doctor")
+    from policybox.doctor import diagnose
+    from policybox.sandbox import Layer
+
+    assert run.returncode == (0 if all(check.works for check in diagnose()) else 1), run.stderr
+    for layer in Layer:
+        assert f"│ {layer.value} " in run.stdout
+
+
+def test_strict_sandbox_runs_only_with_every_layer(tmp_path):
+    from policybox.doctor import diagnose
+
+    out = tmp_path / "r.json"
+    run = policybox(
+        "run",
+        "-n",
+        "2",
+        "-p",
+        "random",
+        "--steps",
+        "5",
+        "--sandbox",
+        "strict",
+        "--out",
+        str(out),
+        "--log-dir",
+        str(tmp_path),
+    )
+    missing = [check.layer.value for check in diagnose() if not check.works]
+    if missing:
+        assert run.returncode == 2 and "strict sandbox refused" in run.stderr
+        assert all(layer in run.stderr for layer in missing)
+        return
+    assert run.returncode == 0, run.stderr
+    result = EpisodeResult.model_validate_json(out.read_text())
+    assert result.sandbox == "strict"
+    assert all(agent.sandbox["seccomp"].startswith("active") for agent in result.agents)
+
+
+def test_strict_sandbox_refuses_inline_mode():
+    run = policybox("run", "-p", "random", "--steps", "5", "--sandbox", "strict", "--mode", "inline")
+    assert run.returncode == 2 and "a strict sandbox needs --mode process" in run.stderr
+
+
+def test_sandbox_off_says_so_loudly(tmp_path):
+    out = tmp_path / "r.json"
+    run = policybox(
+        "run",
+        "-n",
+        "1",
+        "-p",
+        "random",
+        "--steps",
+        "5",
+        "--sandbox",
+        "off",
+        "--out",
+        str(out),
+        "--log-dir",
+        str(tmp_path),
+    )
+    assert run.returncode == 0, run.stderr
+    assert "SANDBOX OFF (--sandbox off)" in run.stdout
+    result = EpisodeResult.model_validate_json(out.read_text())
+    assert result.sandbox == "off" and result.agents[0].sandbox == {}
