@@ -15,11 +15,12 @@ from policybox.results import AgentStatus
 
 
 def cells_of(host_pid: int) -> list[psutil.Process]:
-    """Cell processes serving the given host, wherever they are in the process tree."""
+    """Cells (and the zygote) serving the given host, wherever they are in the process tree: a
+    spawned cell and the zygote name the host's pid; a forked cell carries the zygote's command line."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if "policybox.cell" in cmdline and str(host_pid) in cmdline:
+        if {"policybox.cell", "policybox.cell.zygote"} & set(cmdline) and str(host_pid) in cmdline:
             found.append(proc)
     return found
 
@@ -66,8 +67,8 @@ def test_exception_in_the_host_mid_episode_stops_every_cell(play, monkeypatch):
     assert cells_of(os.getpid()) == []
 
 
-@pytest.fixture
-def background_host(tmp_path):
+@pytest.fixture(params=["spawn", "zygote"])
+def background_host(request, tmp_path):
     """A ``policybox run`` host in a long episode: 2 cells stuck inside step(), deaf to their sockets,
     and a slow but healthy one that keeps the host waiting every step."""
     command = [
@@ -85,6 +86,8 @@ def background_host(tmp_path):
         "2000",
         "--act-timeout-ms",
         "1000",
+        "--launcher",
+        request.param,
         "--log-dir",
         str(tmp_path / "logs"),
         "--out",
@@ -92,7 +95,8 @@ def background_host(tmp_path):
     ]
     host = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: len(cells_of(host.pid)) == 3), "cells did not start"
+        processes = 3 if request.param == "spawn" else 4  # the zygote and its 3 cells
+        assert wait_for(lambda: len(cells_of(host.pid)) == processes), "cells did not start"
         time.sleep(2.0)  # past step 10: every cell is asleep in step()
         yield host
     finally:

@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from policybox.envs import ConfigError
-from policybox.episode import EpisodeSettings, Mode, OnFailure, assign_policies, run_episode
+from policybox.episode import EpisodeSettings, LauncherName, Mode, OnFailure, assign_policies, run_episode
+from policybox.host.zygote import ZygoteError
 from policybox.limits import Limits
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
@@ -74,6 +75,14 @@ def run(
     log_limit_mb: Annotated[
         float, typer.Option(min=0.01, help="Cap on each agent's printed output; the rest is discarded.")
     ] = DEFAULTS.log_limit_mb,
+    launcher: Annotated[
+        LauncherName,
+        typer.Option(help="zygote: fork cells from a pre-warmed process (fast). spawn: a fresh interpreter each."),
+    ] = "zygote",
+    preload: Annotated[
+        list[str] | None,
+        typer.Option(help="Module the zygote imports before forking cells, repeatable (e.g. torch)."),
+    ] = None,
     sandbox: Annotated[
         SandboxLevel,
         typer.Option(
@@ -119,6 +128,8 @@ def run(
             steps=steps,
             seed=seed,
             mode=mode,
+            launcher=launcher,
+            preload=preload or [],
             limits=limits,
             sandbox=sandbox,
             seccomp=seccomp,
@@ -128,7 +139,7 @@ def run(
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
         with console.status(f"Playing {steps} steps with {agents} agents ({mode} mode)…"):
             result = run_episode(specs, settings, logs)
-    except (SpecError, ConfigError, ValidationError, SandboxUnavailable) as exc:
+    except (SpecError, ConfigError, ValidationError, SandboxUnavailable, ZygoteError) as exc:
         errors.print(f"[bold red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from collections.abc import Iterator, Sequence
@@ -16,9 +17,11 @@ import policybox
 from policybox.envs import EnvHost, InvalidAction
 from policybox.envs.mettagrid import MettaGridHost, make_config, resolve_shorthand
 from policybox.host.inline_pool import InlinePool
+from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
 from policybox.host.process_pool import ProcessPool, Reply
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
+from policybox.host.zygote import Zygote
 from policybox.limits import Limits
 from policybox.results import AgentResult, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
@@ -27,6 +30,7 @@ from policybox.wire import PROTOCOL_VERSION, FrameType
 
 Mode = Literal["process", "inline"]
 OnFailure = Literal["continue", "abort"]
+LauncherName = Literal["zygote", "spawn"]
 LOG_TAIL_BYTES = 4096
 
 
@@ -38,6 +42,10 @@ class EpisodeSettings(BaseModel):
     seed: int = Field(default=0, ge=0, description="Seeds the game, its map and every agent's RNGs")
     mode: Mode = "process"
     limits: Limits = Field(default_factory=Limits)
+    launcher: LauncherName = Field(
+        default="zygote", description="zygote: cells forked from a pre-warmed process; spawn: fresh interpreters"
+    )
+    preload: list[str] = Field(default_factory=list, description="Extra modules the zygote imports (e.g. torch)")
     sandbox: SandboxLevel = Field(default=SandboxLevel.STANDARD, description="strict, standard or off")
     seccomp: bool = Field(default=False, description="Add the seccomp layer in standard mode (strict always has it)")
     on_agent_failure: OnFailure = Field(
@@ -77,8 +85,14 @@ def check_strict(settings: EpisodeSettings) -> None:
         raise SandboxUnavailable(f"strict sandbox refused, layers missing on this machine: {reasons}")
 
 
-def run_episode(specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir: Path | None = None) -> EpisodeResult:
-    """Play one episode with ``specs[i]`` controlling agent i; cells are gone when this returns."""
+def run_episode(
+    specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir: Path | None = None, zygote: Zygote | None = None
+) -> EpisodeResult:
+    """Play one episode with ``specs[i]`` controlling agent i; cells are gone when this returns.
+
+    With the zygote launcher, pass a running ``zygote`` to reuse it across episodes; without one, a
+    zygote is started for this episode and stopped after it.
+    """
     if settings.mode == "process" and log_dir is None:
         raise ValueError("process mode needs a log_dir for the agents' log files")
     check_shorthands(specs)
@@ -87,12 +101,14 @@ def run_episode(specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir:
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
     env = MettaGridHost(make_config(settings.env, len(specs), settings.steps, settings.seed), settings.seed)
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(env.close)
+        launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
         records = [AgentRecord(i, spec, _log_path(log_dir, i, settings.mode)) for i, spec in enumerate(specs)]
         setups = [_setup(env, record, settings) for record in records]
         pool = (
-            ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp)
-            if settings.mode == "process"
+            ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp, launcher)
+            if launcher is not None
             else InlinePool(records)
         )
         deadline = None if settings.limits.episode_timeout_s is None else clock + settings.limits.episode_timeout_s
@@ -101,8 +117,16 @@ def run_episode(specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir:
             aborted = _play(env, pool, records, settings.on_agent_failure, deadline)
         cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
         return _result(env, records, settings, started_at, time.monotonic() - clock, cleanup, aborted)
-    finally:
-        env.close()
+
+
+def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextlib.ExitStack) -> Launcher:
+    if settings.launcher == "spawn":
+        return SpawnLauncher()
+    if zygote is None:
+        zygote = stack.enter_context(Zygote(tuple(settings.preload)))
+    elif set(settings.preload) - set(zygote.preload):
+        raise ValueError(f"the zygote given preloads {zygote.preload}, not {settings.preload}")
+    return ZygoteLauncher(zygote)
 
 
 def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:

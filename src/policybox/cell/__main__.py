@@ -98,15 +98,11 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="policybox.cell", description=__doc__)
-    parser.add_argument("--fd", type=int, required=True)
-    parser.add_argument("--parent-pid", type=int, required=True)
-    args = parser.parse_args(argv)
-    die_with_parent(args.parent_pid)
-    sock = socket.socket(fileno=args.fd)
+def run_cell(fd: int, parent_pid: int) -> int:
+    """Serve the host over socket ``fd`` until it says stop; the cell's exit code."""
+    sock = socket.socket(fileno=fd)
     try:
-        return serve(HostConnection(sock), args.parent_pid)
+        return serve(HostConnection(sock), parent_pid)
     except (ProtocolError, OSError) as exc:
         print(f"policybox cell: connection to host failed: {exc}", file=sys.stderr)
         return 3
@@ -115,6 +111,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         with contextlib.suppress(OSError):  # the policy may have closed the fd itself
             sock.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="policybox.cell", description=__doc__)
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    args = parser.parse_args(argv)
+    die_with_parent(args.parent_pid)
+    return run_cell(args.fd, args.parent_pid)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Starting cell processes: a socketpair plus a fresh interpreter, and the means to kill and reap it."""
+"""Starting cells: a socketpair plus a process, by fresh interpreter (spawn) or by fork of a
+pre-warmed zygote; and the means to kill and reap a cell whichever way it started."""
 
 from __future__ import annotations
 
@@ -8,39 +9,39 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from policybox.host.sandbox import CellSandbox
+from policybox.host.zygote import Zygote
 
 REAP_TIMEOUT_S = 5.0
 
 
 @dataclass
 class CellProcess:
-    """One running cell: its process (leader of its own process group), its host-side sandbox (uid,
-    scratch folder, cgroups) and the host's socket end."""
+    """One running cell: its pid (leader of its own process group), its host-side sandbox (uid,
+    scratch folder, cgroups), the host's socket end, and how to learn its exit status."""
 
-    popen: subprocess.Popen[bytes]
+    pid: int
     sock: socket.socket
     sandbox: CellSandbox
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
+    wait: Callable[[float], int | None]  # the exit code (negative: that signal) once it ends, else None
+    code: int | None = None
 
     def kill(self) -> None:
         """SIGKILL the cell's whole process group and cgroup (it and anything it spawned)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
         self.sandbox.kill()
 
     def exit_status(self, timeout: float) -> int | None:
-        """The exit code (negative: killed by that signal) once the process ends, else None."""
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        """The exit code once the cell has ended (asked for at most once of its reaper), else None."""
+        if self.code is None:
+            self.code = self.wait(timeout)
+        return self.code
 
     @property
     def closed(self) -> bool:
@@ -51,9 +52,13 @@ class CellProcess:
         if self.closed:
             return
         self.kill()
-        self.popen.wait(REAP_TIMEOUT_S)
+        self.exit_status(REAP_TIMEOUT_S)
         self.sandbox.close()
         self.sock.close()
+
+
+class Launcher(Protocol):
+    def launch(self, log_path: Path, sandbox: CellSandbox) -> CellProcess: ...
 
 
 class SpawnLauncher:
@@ -64,35 +69,57 @@ class SpawnLauncher:
     """
 
     def launch(self, log_path: Path, sandbox: CellSandbox) -> CellProcess:
-        host_sock, cell_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            with cell_sock, open(log_path, "ab") as log:
-                command = [
-                    sys.executable,
-                    "-I",
-                    "-u",
-                    "-m",
-                    "policybox.cell",
-                    "--fd",
-                    str(cell_sock.fileno()),
-                    "--parent-pid",
-                    str(os.getpid()),
-                ]
-                popen = subprocess.Popen(
-                    command,
-                    pass_fds=(cell_sock.fileno(),),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=sandbox.environment(),
-                    cwd=sandbox.scratch,
-                    start_new_session=True,  # own process group: killable as a whole, deaf to the host's Ctrl-C
-                )
-        except BaseException:
-            host_sock.close()
-            raise
-        host_sock.setblocking(False)
-        # The cell runs no policy code before its SETUP, which is sent after this: nothing it
-        # starts can be outside its cgroups.
-        sandbox.attach(popen.pid)
-        return CellProcess(popen, host_sock, sandbox)
+        def start(cell_fd: int, log_fd: int) -> tuple[int, Callable[[float], int | None]]:
+            command = [sys.executable, "-I", "-u", "-m", "policybox.cell", "--fd", str(cell_fd)]
+            popen = subprocess.Popen(
+                [*command, "--parent-pid", str(os.getpid())],
+                pass_fds=(cell_fd,),
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                env=sandbox.environment(),
+                cwd=sandbox.scratch,
+                start_new_session=True,  # own process group: killable as a whole, deaf to the host's Ctrl-C
+            )
+            return popen.pid, lambda timeout: _popen_wait(popen, timeout)
+
+        return _launch(log_path, sandbox, start)
+
+
+class ZygoteLauncher:
+    """Each cell is a fork of a zygote that has already imported numpy and MettaGrid (never policy code)."""
+
+    def __init__(self, zygote: Zygote) -> None:
+        self._zygote = zygote
+
+    def launch(self, log_path: Path, sandbox: CellSandbox) -> CellProcess:
+        def start(cell_fd: int, log_fd: int) -> tuple[int, Callable[[float], int | None]]:
+            cwd = str(sandbox.scratch) if sandbox.scratch else None
+            pid = self._zygote.fork(sandbox.environment(), cwd, [cell_fd, log_fd])
+            return pid, lambda timeout: self._zygote.wait(pid, timeout)
+
+        return _launch(log_path, sandbox, start)
+
+
+def _launch(
+    log_path: Path, sandbox: CellSandbox, start: Callable[[int, int], tuple[int, Callable[[float], int | None]]]
+) -> CellProcess:
+    host_sock, cell_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with cell_sock, open(log_path, "ab") as log:
+            pid, wait = start(cell_sock.fileno(), log.fileno())
+    except BaseException:
+        host_sock.close()
+        raise
+    host_sock.setblocking(False)
+    # The cell runs no policy code before its SETUP, which is sent after this: nothing it
+    # starts can be outside its cgroups.
+    sandbox.attach(pid)
+    return CellProcess(pid, host_sock, sandbox, wait)
+
+
+def _popen_wait(popen: subprocess.Popen[bytes], timeout: float) -> int | None:
+    try:
+        return popen.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from policybox.host.launcher import CellProcess, SpawnLauncher
+from policybox.host.launcher import CellProcess, Launcher
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import CellSandbox, ScratchRoot, wanted_layers
 from policybox.limits import Limits
@@ -183,13 +183,15 @@ def _phase(step: int | None) -> str:
 class ProcessPool:
     """All cells of one episode. Use as a context manager: every cell is killed and reaped on exit."""
 
-    def __init__(self, records: list[AgentRecord], limits: Limits, level: SandboxLevel, seccomp: bool) -> None:
+    def __init__(
+        self, records: list[AgentRecord], limits: Limits, level: SandboxLevel, seccomp: bool, launcher: Launcher
+    ) -> None:
         self._records = records
         self._limits = limits
         self._level = level
         self._layers = wanted_layers(level, seccomp)
         self._scratch = ScratchRoot() if self._layers else None
-        self._launcher = SpawnLauncher()
+        self._launcher = launcher
         self._selector = selectors.DefaultSelector()
         self._cells: list[_Cell] = []
 

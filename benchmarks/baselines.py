@@ -1,0 +1,322 @@
+"""Baseline measurements to compare policybox against, each taken in the calling process.
+
+* ``rollout_steps_per_s``: MettaGrid's in-process ``Rollout`` (what MettaGrid users run today).
+* ``policy_server_steps_per_s`` / ``policy_server_episode_s`` / ``policy_server_startup_s``: MettaGrid's own
+  policy-server isolation (``mettagrid.runner``), one batched WebSocket policy server for all agents.
+* ``socketpair_round_trip_us`` / ``socketpair_round_trip_payload_us``: the floor of a blocking round trip
+  between two processes on this machine.
+
+Import with ``benchmarks/`` on ``sys.path`` (``import baselines``); ``busy_policy`` must be importable the same
+way. Every function reaps what it starts. Run this file to print each measurement once.
+"""
+
+import contextlib
+import json
+import logging
+import os
+import random
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+from busy_policy import Busy1msPolicy
+from mettagrid.builder.envs import make_arena
+from mettagrid.config.mettagrid_config import MettaGridConfig
+from mettagrid.map_builder.random_map import RandomMapBuilder
+from mettagrid.policy.policy import MultiAgentPolicy
+from mettagrid.policy.policy_env_interface import PolicyEnvInterface
+from mettagrid.policy.random_agent import RandomMultiAgentPolicy
+from mettagrid.runner.episode_runner import run_episode_isolated
+from mettagrid.runner.policy_server.manager import launch_local_policy_server
+from mettagrid.runner.policy_server.websocket_transport import WebSocketPolicyServerClient
+from mettagrid.runner.types import EpisodeSpec
+from mettagrid.simulator.rollout import Rollout
+
+BENCH_DIR = Path(__file__).resolve().parent
+POLICIES: dict[str, type[MultiAgentPolicy]] = {"random": RandomMultiAgentPolicy, "busy1ms": Busy1msPolicy}
+# Class paths the policy server loads (metta://policy/<class path>): the parent checks them with load_symbol,
+# the server imports them, so busy_policy must be importable in both (see _server_env).
+CLASS_PATHS = {"random": "mettagrid.policy.random_agent.RandomMultiAgentPolicy", "busy1ms": "busy_policy.Busy1msPolicy"}
+
+
+def arena_config(num_agents: int, steps: int, seed: int) -> MettaGridConfig:
+    """MettaGrid's arena game (``make_arena``) on a 10x10 random map, ``steps`` long, map seeded with ``seed``.
+
+    ``make_arena`` builds a 25x25 ``MapGen`` (plus a 6-cell wall border) whose ``Random`` scene scatters the
+    agents and 10 walls. To get the reference's "10x10 random map" we pass ``make_arena`` its documented
+    ``map_builder`` override: MettaGrid's ``RandomMapBuilder`` with width=height=10, no border (the grid is
+    exactly 10x10), the same 10 walls and ``num_agents`` agents shuffled into it: 24 agents + 10 walls fill
+    34 of the 100 cells. ``RandomMapBuilder`` reseeds from ``seed`` on every build, so the map is fixed.
+    """
+    builder = RandomMapBuilder.Config(
+        width=10, height=10, border_width=0, agents=num_agents, objects={"wall": 10}, seed=seed
+    )
+    config = make_arena(num_agents, map_builder=builder)
+    config.game.max_steps = steps
+    return config
+
+
+def rollout_steps_per_s(num_agents: int, steps: int, seed: int, policy: str) -> float:
+    """Env steps per second of ``mettagrid.simulator.rollout.Rollout`` stepping ``policy`` in this process.
+
+    One ``AgentPolicy`` per agent from one ``MultiAgentPolicy`` ("random" = MettaGrid's
+    ``RandomMultiAgentPolicy``, "busy1ms" = ``busy_policy.Busy1msPolicy``); no ``policy_group_keys``, so agents
+    are stepped one after another as a user's plain ``Rollout`` does. Times ``run_until_done()`` only.
+    Python's ``random`` is seeded with ``seed`` for the run (and restored after) so the random policy repeats.
+    """
+    config = arena_config(num_agents, steps, seed)
+    multi = POLICIES[policy](PolicyEnvInterface.from_mg_cfg(config))
+    rollout = Rollout(config, [multi.agent_policy(i) for i in range(num_agents)], seed=seed)
+    saved_random = random.getstate()
+    random.seed(seed)
+    try:
+        start = time.perf_counter()
+        rollout.run_until_done()
+        elapsed = time.perf_counter() - start
+        # Steps actually taken, read as MettaGrid's own single_episode_rollout does.
+        return rollout._sim.current_step / elapsed
+    finally:
+        random.setstate(saved_random)
+        rollout._simulator.close()
+
+
+@contextlib.contextmanager
+def _env(**values: str) -> Iterator[None]:
+    """Set environment variables of this process for the block, then restore them."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def _bounded(seconds: float) -> Iterator[None]:
+    """Kill the MettaGrid runner processes started inside the block if it runs longer than ``seconds``, and
+    any still alive after it.
+
+    MettaGrid's runner waits on its episode subprocess and policy server without a deadline, so a timer kills
+    the ``mettagrid.runner`` descendants this process gained inside the block; MettaGrid then sees them die
+    and cleans up. Processes the caller starts meanwhile (other command lines) are left alone.
+    """
+    me = psutil.Process()
+    before = {child.pid for child in me.children(recursive=True)}
+    fired = threading.Event()
+
+    def new_runner_processes() -> list[psutil.Process]:
+        found = []
+        for child in me.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if child.pid not in before and "mettagrid.runner" in " ".join(child.cmdline()):
+                    found.append(child)
+        return found
+
+    def kill(processes: list[psutil.Process]) -> None:
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+    def on_timeout() -> None:
+        fired.set()
+        kill(new_runner_processes())
+
+    timer = threading.Timer(seconds, on_timeout)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except Exception as exc:
+        if fired.is_set():
+            raise TimeoutError(f"MettaGrid policy-server run exceeded {seconds:.1f} s") from exc
+        raise
+    finally:
+        timer.cancel()
+        leftovers = new_runner_processes()
+        kill(leftovers)
+        psutil.wait_procs(leftovers, timeout=5)
+    if fired.is_set():
+        raise TimeoutError(f"MettaGrid policy-server run exceeded {seconds:.1f} s")
+
+
+def _server_env() -> dict[str, str]:
+    """Extra environment for the policy-server process so that it can import ``busy_policy``."""
+    paths = [str(BENCH_DIR), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(paths)}
+
+
+def _timeout_s(num_agents: int, steps: int) -> float:
+    return 120.0 + steps * num_agents * 0.01  # startup + 10 ms per agent-step: far above any healthy run
+
+
+def _run_isolated(num_agents: int, steps: int, seed: int, policy: str, debug_dir: Path | None) -> float:
+    """Run one episode through ``run_episode_isolated``; return its wall time in seconds."""
+    spec = EpisodeSpec(
+        policy_uris=[f"metta://policy/{CLASS_PATHS[policy]}"],
+        assignments=[0] * num_agents,  # every agent on policy 0 -> one server, stepped as one batch
+        env=arena_config(num_agents, steps, seed),
+        seed=seed,
+    )
+    # EPISODE_RUNNER_USE_ISOLATED_VENVS=0: serve the policy with this Python instead of a fresh venv (manager.py).
+    with (
+        tempfile.TemporaryDirectory(prefix="baselines-") as tmp,
+        _bounded(_timeout_s(num_agents, steps)),
+        _env(EPISODE_RUNNER_USE_ISOLATED_VENVS="0"),
+    ):
+        start = time.perf_counter()
+        run_episode_isolated(
+            spec,
+            Path(tmp) / "results.json",
+            debug_dir=debug_dir,
+            # policy_secrets is MettaGrid's per-policy environment (keyed by policy index) for the server.
+            policy_secrets={0: _server_env()},
+        )
+        return time.perf_counter() - start
+
+
+def policy_server_steps_per_s(num_agents: int, steps: int, seed: int, policy: str) -> float:
+    """Env steps per second of the stepping phase of MettaGrid's policy-server episode.
+
+    Runs ``run_episode_isolated`` (what ``python -m mettagrid.runner.executor`` runs) with
+    ``EPISODE_RUNNER_USE_ISOLATED_VENVS=0``: one policy server process for the single policy (all agents share
+    it), then an episode subprocess whose ``Rollout`` sends all agents' observations to the server in one
+    WebSocket ``BatchStepRequest`` per step. The stepping phase is not visible from here, so the episode runs
+    with a ``debug_dir``, which makes MettaGrid write its per-step trace (``agent_step``/``env_step`` spans);
+    timed = first policy step start -> last ``env_step`` end, i.e. every step's server round trip, action
+    decoding and env step, but not server launch, policy preparation, env construction or results writing.
+    Tracing costs a JSON line per agent per step (~6.6 us each here, i.e. ~3-4% of a step at 4 or 24 agents
+    with the random policy, so the rate is that much low), and debug_dir also sets ``PYTHONPERFSUPPORT=1``.
+    Returns env steps taken (``env_step`` spans) / that time.
+    The server's random policy is not seeded (MettaGrid gives it no seed), so its actions vary per run.
+    """
+    with tempfile.TemporaryDirectory(prefix="baselines-trace-") as debug_dir:
+        _run_isolated(num_agents, steps, seed, policy, Path(debug_dir))
+        events = json.loads((Path(debug_dir) / "trace.json").read_text())
+    env_steps = [e for e in events if e.get("name") == "env_step"]
+    first_us = min(e["ts"] for e in events if e.get("name") in ("agent_step", "env_step"))
+    last_us = max(e["ts"] + e["dur"] for e in env_steps)
+    return len(env_steps) / ((last_us - first_us) / 1e6)
+
+
+def policy_server_episode_s(num_agents: int, steps: int, seed: int, policy: str) -> float:
+    """Wall seconds of one whole ``run_episode_isolated`` call, no tracing: everything the user waits for.
+
+    Includes starting the policy server (a fresh Python importing MettaGrid, polled for readiness every
+    100 ms), starting the episode subprocess (another fresh Python), policy preparation, env construction,
+    stepping, writing and reading results.json, and shutting the server down.
+    """
+    return _run_isolated(num_agents, steps, seed, policy, None)
+
+
+def policy_server_startup_s(num_agents: int, policy: str = "random") -> float:
+    """Seconds until a MettaGrid policy server can take its first step for ``num_agents`` agents.
+
+    Timed: ``launch_local_policy_server`` (spawn ``python -m mettagrid.runner.policy_server.server``, wait for
+    its ready file; MettaGrid polls it every 100 ms, so this is quantised up to 0.1 s) plus connecting
+    ``WebSocketPolicyServerClient``, whose PreparePolicy request makes the server load the policy and build
+    the agents' policies; the same two calls ``run_episode_isolated`` and ``episode_subprocess`` make.
+    Not timed: closing the connection and shutting the server down.
+    """
+    env_info = PolicyEnvInterface.from_mg_cfg(arena_config(num_agents, 1, 0))
+    with _bounded(_timeout_s(num_agents, 0)), _env(EPISODE_RUNNER_USE_ISOLATED_VENVS="0"):
+        start = time.perf_counter()
+        server = launch_local_policy_server(f"metta://policy/{CLASS_PATHS[policy]}", extra_env=_server_env())
+        try:
+            client = WebSocketPolicyServerClient(env_info, url=server.base_url, agent_ids=list(range(num_agents)))
+            elapsed = time.perf_counter() - start
+            client.close()
+        finally:
+            server.shutdown()
+    return elapsed
+
+
+def _echo_child(sock: socket.socket, request_bytes: int, reply_bytes: int) -> None:
+    """Forked child: read a full request, answer ``reply_bytes`` bytes, until the parent closes the socket."""
+    buf = bytearray(request_bytes)
+    reply = bytes(reply_bytes)
+    while sock.recv_into(buf, request_bytes, socket.MSG_WAITALL) == request_bytes:
+        sock.sendall(reply)
+
+
+def _round_trip_us(request_bytes: int, reply_bytes: int, round_trips: int, pin: tuple[int, int] | None) -> float:
+    parent_sock, child_sock = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # child: echo, then leave without running the parent's cleanup handlers
+        code = 1
+        try:
+            parent_sock.close()
+            if pin is not None:
+                os.sched_setaffinity(0, {pin[1]})
+            _echo_child(child_sock, request_bytes, reply_bytes)
+            code = 0
+        finally:
+            os._exit(code)
+    child_sock.close()
+    affinity = os.sched_getaffinity(0)
+    try:
+        if pin is not None:
+            os.sched_setaffinity(0, {pin[0]})
+        request = bytes(request_bytes)
+        reply = bytearray(reply_bytes)
+
+        def batch(n: int) -> float:
+            start = time.perf_counter()
+            for _ in range(n):
+                parent_sock.sendall(request)
+                if parent_sock.recv_into(reply, reply_bytes, socket.MSG_WAITALL) != reply_bytes:
+                    raise RuntimeError("echo child closed the socket")
+            return (time.perf_counter() - start) / n * 1e6
+
+        per_batch = max(1, round_trips // 5)
+        batch(min(per_batch, 1000))  # warm-up, not counted
+        return statistics.median(batch(per_batch) for _ in range(5))
+    finally:
+        os.sched_setaffinity(0, affinity)
+        parent_sock.close()  # child sees EOF and exits
+        os.waitpid(pid, 0)
+
+
+def socketpair_round_trip_us(round_trips: int = 20000, pin: tuple[int, int] | None = None) -> float:
+    """Microseconds per blocking 16-byte -> 16-byte round trip over a ``socket.socketpair()`` to a forked echo child.
+
+    Median over 5 batches of ``round_trips // 5`` round trips, after a short uncounted warm-up. ``pin`` =
+    (parent CPU, child CPU) pins both processes; by default the scheduler places them. On a VM, where waking
+    a process on another vCPU is slow, the unpinned result depends on that placement: same CPU vs two CPUs
+    can differ by an order of magnitude, so measure both with ``pin=(0, 0)`` and ``pin=(0, 1)``.
+    """
+    return _round_trip_us(16, 16, round_trips, pin)
+
+
+def socketpair_round_trip_payload_us(
+    payload_bytes: int = 1500, round_trips: int = 20000, pin: tuple[int, int] | None = None
+) -> float:
+    """As ``socketpair_round_trip_us`` with a ``payload_bytes`` request and a 4-byte reply (observation -> action)."""
+    return _round_trip_us(payload_bytes, 4, round_trips, pin)
+
+
+if __name__ == "__main__":
+    logging.getLogger("mettagrid").setLevel(logging.WARNING)  # importing mettagrid turns on INFO logging
+    STEPS, SEED = 300, 0
+    cpus = sorted(os.sched_getaffinity(0))
+    for pin in [None, (cpus[0], cpus[0]), *([(cpus[0], cpus[1])] if len(cpus) > 1 else [])]:
+        where = "unpinned" if pin is None else f"CPUs {pin[0]},{pin[1]}"
+        print(f"socketpair round trip 16 B -> 16 B,  {where:8s}: {socketpair_round_trip_us(pin=pin):8.1f} us")
+        print(f"socketpair round trip 1500 B -> 4 B, {where:8s}: {socketpair_round_trip_payload_us(pin=pin):8.1f} us")
+    for agents in (4, 24):
+        for name in POLICIES:
+            label = f"{agents:2d} agents, {name:7s}, {STEPS} steps"
+            print(f"Rollout in-process          {label}: {rollout_steps_per_s(agents, STEPS, SEED, name):8.1f} steps/s")
+            sps = policy_server_steps_per_s(agents, STEPS, SEED, name)
+            print(f"policy server, stepping     {label}: {sps:8.1f} steps/s")
+            wall = policy_server_episode_s(agents, STEPS, SEED, name)
+            print(f"policy server, whole run    {label}: {wall:8.2f} s ({STEPS / wall:.1f} steps/s)")
+        print(f"policy server startup+prepare {agents:2d} agents: {policy_server_startup_s(agents):6.2f} s")

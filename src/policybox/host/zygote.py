@@ -1,0 +1,101 @@
+"""Zygote: the host's handle on one pre-warmed forking process (``policybox.cell.zygote``).
+
+Start it once and reuse it across episodes (``with Zygote() as zygote: ...``); it holds no host
+state, imports only shared libraries, and dies with the host. Cells it forks are its children, so
+it reaps them and reports each exit status here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from policybox.host.sandbox import host_environment
+
+MAX_MESSAGE = 1 << 16
+START_TIMEOUT_S = 120.0  # torch can take a while to import on a loaded machine
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not start (e.g. a --preload module is not installed) or has died."""
+
+
+class Zygote:
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+        self.preload = preload
+        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        command = [sys.executable, "-I", "-u", "-m", "policybox.cell.zygote", "--fd", str(theirs.fileno())]
+        command += ["--parent-pid", str(os.getpid()), *(arg for module in preload for arg in ("--preload", module))]
+        with theirs:
+            self._popen = subprocess.Popen(
+                command,
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=host_environment(),  # it forks the cells: it must hold none of the host's secrets
+                start_new_session=True,
+            )
+        self._exits: dict[int, int] = {}
+        try:
+            reply = self._receive(time.monotonic() + START_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
+        if "ready" not in reply:
+            self.close()
+            raise ZygoteError(reply.get("error", f"unexpected first message {reply!r}"))
+
+    def __enter__(self) -> Zygote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def fork(self, env: dict[str, str], cwd: str | None, fds: list[int]) -> int:
+        """A new cell with the given environment and folder, serving the cell socket in fds[0]."""
+        socket.send_fds(self._control, [json.dumps({"env": env, "cwd": cwd}).encode()], fds)
+        give_up = time.monotonic() + START_TIMEOUT_S
+        while "forked" not in (reply := self._receive(give_up)):
+            if "exited" not in reply:
+                raise ZygoteError(f"unexpected zygote reply {reply!r}")
+        return int(reply["forked"])
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        """The exit code of cell ``pid`` (negative: killed by that signal), or None if still running."""
+        give_up = time.monotonic() + timeout
+        while pid not in self._exits:
+            try:
+                self._receive(give_up)
+            except (TimeoutError, ZygoteError):
+                return None
+        return self._exits.pop(pid)
+
+    def _receive(self, give_up: float) -> dict[str, Any]:
+        """The next message; exit reports are also filed for wait()."""
+        remaining = give_up - time.monotonic()
+        if remaining <= 0 or not select.select([self._control], [], [], remaining)[0]:
+            raise TimeoutError("no message from the zygote in time")
+        data = self._control.recv(MAX_MESSAGE)
+        if not data:
+            raise ZygoteError(f"the zygote has exited (code {self._popen.poll()})")
+        message = json.loads(data)
+        if "exited" in message:
+            self._exits[int(message["exited"])] = int(message["code"])
+        return message
+
+    def close(self) -> None:
+        """Stop the zygote: it exits when its control socket closes; killed if it does not."""
+        self._control.close()
+        try:
+            self._popen.wait(5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                self._popen.kill()
+            self._popen.wait()
