@@ -219,8 +219,11 @@ def _show(result: EpisodeResult, out: Path | None) -> None:
     if result.aborted:
         console.print(f"[bold red]episode aborted:[/] {result.aborted}", highlight=False)
     _show_tracebacks(result)
-    rate = result.steps / result.duration_s if result.duration_s else 0.0
-    console.print(f"{result.steps} steps in {result.duration_s:.2f} s ({rate:,.0f} steps/s incl. start-up)")
+    rate = result.steps / result.play_s if result.play_s else 0.0
+    console.print(
+        f"{result.steps} steps in {result.play_s:.2f} s ({rate:,.0f} steps/s), "
+        f"after {result.startup_s:.2f} s of start-up"
+    )
     if result.agents and result.agents[0].log_path:
         console.print(f"agent logs: {Path(result.agents[0].log_path).parent}", highlight=False)
     if out is not None:

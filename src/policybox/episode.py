@@ -7,6 +7,7 @@ import gc
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -52,6 +53,12 @@ class EpisodeSettings(BaseModel):
         default="continue",
         description="continue: a failed agent plays no-op to the end; abort: the episode ends at the failure",
     )
+
+
+@dataclass(frozen=True)
+class Timings:
+    startup_s: float
+    play_s: float
 
 
 def assign_policies(specs: Sequence[PolicySpec], num_agents: int) -> list[PolicySpec]:
@@ -114,9 +121,11 @@ def run_episode(
         deadline = None if settings.limits.episode_timeout_s is None else clock + settings.limits.episode_timeout_s
         with pool:
             pool.start(setups)
+            ready = time.monotonic()
             aborted = _play(env, pool, records, settings.on_agent_failure, deadline)
+            timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
         cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
-        return _result(env, records, settings, started_at, time.monotonic() - clock, cleanup, aborted)
+        return _result(env, records, settings, started_at, timings, time.monotonic() - clock, cleanup, aborted)
 
 
 def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextlib.ExitStack) -> Launcher:
@@ -209,6 +218,7 @@ def _result(
     records: list[AgentRecord],
     settings: EpisodeSettings,
     started_at: str,
+    timings: Timings,
     duration: float,
     cleanup: str,
     aborted: str | None,
@@ -253,6 +263,8 @@ def _result(
         agents=agents,
         started_at=started_at,
         duration_s=round(duration, 3),
+        startup_s=round(timings.startup_s, 4),
+        play_s=round(timings.play_s, 4),
     )
 
 

@@ -97,4 +97,6 @@ class EpisodeResult(BaseModel):
     agents: list[AgentResult]
     started_at: str
     duration_s: float
+    startup_s: float = Field(description="From the start until every cell was ready (or given up on)")
+    play_s: float = Field(description="Stepping the episode, after start-up")
     aborted: str | None = Field(default=None, description="Why the episode ended before the game did, if it did")

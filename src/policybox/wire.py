@@ -120,6 +120,13 @@ class FrameDecoder:
         return len(self._buffer) + (HEADER_SIZE if self._need else 0)
 
     def feed(self, data: bytes) -> list[Frame]:
+        if not self._buffer and self._need is None and len(data) >= HEADER_SIZE:
+            # The common case, one whole frame per read: no buffering at all.
+            frame_type, seq, length = self._parse_header(data[:HEADER_SIZE])
+            if len(data) == HEADER_SIZE + length:
+                return [Frame(frame_type, seq, data[HEADER_SIZE:])]
+            self._need = (frame_type, seq, length)
+            data = data[HEADER_SIZE:]
         self._buffer += data
         frames: list[Frame] = []
         while True:

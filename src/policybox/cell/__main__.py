@@ -101,6 +101,9 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
 def run_cell(fd: int, parent_pid: int) -> int:
     """Serve the host over socket ``fd`` until it says stop; the cell's exit code."""
     sock = socket.socket(fileno=fd)
+    # A cell the host wakes must not preempt the host while it is still handing out a step's
+    # observations: SCHED_BATCH tasks never preempt on wakeup (they run when a CPU is free).
+    os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     try:
         return serve(HostConnection(sock), parent_pid)
     except (ProtocolError, OSError) as exc:

@@ -53,9 +53,14 @@ class AgentRuntime:
 
     def step(self, payload: bytes | bytearray) -> tuple[FrameType, bytes]:
         """(ACTION, action bytes) or (INVALID_ACTION, reason) for one observation payload."""
-        with self._policy_call("step"):
-            observation = self._env.decode_observation(self.agent_id, payload)
-            action = self._agent.step(observation)
+        if self._owns_process:  # the hot path: no random-state swap needed
+            try:
+                action = self._agent.step(self._env.decode_observation(self.agent_id, payload))
+            except (Exception, SystemExit) as exc:
+                raise PolicyFailure(failure_report(exc, "step")) from exc
+        else:
+            with self._policy_call("step"):
+                action = self._agent.step(self._env.decode_observation(self.agent_id, payload))
         try:
             return FrameType.ACTION, self._env.encode_action(action)
         except InvalidAction as exc:

@@ -231,14 +231,15 @@ class MettaGridCell:
         from mettagrid.simulator.interface import AgentObservation, Location, ObservationToken, VisibleTalk
 
         raw = np.frombuffer(payload, dtype=np.uint8, count=self._token_bytes).reshape(self._token_shape)
-        tokens = []
+        # The same tokens as mettagrid.simulator.SimulationAgent.observation builds (rows up to the
+        # first empty one, each raw_token a row view), found with array operations, not a row loop.
+        count = raw[:, 1].tobytes().find(b"\xff")
+        valid = raw if count < 0 else raw[:count]
         features = self._features
-        # Same construction as mettagrid.simulator.SimulationAgent.observation.
-        for row in raw:
-            feature_id = row[1]
-            if feature_id == 0xFF:
-                break
-            tokens.append(ObservationToken(feature=features[int(feature_id)], value=int(row[2]), raw_token=row))
+        tokens = [
+            ObservationToken(feature=features[feature_id], value=value, raw_token=row)
+            for feature_id, value, row in zip(valid[:, 1].tolist(), valid[:, 2].tolist(), list(valid), strict=True)
+        ]
         talk: tuple = ()
         if self._talk:
             talk = tuple(

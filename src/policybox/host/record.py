@@ -27,12 +27,8 @@ class AgentRecord:
     minimum_action_timeout_ms: int = 0
     latencies_ns: list[int] = field(default_factory=list)
     sandbox: dict[str, str] = field(default_factory=dict)
+    playing: bool = True  # whether the policy still gets observations (no terminal failure yet)
     _digest: hashlib._Hash = field(default_factory=hashlib.sha256)
-
-    @property
-    def playing(self) -> bool:
-        """Whether the policy still gets observations (not ended by a terminal failure)."""
-        return not self.status.is_terminal
 
     def fail(self, status: AgentStatus, failure: Failure) -> None:
         """Record a failure: the first one sets the status, a later terminal one overrides it."""
@@ -42,6 +38,7 @@ class AgentRecord:
             self.first_failure_step = failure.step
         if status.is_terminal or self.status == AgentStatus.OK:
             self.status, self.failure = status, failure
+            self.playing = not status.is_terminal
 
     def missed_deadline(self, step: int, limit_ms: float) -> None:
         self.timeouts += 1

@@ -1,0 +1,47 @@
+"""The MettaGrid adapter reproduces MettaGrid exactly: the same observation objects as MettaGrid's
+own SimulationAgent.observation, and the same episode as MettaGrid's in-process Rollout."""
+
+import importlib.util
+from pathlib import Path
+
+from mettagrid.simulator.rollout import Rollout
+
+from policybox.envs.mettagrid import MettaGridCell, MettaGridHost, make_config
+
+
+def test_cell_rebuilds_mettagrids_own_observations():
+    host = MettaGridHost(make_config("arena", 4, 30, seed=5), seed=5)
+    cell = MettaGridCell(host.cell_setup())
+    for _ in range(20):
+        for agent_id in range(4):
+            ours = cell.decode_observation(agent_id, bytes(host.observation(agent_id)))
+            theirs = host._sim.agent(agent_id).observation
+            assert ours.agent_id == theirs.agent_id and list(ours.talk) == list(theirs.talk)
+            assert [(t.feature, t.value, t.raw_token.tolist()) for t in ours.tokens] == [
+                (t.feature, t.value, t.raw_token.tolist()) for t in theirs.tokens
+            ]
+            host.apply_action(agent_id, cell.encode_action(["move_north", "move_east", 0, "noop"][agent_id]))
+        host.step()
+    host.close()
+
+
+def test_inline_episode_equals_mettagrids_rollout(play):
+    """policybox's episode loop is MettaGrid's: same policy, same seed, same stats and rewards."""
+    path = Path(__file__).parent / "policies" / "stateful.py"
+    module_spec = importlib.util.spec_from_file_location("stateful_for_rollout", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+
+    config = make_config("arena", 4, 120, seed=9)
+    host = MettaGridHost(config, seed=9)
+    cell = MettaGridCell(host.cell_setup())
+    agents = [module.Stateful(cell.policy_env_info).agent_policy(i) for i in range(4)]
+    host.close()
+    rollout = Rollout(config, agents, seed=9)
+    rollout.run_until_done()
+    theirs = rollout._sim.episode_stats
+
+    ours = play([str(path) + ":Stateful"], agents=4, steps=120, seed=9, mode="inline")
+    assert ours.game_stats == {k: float(v) for k, v in theirs["game"].items()}
+    assert [a.stats for a in ours.agents] == [{k: float(v) for k, v in s.items()} for s in theirs["agent"]]
+    assert [a.reward for a in ours.agents] == [float(r) for r in rollout._sim.episode_rewards]
