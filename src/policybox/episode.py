@@ -5,8 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -173,11 +172,15 @@ def _play(
         if deadline is not None and time.monotonic() >= deadline:
             return f"episode time limit reached after {env.current_step} steps"
         step = env.current_step
-        with _gc_paused():
+        # Keep collector pauses off the step path (as MettaGrid's Rollout does); collect between steps.
+        gc.disable()
+        try:
             replies = pool.act(step, [env.observation(i) for i in agent_ids])
             for record, reply in zip(records, replies, strict=True):
                 _apply(env, record, step, reply)
             env.step()
+        finally:
+            gc.enable()
     return None
 
 
@@ -201,16 +204,6 @@ def _apply(env: EnvHost, record: AgentRecord, step: int, reply: Reply | None) ->
         record.invalid_action(step, reply[1].decode("utf-8", "replace")[:1000])
     env.apply_noop(agent_id)
     record.applied(None)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Keep collector pauses off the step path (as MettaGrid's Rollout does); collect between steps."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _result(

@@ -10,7 +10,7 @@ spent -- by a late reply, or by still not answering -- is disabled and its cell 
 from __future__ import annotations
 
 import contextlib
-import selectors
+import select
 import signal
 import time
 from collections.abc import Sequence
@@ -192,7 +192,8 @@ class ProcessPool:
         self._layers = wanted_layers(level, seccomp)
         self._scratch = ScratchRoot() if self._layers else None
         self._launcher = launcher
-        self._selector = selectors.DefaultSelector()
+        self._poller = select.epoll()  # epoll directly: the selectors wrapper costs microseconds per step
+        self._by_fd: dict[int, _Cell] = {}
         self._cells: list[_Cell] = []
 
     def __enter__(self) -> ProcessPool:
@@ -215,7 +216,8 @@ class ProcessPool:
             sandbox = CellSandbox(record.agent_id, record.spec, self._level, self._layers, self._limits, root)
             cell = _Cell(record, self._launcher.launch(record.log_path, sandbox), self._limits)
             self._cells.append(cell)
-            self._selector.register(cell.process.sock, selectors.EVENT_READ, cell)
+            self._poller.register(cell.process.sock, select.EPOLLIN)
+            self._by_fd[cell.process.sock.fileno()] = cell
             record.sandbox = dict(sandbox.statuses)
         deadline = time.monotonic_ns() + int(self._limits.init_timeout_s * 1e9)
         for cell, setup in zip(self._cells, setups, strict=True):
@@ -241,10 +243,11 @@ class ProcessPool:
         self._gather(deadline, step)
         now = time.monotonic_ns()
         for cell in self._cells:
-            if cell.record.playing and cell.reply is None:
+            if cell.reply is None and cell.record.playing:
                 cell.record.missed_deadline(step, self._limits.act_timeout_ms)
                 cell.check_overdue(now)
-        self._retire_failed()
+            if not cell.record.playing and not cell.process.closed:
+                self._retire(cell)
         return [cell.reply for cell in self._cells]
 
     def _gather(self, deadline_ns: int, step: int | None) -> None:
@@ -259,8 +262,8 @@ class ProcessPool:
             remaining = (deadline_ns - time.monotonic_ns()) / 1e9
             if remaining <= 0:
                 return
-            for key, _ in self._selector.select(remaining):
-                cell: _Cell = key.data
+            for fd, _ in self._poller.poll(remaining):
+                cell = self._by_fd[fd]
                 cell.on_readable(step)
                 if not cell.record.playing:
                     self._forget(cell)  # read no more of it; it is retired after the gather
@@ -270,12 +273,15 @@ class ProcessPool:
     def _retire_failed(self) -> None:
         for cell in self._cells:
             if not cell.record.playing and not cell.process.closed:
-                self._forget(cell)
-                cell.retire()
+                self._retire(cell)
+
+    def _retire(self, cell: _Cell) -> None:
+        self._forget(cell)
+        cell.retire()
 
     def _forget(self, cell: _Cell) -> None:
-        with contextlib.suppress(KeyError):
-            self._selector.unregister(cell.process.sock)
+        if self._by_fd.pop(cell.process.sock.fileno(), None) is not None:
+            self._poller.unregister(cell.process.sock)
 
     def close(self) -> None:
         """Ask live cells to stop and give them a moment; then, however that went (even on a second
@@ -295,6 +301,6 @@ class ProcessPool:
             for cell in live:
                 self._forget(cell)
                 cell.process.close()
-            self._selector.close()
+            self._poller.close()
             if self._scratch is not None:
                 self._scratch.close()

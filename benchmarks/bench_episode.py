@@ -1,0 +1,234 @@
+"""Side-by-side benchmark: MettaGrid's in-process Rollout and policy server against policybox.
+
+    .venv/bin/python benchmarks/bench_episode.py            # every section, 3 interleaved repetitions
+    .venv/bin/python benchmarks/bench_episode.py --reps 5 --only throughput
+
+Everything is measured in this one run, interleaved repetition by repetition, on MettaGrid's arena
+game on a 10x10 random map (``baselines.arena_config``), and reported as medians and ratios, so a
+noisy shared machine shifts both sides of each ratio alike. Sections:
+
+* throughput: env steps/s of the stepping phase (start-up excluded) for 4 and 24 agents, with
+  MettaGrid's random policy and with a policy that burns ~1 ms of CPU per step;
+* start-up: seconds until every cell is ready (policy constructed, handshake done), numpy-only and
+  with torch preloaded (when torch is installed: ``pip install torch==2.13.0``);
+* memory: peak RSS and unique (USS) memory per cell, spawned vs forked from the zygote;
+* floor: the raw socketpair round trip on this machine vs policybox's per-agent step overhead
+  (process-mode p50 step latency minus inline-mode p50 for the same policy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import baselines  # noqa: E402
+
+from policybox.episode import EpisodeSettings, run_episode  # noqa: E402
+from policybox.host.zygote import Zygote  # noqa: E402
+from policybox.results import EpisodeResult  # noqa: E402
+from policybox.spec import PolicySpec  # noqa: E402
+
+SEED = 1
+POLICY_SPECS = {"random": "random", "busy1ms": f"{BENCH / 'busy_policy.py'}:Busy1msPolicy"}
+TORCH_SPEC = f"{BENCH / 'torch_policy.py'}:TorchPolicy"
+console = Console()
+
+
+class Bench:
+    def __init__(self, reps: int, folder: Path) -> None:
+        self.reps = reps
+        self.folder = folder
+        self.zygote = Zygote()
+        self.torch_zygote: Zygote | None = None
+
+    def episode(
+        self, agents: int, steps: int, policy: str, mode: str, launcher: str = "zygote", **extra
+    ) -> EpisodeResult:
+        config = baselines.arena_config(agents, steps, SEED)
+        env_file = self.folder / f"arena-{agents}.json"
+        env_file.write_text(config.model_dump_json())
+        settings = EpisodeSettings(env=str(env_file), steps=steps, seed=SEED, mode=mode, launcher=launcher, **extra)
+        zygote = self.torch_zygote if "torch" in extra.get("preload", []) else self.zygote
+        specs = [PolicySpec(class_path=policy)] * agents
+        return run_episode(specs, settings, self.folder / "logs", zygote=zygote if launcher == "zygote" else None)
+
+    def close(self) -> None:
+        self.zygote.close()
+        if self.torch_zygote is not None:
+            self.torch_zygote.close()
+
+
+def interleaved(reps: int, runs: dict[str, Callable[[], float]]) -> dict[str, list[float]]:
+    """Each run once per repetition, in turn, so that machine noise falls on all of them alike."""
+    samples: dict[str, list[float]] = defaultdict(list)
+    for _ in range(reps):
+        for name, run in runs.items():
+            samples[name].append(run())
+    return samples
+
+
+def throughput(bench: Bench) -> list[float]:
+    """Steps/s tables; returns the per-agent overheads measured on the way (for the floor section)."""
+    overheads: list[float] = []
+    for agents, policy, steps in [(4, "random", 1000), (24, "random", 300), (4, "busy1ms", 200), (24, "busy1ms", 60)]:
+        latency: dict[str, list[float]] = defaultdict(list)
+        samples = interleaved(bench.reps, _throughput_runs(bench, agents, policy, steps, latency))
+        medians = {name: statistics.median(values) for name, values in samples.items()}
+        rollout, server = medians["MettaGrid Rollout (in-process)"], medians["MettaGrid policy server (batched)"]
+        inline = medians["policybox inline"]
+        table = Table(title=f"{agents} agents, {policy} policy, {steps} steps: env steps/s (median of {bench.reps})")
+        for column in ("runner", "steps/s", "vs Rollout", "vs policy server", "vs inline"):
+            table.add_column(column, justify="left" if column == "runner" else "right")
+        for name, value in medians.items():
+            table.add_row(
+                name, f"{value:,.0f}", f"{value / rollout:.2f}x", f"{value / server:.2f}x", f"{value / inline:.2f}x"
+            )
+        console.print(table)
+        if policy == "random":
+            overheads.append(1000 * (statistics.median(latency["process"]) - statistics.median(latency["inline"])))
+    return overheads
+
+
+def _throughput_runs(
+    bench: Bench, agents: int, policy: str, steps: int, latency: dict[str, list[float]]
+) -> dict[str, Callable[[], float]]:
+    def policybox(mode: str, launcher: str = "zygote") -> float:
+        result = bench.episode(agents, steps, POLICY_SPECS[policy], mode, launcher)
+        latency[mode].append(statistics.median(a.latency.p50_ms for a in result.agents))
+        return result.steps / result.play_s
+
+    return {
+        "MettaGrid Rollout (in-process)": lambda: baselines.rollout_steps_per_s(agents, steps, SEED, policy),
+        "MettaGrid policy server (batched)": lambda: baselines.policy_server_steps_per_s(agents, steps, SEED, policy),
+        "policybox inline": lambda: policybox("inline"),
+        "policybox process, spawn": lambda: policybox("process", "spawn"),
+        "policybox process, zygote": lambda: policybox("process", "zygote"),
+    }
+
+
+def startup(bench: Bench) -> None:
+    table = Table(title=f"start-up until every cell is ready (median of {bench.reps})")
+    for column in ("cells", "policy", "launcher", "seconds"):
+        table.add_column(column, justify="left" if column in ("policy", "launcher") else "right")
+    started = time.perf_counter()
+    bench.zygote.close()
+    bench.zygote = Zygote()
+    table.add_row("-", "-", "zygote itself (once per host)", f"{time.perf_counter() - started:.2f}")
+    cases = [(agents, "numpy", "random", launcher, ()) for agents in (4, 24) for launcher in ("spawn", "zygote")]
+    if importlib.util.find_spec("torch") is not None:
+        started = time.perf_counter()
+        bench.torch_zygote = Zygote(("torch",))
+        table.add_row("-", "-", "zygote with torch (once per host)", f"{time.perf_counter() - started:.2f}")
+        cases += [(4, "torch", TORCH_SPEC, "spawn", ())]
+        cases += [(agents, "torch", TORCH_SPEC, "zygote", ("torch",)) for agents in (4, 24)]
+    else:
+        table.add_row("-", "torch", "not installed: pip install torch==2.13.0", "-")
+    runs = {
+        case: (
+            lambda case=case: bench.episode(case[0], 1, case[2], "process", case[3], preload=list(case[4])).startup_s
+        )
+        for case in cases
+    }
+    for (agents, kind, _, launcher, preload), values in interleaved(bench.reps, runs).items():
+        name = f"{launcher} (preload {', '.join(preload)})" if preload else launcher
+        table.add_row(str(agents), kind, name, f"{statistics.median(values):.2f}")
+    console.print(table)
+
+
+def memory(bench: Bench) -> None:
+    table = Table(title="memory per cell (24 agents, random policy, 300 steps; median over cells)")
+    for column in ("launcher", "peak RSS MB", "peak unique (USS) MB"):
+        table.add_column(column, justify="left" if column == "launcher" else "right")
+    for launcher in ("spawn", "zygote"):
+        peaks = _sample_cells(lambda launcher=launcher: bench.episode(24, 300, "random", "process", launcher))
+        rss = statistics.median(p[0] for p in peaks.values()) / 2**20
+        uss = statistics.median(p[1] for p in peaks.values()) / 2**20
+        table.add_row(launcher, f"{rss:.1f}", f"{uss:.1f}")
+    console.print(table)
+
+
+def _sample_cells(run: Callable[[], object]) -> dict[int, tuple[int, int]]:
+    """Peak (RSS, USS) of every cell process seen while ``run`` plays (sampled from another thread)."""
+    peaks: dict[int, tuple[int, int]] = {}
+    done = threading.Event()
+    me = psutil.Process()
+    zygotes = {child.pid for child in me.children() if "policybox.cell.zygote" in child.cmdline()}
+
+    def sample() -> None:
+        while not done.is_set():
+            for proc in me.children(recursive=True):
+                if proc.pid in zygotes:
+                    continue
+                try:
+                    info = proc.memory_full_info()
+                except psutil.Error:
+                    continue
+                old = peaks.get(proc.pid, (0, 0))
+                peaks[proc.pid] = (max(old[0], info.rss), max(old[1], info.uss))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        run()
+    finally:
+        done.set()
+        sampler.join()
+    return peaks
+
+
+def floor(overheads: list[float]) -> None:
+    table = Table(title="per-agent round trip: the raw floor vs policybox")
+    table.add_column("what")
+    table.add_column("us", justify="right")
+    floor_us = baselines.socketpair_round_trip_payload_us()
+    table.add_row("socketpair round trip, 1500 B -> 4 B, two processes (unpinned)", f"{floor_us:.1f}")
+    for agents, overhead in zip((4, 24), overheads, strict=False):
+        table.add_row(
+            f"policybox step overhead per agent, {agents} agents (process p50 - inline p50)", f"{overhead:.1f}"
+        )
+        table.add_row("  ratio to the floor", f"{overhead / floor_us:.2f}x")
+    console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions (medians are reported)")
+    sections = ["throughput", "startup", "memory", "floor"]
+    parser.add_argument("--only", choices=sections, action="append", help="run only these sections")
+    args = parser.parse_args()
+    chosen = args.only or sections
+    logging.getLogger("mettagrid").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="policybox-bench-") as folder:
+        bench = Bench(args.reps, Path(folder))
+        try:
+            console.print(f"policybox benchmark: {psutil.cpu_count()} CPUs, {bench.reps} repetitions, seed {SEED}")
+            overheads = throughput(bench) if "throughput" in chosen or "floor" in chosen else []
+            if "startup" in chosen:
+                startup(bench)
+            if "memory" in chosen:
+                memory(bench)
+            if "floor" in chosen:
+                floor(overheads)
+        finally:
+            bench.close()
+
+
+if __name__ == "__main__":
+    main()
