@@ -12,8 +12,8 @@ noisy shared machine shifts both sides of each ratio alike. Sections:
 * start-up: seconds until every cell is ready (policy constructed, handshake done), numpy-only and
   with torch preloaded (when torch is installed: ``pip install torch==2.13.0``);
 * memory: peak RSS and unique (USS) memory per cell, spawned vs forked from the zygote;
-* floor: the raw socketpair round trip on this machine vs policybox's per-agent step overhead
-  (process-mode p50 step latency minus inline-mode p50 for the same policy).
+* floor: the raw socketpair round trip on this machine vs policybox's per-agent step overhead (one
+  agent's host-measured p50 step latency minus the same step's work timed inside one process).
 """
 
 from __future__ import annotations
@@ -83,12 +83,10 @@ def interleaved(reps: int, runs: dict[str, Callable[[], float]]) -> dict[str, li
     return samples
 
 
-def throughput(bench: Bench) -> list[float]:
-    """Steps/s tables; returns the per-agent overheads measured on the way (for the floor section)."""
-    overheads: list[float] = []
+def throughput(bench: Bench) -> None:
+    """Steps/s of every runner, side by side, for 4 and 24 agents and both policies."""
     for agents, policy, steps in [(4, "random", 1000), (24, "random", 300), (4, "busy1ms", 200), (24, "busy1ms", 60)]:
-        latency: dict[str, list[float]] = defaultdict(list)
-        samples = interleaved(bench.reps, _throughput_runs(bench, agents, policy, steps, latency))
+        samples = interleaved(bench.reps, _throughput_runs(bench, agents, policy, steps))
         medians = {name: statistics.median(values) for name, values in samples.items()}
         rollout, server = medians["MettaGrid Rollout (in-process)"], medians["MettaGrid policy server (batched)"]
         inline = medians["policybox inline"]
@@ -100,17 +98,11 @@ def throughput(bench: Bench) -> list[float]:
                 name, f"{value:,.0f}", f"{value / rollout:.2f}x", f"{value / server:.2f}x", f"{value / inline:.2f}x"
             )
         console.print(table)
-        if policy == "random":
-            overheads.append(1000 * (statistics.median(latency["process"]) - statistics.median(latency["inline"])))
-    return overheads
 
 
-def _throughput_runs(
-    bench: Bench, agents: int, policy: str, steps: int, latency: dict[str, list[float]]
-) -> dict[str, Callable[[], float]]:
+def _throughput_runs(bench: Bench, agents: int, policy: str, steps: int) -> dict[str, Callable[[], float]]:
     def policybox(mode: str, launcher: str = "zygote") -> float:
         result = bench.episode(agents, steps, POLICY_SPECS[policy], mode, launcher)
-        latency[mode].append(statistics.median(a.latency.p50_ms for a in result.agents))
         return result.steps / result.play_s
 
     return {
@@ -193,18 +185,47 @@ def _sample_cells(run: Callable[[], object]) -> dict[int, tuple[int, int]]:
     return peaks
 
 
-def floor(overheads: list[float]) -> None:
-    table = Table(title="per-agent round trip: the raw floor vs policybox")
+def floor(bench: Bench) -> None:
+    """One agent (no queueing for a core): its host-measured step latency minus the same step's work
+    timed inside one process, against the raw socketpair round trip measured alongside."""
+    samples = interleaved(
+        bench.reps,
+        {
+            "floor": lambda: baselines.socketpair_round_trip_payload_us(),
+            "process": lambda: 1e3 * bench.episode(1, 2000, "noop", "process").agents[0].latency.p50_ms,
+            "work": _step_work_us,
+        },
+    )
+    floor_us, process_us, work_us = (statistics.median(samples[name]) for name in ("floor", "process", "work"))
+    table = Table(title=f"one agent's step: the raw round-trip floor vs policybox (median of {bench.reps})")
     table.add_column("what")
     table.add_column("us", justify="right")
-    floor_us = baselines.socketpair_round_trip_payload_us()
     table.add_row("socketpair round trip, 1500 B -> 4 B, two processes (unpinned)", f"{floor_us:.1f}")
-    for agents, overhead in zip((4, 24), overheads, strict=False):
-        table.add_row(
-            f"policybox step overhead per agent, {agents} agents (process p50 - inline p50)", f"{overhead:.1f}"
-        )
-        table.add_row("  ratio to the floor", f"{overhead / floor_us:.2f}x")
+    table.add_row("policybox process step, host-measured p50 (noop policy, 1 agent)", f"{process_us:.1f}")
+    table.add_row("  of which the step's own work (decode, policy, encode) in one process", f"{work_us:.1f}")
+    table.add_row("  = policybox's per-agent overhead", f"{process_us - work_us:.1f}")
+    table.add_row("  overhead / floor", f"{(process_us - work_us) / floor_us:.2f}x")
     console.print(table)
+
+
+def _step_work_us() -> float:
+    """Median time of AgentRuntime.step (observation bytes -> action bytes) for a noop policy, in-process."""
+    from policybox.cell.runtime import AgentRuntime
+    from policybox.envs.mettagrid import MettaGridHost
+    from policybox.wire import PROTOCOL_VERSION
+
+    host = MettaGridHost(baselines.arena_config(1, 100, SEED), SEED)
+    setup = {"protocol": PROTOCOL_VERSION, "agent_id": 0, "seed": SEED, "env": host.cell_setup()}
+    runtime = AgentRuntime({**setup, "spec": PolicySpec(class_path="noop").model_dump()}, owns_process=True)
+    runtime.start()
+    payload = bytes(host.observation(0))
+    times = []
+    for _ in range(2000):
+        started = time.perf_counter_ns()
+        runtime.step(payload)
+        times.append(time.perf_counter_ns() - started)
+    host.close()
+    return statistics.median(times) / 1e3
 
 
 def main() -> None:
@@ -219,13 +240,14 @@ def main() -> None:
         bench = Bench(args.reps, Path(folder))
         try:
             console.print(f"policybox benchmark: {psutil.cpu_count()} CPUs, {bench.reps} repetitions, seed {SEED}")
-            overheads = throughput(bench) if "throughput" in chosen or "floor" in chosen else []
+            if "throughput" in chosen:
+                throughput(bench)
             if "startup" in chosen:
                 startup(bench)
             if "memory" in chosen:
                 memory(bench)
             if "floor" in chosen:
-                floor(overheads)
+                floor(bench)
         finally:
             bench.close()
 

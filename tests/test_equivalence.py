@@ -25,8 +25,9 @@ def inline_run(tmp_path_factory):
     return run_episode(specs, EpisodeSettings(steps=200, seed=11, mode="inline"), tmp_path_factory.mktemp("l"))
 
 
-def test_process_mode_equals_inline_mode(play, inline_run):
-    process_run = play(LINEUP, agents=6, steps=200, seed=11, mode="process")
+@pytest.mark.parametrize("launcher", ["zygote", "spawn"])
+def test_process_mode_equals_inline_mode(play, inline_run, launcher):
+    process_run = play(LINEUP, agents=6, steps=200, seed=11, mode="process", launcher=launcher)
     assert process_run.mode == "process" and inline_run.mode == "inline"
     assert outcome(process_run) == outcome(inline_run)
     assert process_run.steps == 200

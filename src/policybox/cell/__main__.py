@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import gc
 import os
 import signal
 import socket
@@ -89,12 +90,14 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
         return 1
     conn.send(encode_json(FrameType.READY, {**ready, "sandbox": statuses}))
     while (frame := conn.read()) is not None and frame.type == FrameType.OBSERVATION:
+        gc.disable()  # no collector pause between an observation and its reply: collect while waiting
         try:
             reply_type, reply = runtime.step(frame.payload)
         except PolicyFailure as failure:
             conn.send(encode_json(FrameType.ERROR, failure.report, seq=frame.seq))
             return 1
         conn.send(encode_frame(reply_type, frame.seq, reply))
+        gc.enable()
     return 0
 
 
