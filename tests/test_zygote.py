@@ -1,5 +1,8 @@
 """The zygote: started once, reused across episodes, forks every cell, holds no policy, dies cleanly."""
 
+import re
+from pathlib import Path
+
 import psutil
 import pytest
 from conftest import policy
@@ -23,9 +26,13 @@ def test_one_zygote_serves_many_episodes(tmp_path):
             digests.append([a.action_digest for a in result.agents])
             assert zygote_process.is_running() and zygote_process.children() == []  # its cells are gone
         assert digests[0] == digests[1] != digests[2]
-        # The zygote never imported policy code: it still has no module of the policy file.
-        maps = "".join(m.path for m in zygote_process.memory_maps())
-        assert "stateful" not in maps
+        # Policy code is imported by each cell, never by the zygote (else a forked cell would find the
+        # module already imported and print nothing).
+        marker = parse_policy_arg(policy("import_marker.py:Marker"))
+        result = run_episode([marker] * 2, EpisodeSettings(steps=3), tmp_path / "marker", zygote=zygote)
+        for agent in result.agents:
+            importers = re.findall(r"policy module imported in pid (\d+)", Path(agent.log_path).read_text())
+            assert len(importers) == 1 and int(importers[0]) != zygote_process.pid
     assert not zygote_process.is_running() or zygote_process.status() == psutil.STATUS_ZOMBIE
 
 
