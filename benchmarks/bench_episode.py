@@ -194,18 +194,47 @@ def floor(bench: Bench) -> None:
             "floor": lambda: baselines.socketpair_round_trip_payload_us(),
             "process": lambda: 1e3 * bench.episode(1, 2000, "noop", "process").agents[0].latency.p50_ms,
             "work": _step_work_us,
+            "send": _send_cost_us,
         },
     )
-    floor_us, process_us, work_us = (statistics.median(samples[name]) for name in ("floor", "process", "work"))
+    floor_us, process_us, work_us, send_us = (
+        statistics.median(samples[name]) for name in ("floor", "process", "work", "send")
+    )
     table = Table(title=f"one agent's step: the raw round-trip floor vs policybox (median of {bench.reps})")
     table.add_column("what")
     table.add_column("us", justify="right")
     table.add_row("socketpair round trip, 1500 B -> 4 B, two processes (unpinned)", f"{floor_us:.1f}")
+    table.add_row("  of which the sender's send() of the 1500 B request", f"{send_us:.1f}")
     table.add_row("policybox process step, host-measured p50 (noop policy, 1 agent)", f"{process_us:.1f}")
     table.add_row("  of which the step's own work (decode, policy, encode) in one process", f"{work_us:.1f}")
     table.add_row("  = policybox's per-agent overhead", f"{process_us - work_us:.1f}")
     table.add_row("  overhead / floor", f"{(process_us - work_us) / floor_us:.2f}x")
     console.print(table)
+
+
+def _send_cost_us(round_trips: int = 2000) -> float:
+    """Median time the sender spends in send() of a 1500 B frame to a peer blocked in recv(): what a
+    shared-memory transport could save at most, since the peer's wake-up costs the same either way."""
+    import os
+    import socket
+
+    ours, theirs = socket.socketpair()
+    child = os.fork()
+    if child == 0:
+        ours.close()
+        while theirs.recv(4096):
+            theirs.send(b"ok!!")
+        os._exit(0)
+    theirs.close()
+    payload, times = b"x" * 1500, []
+    for _ in range(round_trips):
+        started = time.perf_counter_ns()
+        ours.send(payload)
+        times.append(time.perf_counter_ns() - started)
+        ours.recv(16)
+    ours.close()
+    os.waitpid(child, 0)
+    return statistics.median(times) / 1e3
 
 
 def _step_work_us() -> float:
