@@ -88,3 +88,14 @@ def test_cells_compute_concurrently(play):
     for step in range(5):
         starts, ends = zip(*(agent_spans[step] for agent_spans in spans), strict=True)
         assert max(starts) < min(ends), f"step {step}: agents ran one after another"
+
+
+def test_spec_environment_reaches_only_its_cells(play, monkeypatch):
+    monkeypatch.setenv("HOST_ONLY_TOKEN", "secret")
+    reader = policy("env_reader.py:EnvReader", **{"env.POLICY_MODE": "tournament"})
+    with_env, without = play([reader, policy("env_reader.py:EnvReader")], agents=2, steps=3).agents
+    assert (
+        "'POLICY_MODE'" in Path(with_env.log_path).read_text() and "tournament" in Path(with_env.log_path).read_text()
+    )
+    assert "POLICY_MODE" not in Path(without.log_path).read_text()
+    assert "HOST_ONLY_TOKEN" not in Path(with_env.log_path).read_text()

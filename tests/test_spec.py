@@ -94,3 +94,8 @@ def test_bad_spec_file_contents(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SpecError, match="has no policy_spec.json"):
         parse_policy_arg(str(tmp_path / "empty"))
+
+
+def test_env_variables_for_the_cells():
+    spec = parse_policy_arg("random,env.OMP_NUM_THREADS=1,env.MODE=fast")
+    assert spec.env == {"OMP_NUM_THREADS": "1", "MODE": "fast"}
