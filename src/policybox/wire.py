@@ -10,8 +10,10 @@ Every message is one frame: a 12-byte little-endian header followed by ``length`
 
 Conversation (host on the left, one cell on the right)::
 
-    SETUP  {protocol, agent_id, seed, spec, env}  ->
-                                               <-  READY {protocol, policy, minimum_action_timeout_ms}
+    SETUP  {protocol, agent_id, seed, log_limit_bytes,
+            spec, env, sandbox}               ->
+                                               <-  READY {protocol, policy, minimum_action_timeout_ms,
+                                                          sandbox: {layer: status}}
                                                or  ERROR {phase: "init", type, message, traceback}
     OBSERVATION seq=t  <env-specific bytes>    ->
                                                <-  ACTION seq=t          <env-specific action bytes>
@@ -19,10 +21,13 @@ Conversation (host on the left, one cell on the right)::
                                                or  ERROR seq=t {phase: "step", ...}
     STOP                                       ->  (cell exits; a closed socket means the same)
 
-JSON payloads are UTF-8 objects. Observation and action payloads are opaque here: each environment
-adapter (``policybox.envs``) defines them -- for MettaGrid, the raw observation token bytes and a
-packed action id. Nothing is ever pickled. A reader rejects unknown types, oversize lengths and
-malformed JSON with ``ProtocolError``; the host turns that into a failure of that one agent.
+``env`` is what the environment adapter's cell half needs (for MettaGrid: its PolicyEnvInterface
+and action names); ``sandbox`` is the SandboxPlan the cell applies before importing the policy
+(null with ``--sandbox off``). JSON payloads are UTF-8 objects. Observation and action payloads are
+opaque here: each environment adapter (``policybox.envs``) defines them -- for MettaGrid, the raw
+observation token bytes and a packed action id. Nothing is ever pickled. A reader rejects unknown
+types, oversize lengths and malformed JSON with ``ProtocolError``; the host turns that into a
+failure of that one agent.
 """
 
 from __future__ import annotations
