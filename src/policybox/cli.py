@@ -136,6 +136,7 @@ def run(
             on_agent_failure=on_agent_failure,
         )
         _check_writable(out)
+        _check_log_dir(log_dir)
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
         with console.status(f"Playing {steps} steps with {agents} agents ({mode} mode)…"):
             result = run_episode(specs, settings, logs)
@@ -168,6 +169,11 @@ def doctor() -> None:
         table.add_row(check.layer.value, "[green]yes[/]" if check.works else "[red]no[/]", check.detail)
     console.print(table)
     raise typer.Exit(0 if all(check.works for check in checks) else 1)
+
+
+def _check_log_dir(log_dir: Path | None) -> None:
+    if log_dir is not None and log_dir.exists() and not log_dir.is_dir():
+        raise typer.BadParameter(f"{log_dir} is a file, not a folder", param_hint="--log-dir")
 
 
 def _check_writable(out: Path | None) -> None:

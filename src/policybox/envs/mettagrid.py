@@ -81,7 +81,11 @@ class MettaGridHost:
         from mettagrid.simulator import Simulator
 
         self._config = config
-        self._sim = Simulator().new_simulation(config, seed)
+        try:
+            self._sim = Simulator().new_simulation(config, seed)
+        except Exception as exc:  # the game the user described cannot be built (e.g. too many agents)
+            message = f"MettaGrid cannot build {config.label or 'this game'} for {config.game.num_agents} agents"
+            raise ConfigError(f"{message}: {type(exc).__name__}: {exc}") from exc
         self._c_sim = self._sim._c_sim
         self._observations = self._c_sim.observations()  # persistent buffer, rewritten in place each step
         self._actions = self._c_sim.actions()
