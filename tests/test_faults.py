@@ -66,6 +66,14 @@ def check_fault(first: str, tmp_path: Path, reference: EpisodeResult, status: Ag
     return faulty
 
 
+def invalid_action(returns: str) -> tuple:
+    return policy("faults.py:InvalidAction", **{"kw.returns": returns}), AgentStatus.INVALID_ACTION, "InvalidAction", 10
+
+
+def forged(forge: str, status: AgentStatus = AgentStatus.ERROR, kind: str = "ProtocolError") -> tuple:
+    return policy("faults.py:ForgeFrame", **{"kw.forge": forge}), status, kind, 10
+
+
 FAULTS = {
     # fault: (seat-0 policy, status, failure kind, failure step)
     "import error": (policy("bad_import.py:Bot"), AgentStatus.ERROR, "ModuleNotFoundError", None),
@@ -78,55 +86,15 @@ FAULTS = {
     "segfault in step": (policy("faults.py:SegfaultInStep"), AgentStatus.CRASHED, "Crashed", 10),
     "infinite loop in step": (policy("faults.py:InfiniteLoopInStep"), AgentStatus.DISABLED, "TimeBank", 10),
     "ignores SIGTERM and hangs": (policy("faults.py:IgnoreSigterm"), AgentStatus.DISABLED, "TimeBank", 10),
-    "out-of-range action index": (
-        policy("faults.py:InvalidAction", **{"kw.returns": "index"}),
-        AgentStatus.INVALID_ACTION,
-        "InvalidAction",
-        10,
-    ),
-    "unknown action name": (
-        policy("faults.py:InvalidAction", **{"kw.returns": "name"}),
-        AgentStatus.INVALID_ACTION,
-        "InvalidAction",
-        10,
-    ),
-    "action of the wrong type": (
-        policy("faults.py:InvalidAction", **{"kw.returns": "type"}),
-        AgentStatus.INVALID_ACTION,
-        "InvalidAction",
-        10,
-    ),
+    "out-of-range action index": invalid_action("index"),
+    "unknown action name": invalid_action("name"),
+    "action of the wrong type": invalid_action("type"),
     "closes its own socket": (policy("faults.py:CloseSocket"), AgentStatus.CRASHED, "Crashed", 10),
-    "garbage bytes": (
-        policy("faults.py:ForgeFrame", **{"kw.forge": "garbage"}),
-        AgentStatus.ERROR,
-        "ProtocolError",
-        10,
-    ),
-    "frame of the wrong type": (
-        policy("faults.py:ForgeFrame", **{"kw.forge": "wrong_type"}),
-        AgentStatus.ERROR,
-        "ProtocolError",
-        10,
-    ),
-    "frame for the wrong step": (
-        policy("faults.py:ForgeFrame", **{"kw.forge": "wrong_seq"}),
-        AgentStatus.ERROR,
-        "ProtocolError",
-        10,
-    ),
-    "absurd frame length": (
-        policy("faults.py:ForgeFrame", **{"kw.forge": "absurd_length"}),
-        AgentStatus.ERROR,
-        "ProtocolError",
-        10,
-    ),
-    "half a frame, then silence": (
-        policy("faults.py:ForgeFrame", **{"kw.forge": "half_frame"}),
-        AgentStatus.DISABLED,
-        "TimeBank",
-        10,
-    ),
+    "garbage bytes": forged("garbage"),
+    "frame of the wrong type": forged("wrong_type"),
+    "frame for the wrong step": forged("wrong_seq"),
+    "absurd frame length": forged("absurd_length"),
+    "half a frame, then silence": forged("half_frame", AgentStatus.DISABLED, "TimeBank"),
 }
 
 MESSAGES = {
