@@ -13,6 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import psutil
+
 from policybox.host.cgroup import CellCgroup, new_kill_cgroup, new_limit_cgroup
 from policybox.limits import Limits
 from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
@@ -40,15 +42,29 @@ def host_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
 
 
+SCRATCH_PREFIX = "policybox-scratch-"
+
+
 class ScratchRoot:
-    """One folder per episode holding each cell's scratch folder; others may pass through, not list."""
+    """One folder per episode holding each cell's scratch folder; others may pass through, not list.
+
+    Named after the host's pid, so that folders a killed host left behind are removed by the next one.
+    """
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="policybox-scratch-"))
+        _sweep_scratch()
+        self.path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         self.path.chmod(0o711)
 
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _sweep_scratch() -> None:
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        host_pid = folder.name[len(SCRATCH_PREFIX) :].split("-")[0]
+        if host_pid.isdigit() and not psutil.pid_exists(int(host_pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class CellSandbox:
