@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,7 @@ class AgentRecord:
     timeouts: int = 0
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0
-    latencies_ns: list[int] = field(default_factory=list)
+    latencies_ns: array = field(default_factory=lambda: array("q"))  # 8 bytes a step, not a Python int
     sandbox: dict[str, str] = field(default_factory=dict)
     playing: bool = True  # whether the policy still gets observations (no terminal failure yet)
     _digest: hashlib._Hash = field(default_factory=hashlib.sha256)
