@@ -94,6 +94,7 @@ def test_failed_agent_shows_its_cause_and_exits_1(tmp_path):
         (["-p", "random", "--agents", "0"], "Invalid value for '--agents'"),
         (["-p", "random", "--mode", "thread"], "Invalid value for '--mode'"),
         (["-p", "random", "--log-dir", "/etc/hostname"], "Invalid value for --log-dir: /etc/hostname is a file"),
+        (["-p", "random", "--log-dir", "/etc/hostname/logs"], "Invalid value for --log-dir: /etc/hostname is a file"),
         (["-p", "random", "-n", "700"], "MettaGrid cannot build arena.combat for 700 agents"),
         (["-p", "random", "--preload", "no_such_module_here"], "preload failed: ModuleNotFoundError"),
     ],

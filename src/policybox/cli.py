@@ -136,8 +136,8 @@ def run(
             on_agent_failure=on_agent_failure,
         )
         _check_writable(out)
-        _check_log_dir(log_dir)
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
+        _check_log_dir(logs)
         with console.status(f"Playing {steps} steps with {agents} agents ({mode} mode)…"):
             result = run_episode(specs, settings, logs)
     except (SpecError, ConfigError, ValidationError, SandboxUnavailable, ZygoteError) as exc:
@@ -146,9 +146,14 @@ def run(
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted: every cell was stopped; no result written[/]")
         raise typer.Exit(130) from None
+    _show(result)
     if out is not None:
-        _write_atomically(out, result.model_dump_json(indent=2))
-    _show(result, out)
+        try:
+            _write_atomically(out, result.model_dump_json(indent=2))
+        except OSError as exc:  # shown above, so the episode is not lost; say why the file is missing
+            errors.print(f"[bold red]error:[/] could not write --out {out}: {exc.strerror}", highlight=False)
+            raise typer.Exit(2) from None
+        console.print(f"result: {out}", highlight=False)
     raise typer.Exit(0 if all(a.status == AgentStatus.OK for a in result.agents) else 1)
 
 
@@ -171,9 +176,13 @@ def doctor() -> None:
     raise typer.Exit(0 if all(check.works for check in checks) else 1)
 
 
-def _check_log_dir(log_dir: Path | None) -> None:
-    if log_dir is not None and log_dir.exists() and not log_dir.is_dir():
-        raise typer.BadParameter(f"{log_dir} is a file, not a folder", param_hint="--log-dir")
+def _check_log_dir(log_dir: Path) -> None:
+    """The log folder exists or can be made there (checked without creating anything)."""
+    existing = next(path for path in (log_dir, *log_dir.absolute().parents) if path.exists())
+    if not existing.is_dir():
+        raise typer.BadParameter(f"{existing} is a file, not a folder", param_hint="--log-dir")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise typer.BadParameter(f"folder {existing} is not writable", param_hint="--log-dir")
 
 
 def _check_writable(out: Path | None) -> None:
@@ -185,6 +194,8 @@ def _check_writable(out: Path | None) -> None:
         )
     if not out.parent.resolve().is_dir():
         raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="--out")
+    if not os.access(out.parent.resolve(), os.W_OK):
+        raise typer.BadParameter(f"folder {out.parent} is not writable", param_hint="--out")
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -195,7 +206,7 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _show(result: EpisodeResult, out: Path | None) -> None:
+def _show(result: EpisodeResult) -> None:
     table = Table(
         title=f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}"
     )
@@ -232,8 +243,6 @@ def _show(result: EpisodeResult, out: Path | None) -> None:
     )
     if result.agents and result.agents[0].log_path:
         console.print(f"agent logs: {Path(result.agents[0].log_path).parent}", highlight=False)
-    if out is not None:
-        console.print(f"result: {out}", highlight=False)
 
 
 def _show_tracebacks(result: EpisodeResult) -> None:
