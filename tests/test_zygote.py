@@ -64,3 +64,17 @@ def test_missing_preload_module_is_a_clear_error():
     run = CliRunner().invoke(app, ["run", "-p", "random", "--steps", "5", "--preload", "no_such_module_for_policybox"])
     assert run.exit_code == 2
     assert "preload failed" in run.output
+
+
+def test_a_dead_zygote_fails_the_episode_and_leaves_no_cgroup(tmp_path):
+    import os
+
+    from policybox.host.cgroup import kill_cgroup_parent
+
+    zygote = Zygote()
+    zygote.close()
+    with pytest.raises(OSError):
+        run_episode([PolicySpec(class_path="random")], EpisodeSettings(steps=3), tmp_path, zygote=zygote)
+    parent = kill_cgroup_parent()
+    if parent is not None:
+        assert list(parent.glob(f"policybox-{os.getpid()}-*")) == []

@@ -214,7 +214,12 @@ class ProcessPool:
             assert record.log_path is not None
             root = self._scratch.path if self._scratch else Path()
             sandbox = CellSandbox(record.agent_id, record.spec, self._level, self._layers, self._limits, root)
-            cell = _Cell(record, self._launcher.launch(record.log_path, sandbox), self._limits)
+            try:
+                process = self._launcher.launch(record.log_path, sandbox)
+            except BaseException:
+                sandbox.close()  # its cgroups exist already; no cell will own them
+                raise
+            cell = _Cell(record, process, self._limits)
             self._cells.append(cell)
             self._poller.register(cell.process.sock, select.EPOLLIN)
             self._by_fd[cell.process.sock.fileno()] = cell
