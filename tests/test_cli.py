@@ -21,30 +21,22 @@ def policybox(*args: str, cwd=None) -> subprocess.CompletedProcess:
     )
 
 
+def policybox_run(folder, *args: str) -> tuple[subprocess.CompletedProcess, EpisodeResult | None]:
+    """``policybox run ARGS`` writing its result and logs into ``folder``; the result if it wrote one."""
+    out = folder / "result.json"
+    run = policybox("run", *args, "--out", str(out), "--log-dir", str(folder / "logs"))
+    return run, EpisodeResult.model_validate_json(out.read_text()) if out.exists() else None
+
+
 def test_run_prints_every_agent_and_writes_the_result(tmp_path):
-    out = tmp_path / "result.json"
-    run = policybox(
-        "run",
-        "--agents",
-        "4",
-        "-p",
-        "random",
-        "-p",
-        policy("stateful.py:Stateful"),
-        "--steps",
-        "60",
-        "--seed",
-        "7",
-        "--out",
-        str(out),
-        "--log-dir",
-        str(tmp_path / "logs"),
+    stateful = policy("stateful.py:Stateful")
+    run, result = policybox_run(
+        tmp_path, "--agents", "4", "-p", "random", "-p", stateful, "--steps", "60", "--seed", "7"
     )
     assert run.returncode == 0, run.stderr
     rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
     assert len(rows) == 4
     assert "random" in rows[0] and "Stateful" in rows[1] and all(" ok " in row for row in rows)
-    result = EpisodeResult.model_validate_json(out.read_text())
     assert (result.seed, result.steps, result.mode, len(result.agents)) == (7, 60, "process", 4)
     assert result.game_stats and all(agent.stats for agent in result.agents)
     assert result.agents[1].log_path == str(tmp_path / "logs" / "agent-1.log")
@@ -115,26 +107,11 @@ def test_existing_result_survives_bad_input(tmp_path):
 
 
 def test_declared_minimum_step_time_is_reported_and_warned_about(tmp_path):
-    out = tmp_path / "r.json"
-    run = policybox(
-        "run",
-        "-n",
-        "2",
-        "-p",
-        policy("stateful.py:SlowThinker"),
-        "-p",
-        "random",
-        "--steps",
-        "5",
-        "--act-timeout-ms",
-        "300",
-        "--out",
-        str(out),
-        "--log-dir",
-        str(tmp_path),
+    slow = policy("stateful.py:SlowThinker")
+    run, result = policybox_run(
+        tmp_path, "-n", "2", "-p", slow, "-p", "random", "--steps", "5", "--act-timeout-ms", "300"
     )
     assert run.returncode == 0, run.stderr
-    result = EpisodeResult.model_validate_json(out.read_text())
     assert [a.minimum_action_timeout_ms for a in result.agents] == [2000, 0]
     assert "agent 0 (SlowThinker) declares it needs 2000 ms per step; --act-timeout-ms is 300" in run.stdout
 
@@ -152,29 +129,13 @@ def test_doctor_lists_every_layer():
 def test_strict_sandbox_runs_only_with_every_layer(tmp_path):
     from policybox.doctor import diagnose
 
-    out = tmp_path / "r.json"
-    run = policybox(
-        "run",
-        "-n",
-        "2",
-        "-p",
-        "random",
-        "--steps",
-        "5",
-        "--sandbox",
-        "strict",
-        "--out",
-        str(out),
-        "--log-dir",
-        str(tmp_path),
-    )
+    run, result = policybox_run(tmp_path, "-n", "2", "-p", "random", "--steps", "5", "--sandbox", "strict")
     missing = [check.layer.value for check in diagnose() if not check.works]
     if missing:
         assert run.returncode == 2 and "strict sandbox refused" in run.stderr
         assert all(layer in run.stderr for layer in missing)
         return
     assert run.returncode == 0, run.stderr
-    result = EpisodeResult.model_validate_json(out.read_text())
     assert result.sandbox == "strict"
     assert all(agent.sandbox["seccomp"].startswith("active") for agent in result.agents)
 
@@ -185,23 +146,7 @@ def test_strict_sandbox_refuses_inline_mode():
 
 
 def test_sandbox_off_says_so_loudly(tmp_path):
-    out = tmp_path / "r.json"
-    run = policybox(
-        "run",
-        "-n",
-        "1",
-        "-p",
-        "random",
-        "--steps",
-        "5",
-        "--sandbox",
-        "off",
-        "--out",
-        str(out),
-        "--log-dir",
-        str(tmp_path),
-    )
+    run, result = policybox_run(tmp_path, "-n", "1", "-p", "random", "--steps", "5", "--sandbox", "off")
     assert run.returncode == 0, run.stderr
     assert "SANDBOX OFF (--sandbox off)" in run.stdout
-    result = EpisodeResult.model_validate_json(out.read_text())
     assert result.sandbox == "off" and result.agents[0].sandbox == {}

@@ -31,13 +31,21 @@ OTHERS = [
 ]
 
 
-def play_seat_zero(first: str, folder: Path) -> tuple[EpisodeResult, str]:
+def policybox_run(folder: Path, *args: str) -> tuple[EpisodeResult, int, str]:
+    """``policybox run ARGS --out ... --log-dir ...`` in this process: (result file, exit code, output)."""
     out = folder / "result.json"
-    others = [arg for spec in OTHERS for arg in ("-p", spec)]
-    args = ["run", "-n", "4", "-p", first, *others, "--steps", str(STEPS), "--seed", "3", *LIMITS]
-    run = CliRunner().invoke(app, [*args, "--out", str(out), "--log-dir", str(folder / "logs")], env={"COLUMNS": "300"})
+    where = ["--out", str(out), "--log-dir", str(folder / "logs")]
+    run = CliRunner().invoke(app, ["run", *args, *where], env={"COLUMNS": "300"})
     assert run.exit_code in (0, 1), run.output
-    return EpisodeResult.model_validate_json(out.read_text()), run.output
+    return EpisodeResult.model_validate_json(out.read_text()), run.exit_code, run.output
+
+
+def play_seat_zero(first: str, folder: Path) -> tuple[EpisodeResult, str]:
+    others = [arg for spec in OTHERS for arg in ("-p", spec)]
+    result, _, output = policybox_run(
+        folder, "-n", "4", "-p", first, *others, "--steps", str(STEPS), "--seed", "3", *LIMITS
+    )
+    return result, output
 
 
 @pytest.fixture(scope="module")
@@ -167,61 +175,25 @@ def test_grandchild_that_ignores_sigterm_does_not_survive(escape, tmp_path, refe
 
 
 def test_abort_ends_the_episode_at_the_failure(tmp_path):
-    out = tmp_path / "r.json"
-    run = CliRunner().invoke(
-        app,
-        [
-            "run",
-            "-n",
-            "2",
-            "-p",
-            policy("faults.py:ExitInStep"),
-            "-p",
-            "random",
-            "--steps",
-            "100",
-            "--on-agent-failure",
-            "abort",
-            "--out",
-            str(out),
-            "--log-dir",
-            str(tmp_path),
-        ],
-        env={"COLUMNS": "300"},
-    )
-    assert run.exit_code == 1
-    result = EpisodeResult.model_validate_json(out.read_text())
+    exit_policy = policy("faults.py:ExitInStep")
+    args = ["-n", "2", "-p", exit_policy, "-p", "random", "--steps", "100", "--on-agent-failure", "abort"]
+    result, exit_code, output = policybox_run(tmp_path, *args)
+    assert exit_code == 1
     assert result.steps == 11  # steps 0..10 were played; the failure at step 10 stopped the episode
     assert (
         result.aborted == "agent 0 (ExitInStep) crashed: Crashed at step 10: cell exited with code 3 "
         "(the cell closed its connection)"
     )
-    assert "episode aborted" in run.output
+    assert "episode aborted" in output
     assert result.agents[1].status == AgentStatus.OK
 
 
 def test_episode_time_limit(tmp_path):
-    out = tmp_path / "r.json"
-    run = CliRunner().invoke(
-        app,
-        [
-            "run",
-            "-n",
-            "2",
-            "-p",
-            policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"}),
-            "--steps",
-            "1000",
-            "--episode-timeout-s",
-            "2",
-            "--out",
-            str(out),
-            "--log-dir",
-            str(tmp_path),
-        ],
+    sleepy = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"})
+    result, exit_code, _ = policybox_run(
+        tmp_path, "-n", "2", "-p", sleepy, "--steps", "1000", "--episode-timeout-s", "2"
     )
-    result = EpisodeResult.model_validate_json(out.read_text())
-    assert run.exit_code == 0
+    assert exit_code == 0
     assert 0 < result.steps < 1000
     assert result.aborted == f"episode time limit reached after {result.steps} steps"
     assert result.duration_s < 30
