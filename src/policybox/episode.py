@@ -111,7 +111,8 @@ def run_episode(
         stack.callback(env.close)
         launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
         records = [AgentRecord(i, spec, _log_path(log_dir, i, settings.mode)) for i, spec in enumerate(specs)]
-        setups = [_setup(env, record, settings) for record in records]
+        cell_env = env.cell_setup()  # the same for every agent: built once
+        setups = [_setup(cell_env, record, settings) for record in records]
         pool = (
             ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp, launcher)
             if launcher is not None
@@ -146,14 +147,14 @@ def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
     return path
 
 
-def _setup(env: EnvHost, record: AgentRecord, settings: EpisodeSettings) -> dict:
+def _setup(cell_env: dict, record: AgentRecord, settings: EpisodeSettings) -> dict:
     return {
         "protocol": PROTOCOL_VERSION,
         "agent_id": record.agent_id,
         "seed": settings.seed,
         "log_limit_bytes": settings.limits.log_limit_bytes,
         "spec": record.spec.model_dump(mode="json"),
-        "env": env.cell_setup(),
+        "env": cell_env,
     }
 
 
