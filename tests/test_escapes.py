@@ -179,3 +179,20 @@ def test_read_another_submission(play, tmp_path):
     assert a.status == b.status == AgentStatus.OK  # each ran its own code
     assert "TEAM-B-WINNING-STRATEGY" not in log(a)
     assert "refused:" in log(a)
+
+
+def test_allocate_8_gib_where_no_memory_cgroup_can_be_made(play, monkeypatch):
+    """Without a memory cgroup the cell caps its address space instead (approximate, but it holds)."""
+    import policybox.host.sandbox as host_sandbox
+
+    real = host_sandbox.new_limit_cgroup
+    monkeypatch.setattr(
+        host_sandbox,
+        "new_limit_cgroup",
+        lambda controller, *a: None if controller == "memory" else real(controller, *a),
+    )
+    attacker, victim = hog(play, "memory", memory_limit_mb=3072)
+    assert attacker.sandbox["memory"] == "active: address-space limit 3072 MiB (approximate)"
+    assert (attacker.status, attacker.failure.kind, attacker.failure.step) == (AgentStatus.ERROR, "MemoryError", 4)
+    assert "allocated" not in log(attacker)
+    assert victim.status == AgentStatus.OK and victim.latency.count == 200

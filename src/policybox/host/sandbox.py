@@ -88,13 +88,16 @@ class CellSandbox:
             self.scratch.mkdir(mode=0o700)
             if self.uid is not None:
                 os.chown(self.scratch, self.uid, self.gid)
+        if Layer.ENVIRONMENT in layers:
+            self.statuses[Layer.ENVIRONMENT] = ACTIVE  # applied by the launcher, from environment()
         self.kill_cgroup = new_kill_cgroup()
         self._limit_cgroups: list[CellCgroup] = []
 
     def environment(self) -> dict[str, str]:
+        """What the cell starts with: the allow-list, its HOME and the spec's variables (or, with no
+        environment layer, the host's own)."""
         if Layer.ENVIRONMENT not in self.layers:
             return dict(os.environ)
-        self.statuses[Layer.ENVIRONMENT] = ACTIVE
         home = str(self.scratch)
         user = f"policybox-agent-{self.uid if self.uid is not None else os.getuid()}"
         return {**host_environment(), "HOME": home, "TMPDIR": home, "USER": user, "LOGNAME": user, **self._spec.env}
@@ -129,11 +132,14 @@ class CellSandbox:
             self.statuses[layer] += " MiB"
 
     def plan(self) -> SandboxPlan:
+        layers = [layer for layer in self.layers if layer not in HOST_SIDE and layer not in self.statuses]
         memory_cgroup = self.statuses.get(Layer.MEMORY, "").startswith(ACTIVE)
+        if Layer.MEMORY in self.layers and not memory_cgroup:
+            layers.append(Layer.MEMORY)  # no cgroup holds it: the cell sets an address-space limit instead
         readable = [str(Path(p).parent if p.endswith(".py") else p) for p in self._policy_paths()]
         return SandboxPlan(
             level=self.level,
-            layers=[layer for layer in self.layers if layer not in HOST_SIDE and layer not in self.statuses],
+            layers=layers,
             uid=self.uid,
             gid=self.gid,
             scratch=str(self.scratch) if self.scratch else None,
