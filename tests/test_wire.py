@@ -67,3 +67,9 @@ def test_json_payloads_must_be_utf8_objects(payload):
     frame = cell_decoder().feed(encode_frame(FrameType.READY, 0, payload))[0]
     with pytest.raises(ProtocolError):
         decode_json(frame)
+
+
+def test_several_frames_in_one_read():
+    data = b"".join(encode_frame(FrameType.ACTION, seq, bytes([seq]) * 4) for seq in range(3))
+    frames = cell_decoder().feed(data + encode_frame(FrameType.ACTION, 3, b"abcd")[:5])
+    assert [(f.seq, f.payload) for f in frames] == [(seq, bytes([seq]) * 4) for seq in range(3)]
