@@ -73,7 +73,7 @@ def test_a_dead_zygote_fails_the_episode_and_leaves_no_cgroup(tmp_path):
 
     zygote = Zygote()
     zygote.close()
-    with pytest.raises(OSError):
+    with pytest.raises(ZygoteError, match="the zygote cannot fork a cell"):
         run_episode([PolicySpec(class_path="random")], EpisodeSettings(steps=3), tmp_path, zygote=zygote)
     parent = kill_cgroup_parent()
     if parent is not None:

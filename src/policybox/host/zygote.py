@@ -45,6 +45,9 @@ class Zygote:
         self._exits: dict[int, int] = {}
         try:
             reply = self._receive(time.monotonic() + START_TIMEOUT_S)
+        except TimeoutError:
+            self.close()
+            raise ZygoteError(f"the zygote did not start within {START_TIMEOUT_S:g} s") from None
         except BaseException:
             self.close()
             raise
@@ -60,11 +63,14 @@ class Zygote:
 
     def fork(self, env: dict[str, str], cwd: str | None, fds: list[int]) -> int:
         """A new cell with the given environment and folder, serving the cell socket in fds[0]."""
-        socket.send_fds(self._control, [json.dumps({"env": env, "cwd": cwd}).encode()], fds)
-        give_up = time.monotonic() + START_TIMEOUT_S
-        while "forked" not in (reply := self._receive(give_up)):
-            if "exited" not in reply:
-                raise ZygoteError(f"unexpected zygote reply {reply!r}")
+        try:
+            socket.send_fds(self._control, [json.dumps({"env": env, "cwd": cwd}).encode()], fds)
+            give_up = time.monotonic() + START_TIMEOUT_S
+            while "forked" not in (reply := self._receive(give_up)):
+                if "exited" not in reply:
+                    raise ZygoteError(f"unexpected zygote reply {reply!r}")
+        except (OSError, TimeoutError) as exc:
+            raise ZygoteError(f"the zygote cannot fork a cell ({exc}); it may have died") from None
         return int(reply["forked"])
 
     def wait(self, pid: int, timeout: float) -> int | None:
