@@ -54,7 +54,8 @@ def test_write_a_file_outside_the_scratch_folder(play, tmp_path):
         [policy("escapes.py:WriteOutside", **{"kw.path": f'"{target}"'}), VICTIM], agents=2, steps=20
     ).agents
     assert not target.exists()
-    assert "write: refused PermissionError" in log(attacker)
+    # Refused by Landlock where the folder is visible, or not even there in the cell's private /tmp.
+    assert re.search(r"write: refused (PermissionError|FileNotFoundError)", log(attacker))
 
 
 def test_kill_the_host_and_another_cell(play):
@@ -65,8 +66,7 @@ def test_kill_the_host_and_another_cell(play):
     # This test process is the host: it is alive. The victim played every step.
     assert victim.status == AgentStatus.OK and victim.latency.count == 30
     assert "kill host: refused PermissionError" in log(attacker)
-    assert re.search(r"kill cell \d+: refused PermissionError", log(attacker))
-    assert "succeeded" not in log(attacker)
+    assert "killed: []" in log(attacker) and "('PermissionError'" in log(attacker)
 
 
 def test_read_the_host_environment_another_cell_and_secrets(play, monkeypatch):
@@ -77,8 +77,11 @@ def test_read_the_host_environment_another_cell_and_secrets(play, monkeypatch):
     text = log(attacker)
     assert "hunter2-api-key" not in text and "own env secret: None" in text
     assert "the victim's private diary" not in text
-    for attempt in ("host environ", "list scratch root", "other scratch", "other scratch file"):
-        assert f"{attempt}: refused PermissionError" in text
+    listing = re.search(r"list scratch root: (.*)", text)[1]
+    assert "agent-1" not in listing  # refused, or it lists its own private /tmp: only itself
+    for attempt in ("host environ", "other scratch", "other scratch file"):
+        # Refused outright, or not even there: the cell's /proc and /tmp are its own.
+        assert re.search(f"{attempt}: refused (PermissionError|FileNotFoundError)", text)
     assert victim.status == AgentStatus.OK
 
 
@@ -136,7 +139,7 @@ def test_every_agent_result_lists_its_active_layers(play):
     working = {check.layer for check in diagnose() if check.works}
     for agent in agents:
         active = {layer for layer, status in agent.sandbox.items() if status.startswith("active")}
-        assert active == working - {Layer.SECCOMP}  # seccomp is opt-in at the standard level
+        assert active == working
 
 
 def test_the_probe_sees_through_a_cell_without_sandbox(tmp_path):

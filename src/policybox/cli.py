@@ -91,13 +91,24 @@ def run(
         ),
     ] = SandboxLevel.STANDARD,
     seccomp: Annotated[
-        bool, typer.Option("--seccomp", help="Add the seccomp syscall filter in standard mode (strict has it).")
-    ] = False,
-    cpu_limit_s: Annotated[int, typer.Option(min=1, help="CPU seconds per cell.")] = DEFAULTS.cpu_limit_s,
+        bool,
+        typer.Option(
+            "--seccomp/--no-seccomp", help="The seccomp syscall filter at the standard level (strict always has it)."
+        ),
+    ] = True,
+    cpu_limit_s: Annotated[
+        int, typer.Option(min=1, help="CPU seconds per cell, over all its processes.")
+    ] = DEFAULTS.cpu_limit_s,
     memory_limit_mb: Annotated[int, typer.Option(min=64, help="Memory per cell, MiB.")] = DEFAULTS.memory_limit_mb,
     file_size_limit_mb: Annotated[
         int, typer.Option(min=1, help="Largest file a cell may write, MiB.")
     ] = DEFAULTS.file_size_limit_mb,
+    disk_limit_mb: Annotated[
+        int, typer.Option(min=1, help="Bytes a cell may keep in its scratch folder, MiB (counts as its memory).")
+    ] = DEFAULTS.disk_limit_mb,
+    disk_limit_files: Annotated[
+        int, typer.Option(min=16, help="Files and folders a cell may keep in its scratch folder.")
+    ] = DEFAULTS.disk_limit_files,
     max_processes: Annotated[int, typer.Option(min=8, help="Processes and threads per cell.")] = DEFAULTS.max_processes,
     max_open_files: Annotated[int, typer.Option(min=64, help="Open files per cell.")] = DEFAULTS.max_open_files,
     on_agent_failure: Annotated[
@@ -120,6 +131,8 @@ def run(
             cpu_limit_s=cpu_limit_s,
             memory_limit_mb=memory_limit_mb,
             file_size_limit_mb=file_size_limit_mb,
+            disk_limit_mb=disk_limit_mb,
+            disk_limit_files=disk_limit_files,
             max_processes=max_processes,
             max_open_files=max_open_files,
         )

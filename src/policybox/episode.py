@@ -47,7 +47,9 @@ class EpisodeSettings(BaseModel):
     )
     preload: list[str] = Field(default_factory=list, description="Extra modules the zygote imports (e.g. torch)")
     sandbox: SandboxLevel = Field(default=SandboxLevel.STANDARD, description="strict, standard or off")
-    seccomp: bool = Field(default=False, description="Add the seccomp layer in standard mode (strict always has it)")
+    seccomp: bool = Field(
+        default=True, description="The seccomp layer in standard mode (strict always has it); False opts out"
+    )
     on_agent_failure: OnFailure = Field(
         default="continue",
         description="continue: a failed agent plays no-op to the end; abort: the episode ends at the failure",
@@ -139,12 +141,13 @@ def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextli
 
 
 def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
+    """Where agent ``agent_id``'s output goes: a 0600 file (made by the host's output pump) in a 0700
+    folder, so that nothing -- another cell included -- reads an agent's output but the operator."""
     if mode != "process" or log_dir is None:
         return None
-    log_dir.mkdir(parents=True, exist_ok=True)
-    path = log_dir / f"agent-{agent_id}.log"
-    path.write_bytes(b"")
-    return path
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log_dir.chmod(0o700)
+    return log_dir / f"agent-{agent_id}.log"
 
 
 def _setup(cell_env: dict, record: AgentRecord, settings: EpisodeSettings) -> dict:
@@ -227,7 +230,7 @@ def _result(
             AgentResult(
                 agent_id=record.agent_id,
                 policy=record.spec.display_name,
-                spec=record.spec,
+                spec=redacted(record.spec),
                 reward=rewards[record.agent_id],
                 stats=agent_stats[record.agent_id],
                 status=record.status,
@@ -260,6 +263,11 @@ def _result(
         startup_s=round(timings.startup_s, 4),
         play_s=round(timings.play_s, 4),
     )
+
+
+def redacted(spec: PolicySpec) -> PolicySpec:
+    """The spec as results show it: the names of the variables it passes its cells, never their values."""
+    return spec.model_copy(update={"env": dict.fromkeys(spec.env, "***")}) if spec.env else spec
 
 
 def _tail(path: Path) -> str | None:

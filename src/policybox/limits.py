@@ -34,11 +34,17 @@ class Limits(BaseModel):
     log_limit_mb: float = Field(
         default=10.0, gt=0, description="Per-agent cap on the policy's printed output (stdout + stderr)"
     )
-    cpu_limit_s: int = Field(default=1800, ge=1, description="CPU seconds a cell may use (RLIMIT_CPU; SIGXCPU past it)")
+    cpu_limit_s: int = Field(
+        default=1800, ge=1, description="CPU seconds a cell may use over all its processes (cgroup; RLIMIT_CPU each)"
+    )
     memory_limit_mb: int = Field(
         default=4096, ge=64, description="Memory per cell: a cgroup limit, else an address-space limit (approximate)"
     )
     file_size_limit_mb: int = Field(default=256, ge=1, description="Largest file a cell may write (RLIMIT_FSIZE)")
+    disk_limit_mb: int = Field(
+        default=1024, ge=1, description="Bytes a cell may keep in its scratch folder (a tmpfs: counts as its memory)"
+    )
+    disk_limit_files: int = Field(default=50_000, ge=16, description="Files and folders a cell may keep in its scratch")
     max_open_files: int = Field(default=1024, ge=64, description="Open file descriptors per cell (RLIMIT_NOFILE)")
     max_processes: int = Field(
         default=256, ge=8, description="Processes and threads per cell (RLIMIT_NPROC of its own uid; pids cgroup)"

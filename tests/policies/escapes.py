@@ -45,11 +45,21 @@ class WriteOutside(NoopPolicy):
 
 
 class KillOthers(NoopPolicy):
+    """SIGKILLs the host, then every pid near its own (its cell's /proc may hide the others)."""
+
     def __init__(self, policy_env_info, host_pid, **kwargs):
         super().__init__(policy_env_info)
         attempt("kill host", lambda: os.kill(host_pid, signal.SIGKILL))
-        for pid in other_cells():
-            attempt(f"kill cell {pid}", lambda pid=pid: os.kill(pid, signal.SIGKILL))
+        outcomes = {}
+        for pid in range(max(2, os.getpid() - 300), os.getpid() + 300):
+            if pid != os.getpid():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    outcomes.setdefault("succeeded", []).append(pid)
+                except OSError as exc:
+                    outcomes.setdefault(type(exc).__name__, []).append(pid)
+        print(f"kill nearby pids: {sorted((k, len(v)) for k, v in outcomes.items())}", flush=True)
+        print(f"killed: {outcomes.get('succeeded', [])}", flush=True)
 
 
 class Snoop(NoopPolicy):

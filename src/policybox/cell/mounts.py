@@ -1,10 +1,18 @@
-"""A private mount namespace in which a cell's uid can still reach the files it needs.
+"""The cell's own view of the filesystem and of processes, built in private namespaces (root only).
 
-A cell drops to an unprivileged uid, but its interpreter may live under a folder that only root
-may enter (pyenv under /root, for instance). In the cell's own mount namespace each such folder is
-covered with an empty tmpfs and only the paths the cell needs are bind-mounted back into it: the
-cell sees its Python, its site-packages and its policy files, and nothing else of that folder.
-Nothing changes outside the cell.
+A cell drops to an unprivileged uid, but its interpreter may live under a folder only root may
+enter (pyenv under /root, for instance), and the folders every user may write to (/tmp, /dev/shm,
+/run, ...) are where cells could meet. In the cell's own mount namespace:
+
+* each of those shared folders, and each root-only folder the cell needs something from, is
+  covered with an empty tmpfs, and only the paths the cell needs (its Python, site-packages, its
+  policy files and checkpoint) are bound back -- read-only;
+* its scratch folder is a tmpfs of its own, capped in bytes and in files, owned by its uid, and
+  gone with the namespace when the cell ends: nothing it writes reaches the host's disk;
+* /proc is a fresh instance with ``hidepid=invisible``: the cell sees only its own processes.
+
+Its own IPC namespace keeps System V and POSIX shared memory, semaphores and message queues
+private, and makes them die with it. Nothing here changes anything outside the cell.
 """
 
 from __future__ import annotations
@@ -12,11 +20,17 @@ from __future__ import annotations
 import ctypes
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+# Folders every user may write to: the places cells could meet or leave things. Each becomes an
+# empty, read-only (root-owned) folder in the cell.
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -42,28 +56,76 @@ def closed_ancestor(path: Path) -> Path | None:
     return None
 
 
-def expose(paths: list[str]) -> list[str]:
-    """Enter a new mount namespace and mask every closed folder except ``paths``; the masked folders."""
+def enter_mount_namespace() -> None:
     unshare(CLONE_NEWNS)
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here propagates to the host
-    needed: dict[Path, set[Path]] = {}
-    for raw in paths:
-        path = Path(raw).resolve()
-        if path.exists() and (closed := closed_ancestor(path)) is not None:
-            needed.setdefault(closed, set()).add(path)
-    for closed, inside in needed.items():
-        keep = [p for p in inside if not any(other in p.parents for other in inside)]
-        # Hold each path open so it can still be bind-mounted after the tmpfs hides it.
-        handles = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in keep]
-        mount("tmpfs", str(closed), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
-        for path, handle in handles:
-            if os.path.isdir(f"/proc/self/fd/{handle}"):
-                path.mkdir(parents=True, exist_ok=True)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.touch()
-            for parent in path.relative_to(closed).parents:
-                (closed / parent).chmod(0o755)
-            mount(f"/proc/self/fd/{handle}", str(path), None, MS_BIND | MS_REC)
+
+
+def private_view(needed: Iterable[str], read_only: Iterable[str]) -> list[str]:
+    """Mask the shared folders and every closed folder holding a needed path; bind back what is needed.
+
+    ``needed`` paths stay reachable as they are (the interpreter); ``read_only`` paths (policy files,
+    checkpoints) are bound back read-only wherever they are. Returns the folders masked.
+    """
+    keep = {Path(raw).resolve() for raw in needed if raw and os.path.exists(raw)}
+    frozen = {Path(raw).resolve() for raw in read_only if raw and os.path.exists(raw)}
+    shared = [Path(folder) for folder in SHARED_FOLDERS if _is_real_folder(folder)]
+    masks: dict[Path, set[Path]] = {folder: set() for folder in shared}
+    for path in keep | frozen:
+        holder = next((folder for folder in shared if folder in path.parents), None) or closed_ancestor(path)
+        if holder is not None:
+            masks.setdefault(holder, set()).add(path)
+    bound = set()
+    for folder, inside in masks.items():
+        _mask(folder, sorted(inside))
+        bound |= inside
+    for path in sorted(frozen):
+        if path not in bound:
+            _bind(path, path)
+        mount(None, str(path), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    return [str(folder) for folder in masks]
+
+
+def _is_real_folder(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _mask(folder: Path, inside: list[Path]) -> None:
+    """Cover ``folder`` with an empty tmpfs, then bind each path of ``inside`` back in place."""
+    outermost = [p for p in inside if not any(other in p.parents for other in inside)]
+    # Hold each path open so it can still be bound after the tmpfs hides it.
+    handles = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in outermost]
+    mount("tmpfs", str(folder), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+    for path, handle in handles:
+        try:
+            _make_mount_point(path, os.path.isdir(f"/proc/self/fd/{handle}"), folder)
+            _bind(Path(f"/proc/self/fd/{handle}"), path)
+        finally:
             os.close(handle)
-    return [str(closed) for closed in needed]
+
+
+def _make_mount_point(path: Path, is_dir: bool, under: Path) -> None:
+    if is_dir:
+        path.mkdir(parents=True, exist_ok=True)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    for parent in path.relative_to(under).parents:
+        (under / parent).chmod(0o755)
+
+
+def _bind(source: Path, target: Path) -> None:
+    mount(str(source), str(target), None, MS_BIND | MS_REC)
+
+
+def private_scratch(scratch: str, uid: int | None, gid: int | None, size_bytes: int, files: int) -> None:
+    """Make ``scratch`` a tmpfs of its own: at most ``size_bytes`` and ``files`` files, owned by the cell."""
+    Path(scratch).mkdir(parents=True, exist_ok=True)
+    owner = "" if uid is None else f",uid={uid},gid={gid}"
+    options = f"mode=700,size={size_bytes},nr_inodes={files}{owner}"
+    mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, options)
+
+
+def private_proc() -> None:
+    """A /proc of our own in which processes of other users (every other cell, the host) are invisible."""
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")

@@ -1,6 +1,7 @@
 """The cell's half of its sandbox: the layers a process applies to itself, before any policy import.
 
-Order matters. Namespaces and mounts need root, so they come first; then resource limits; then
+Order matters. Namespaces and mounts need root, so they come first (the private filesystem view,
+its scratch tmpfs and its /proc, see ``policybox.cell.mounts``); then resource limits; then
 Landlock (while the cell is still single-threaded: Landlock binds only the calling thread and the
 threads and processes started after it); then the switch to the cell's own uid, which drops every
 capability; seccomp last, since it forbids the calls the earlier layers make. Each layer reports
@@ -29,8 +30,11 @@ class SandboxRefused(RuntimeError):
 def apply(plan: SandboxPlan, parent_pid: int) -> dict[str, str]:
     """Apply the plan's layers to this process; each layer's status."""
     steps: list[tuple[Layer, Callable[[], str]]] = [
-        (Layer.NETWORK, lambda: _network()),
+        (Layer.NETWORK, lambda: _unshare(mounts.CLONE_NEWNET)),
+        (Layer.IPC, lambda: _unshare(mounts.CLONE_NEWIPC)),
         (Layer.FILESYSTEM, lambda: _filesystem(plan)),
+        (Layer.DISK, lambda: _disk(plan)),
+        (Layer.PROC, lambda: _proc(plan)),
         (Layer.RLIMITS, lambda: _rlimits(plan)),
         (Layer.MEMORY, lambda: _address_space(plan)),
         (Layer.LANDLOCK, lambda: _landlock(plan)),
@@ -47,23 +51,45 @@ def apply(plan: SandboxPlan, parent_pid: int) -> dict[str, str]:
             statuses[layer] = f"unavailable: {exc}"
             if plan.level == SandboxLevel.STRICT:
                 raise SandboxRefused(f"strict sandbox: layer {layer} failed: {exc}") from exc
+    if plan.scratch is not None:
+        os.chdir(plan.scratch)
     return statuses
 
 
-def _network() -> str:
-    mounts.unshare(mounts.CLONE_NEWNET)  # no interfaces at all: loopback stays down
+def _unshare(namespace: int) -> str:
+    mounts.unshare(namespace)  # a new network namespace has no interfaces at all: loopback stays down
     return ACTIVE
+
+
+def _namespaced(plan: SandboxPlan) -> bool:
+    """Whether this cell builds its own filesystem view (it needs root, and a uid to drop to)."""
+    return Layer.UID in plan.layers and os.geteuid() == 0
 
 
 def _filesystem(plan: SandboxPlan) -> str:
     assert plan.scratch is not None
-    detail = ""
-    if Layer.UID in plan.layers and os.geteuid() == 0:
-        needed = [sys.base_prefix, sys.prefix, sys.exec_prefix, *sys.path, *plan.readable, plan.scratch]
-        masked = mounts.expose([path for path in needed if path])
-        detail = f", masked {', '.join(masked)}" if masked else ""
-    os.chdir(plan.scratch)
-    return f"{ACTIVE}: scratch {plan.scratch}{detail}"
+    if not _namespaced(plan):
+        return f"{ACTIVE}: scratch {plan.scratch}"
+    mounts.enter_mount_namespace()
+    policybox_dir = os.path.dirname(os.path.dirname(__file__))  # an editable install is not on sys.path
+    needed = [sys.base_prefix, sys.prefix, sys.exec_prefix, *sys.path, policybox_dir, plan.scratch]
+    masked = mounts.private_view(needed, plan.readable)
+    return f"{ACTIVE}: scratch {plan.scratch}, private {', '.join(masked)}; policy files read-only"
+
+
+def _disk(plan: SandboxPlan) -> str:
+    assert plan.scratch is not None
+    if not _namespaced(plan):
+        raise RuntimeError("needs root for a private mount namespace")
+    mounts.private_scratch(plan.scratch, plan.uid, plan.gid, plan.disk_bytes, plan.disk_files)
+    return f"{ACTIVE}: scratch tmpfs, {plan.disk_bytes // 2**20} MiB, {plan.disk_files} files"
+
+
+def _proc(plan: SandboxPlan) -> str:
+    if not _namespaced(plan):
+        raise RuntimeError("needs root for a private mount namespace")
+    mounts.private_proc()
+    return f"{ACTIVE}: hidepid=invisible"
 
 
 def _rlimits(plan: SandboxPlan) -> str:

@@ -6,7 +6,7 @@ where a spawned one would after its imports: it applies its whole sandbox, then 
 
 Control messages are one JSON datagram each on a SOCK_SEQPACKET socket:
 
-    host -> zygote  {"env": {...}, "cwd": str|null}   with fds [cell socket, log file]
+    host -> zygote  {"env": {...}, "cwd": str|null}   with fds [cell socket, output pipe]
     zygote -> host  {"forked": pid}
     zygote -> host  {"exited": pid, "code": exit code, negative for a signal}
 
@@ -77,7 +77,7 @@ def _report_exits(control: socket.socket) -> None:
 
 
 def _fork_cell(request: dict, fds: list[int], control: socket.socket, wake: tuple[int, int]) -> int:
-    cell_fd, log_fd = fds
+    cell_fd, output_fd = fds
     zygote_pid = os.getpid()
     pid = os.fork()
     if pid:
@@ -92,10 +92,10 @@ def _fork_cell(request: dict, fds: list[int], control: socket.socket, wake: tupl
         os.setsid()  # its own session and process group, like a spawned cell
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
         os.close(null)
-        os.close(log_fd)
+        os.close(output_fd)
         os.environ.clear()
         os.environ.update(request["env"])
         if request.get("cwd"):

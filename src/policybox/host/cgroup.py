@@ -4,6 +4,9 @@
   grandchild that left the process group with setsid().
 * **Limit** cgroups for ``memory`` and ``pids``: the v2 controller where the cell's v2 cgroup has
   it, else the v1 hierarchy (machines that mount both, like this one, keep memory and pids in v1).
+* CPU **accounting**: the CPU time of every process of the cell together (``cpu.stat`` of its v2
+  cgroup, which every v2 cgroup has, else a v1 ``cpuacct`` cgroup), which the host checks against
+  the cell's CPU limit -- a per-process rlimit alone lets a cell spread its work over children.
 
 Each is used only where the machine lets the host create it; callers get None otherwise and report
 the layer as unavailable. Cgroups left by a host that died (SIGKILL) are swept by the next host.
@@ -21,7 +24,7 @@ from pathlib import Path
 import psutil
 
 PREFIX = "policybox-"
-V1_LIMIT_FILES = {"memory": "memory.limit_in_bytes", "pids": "pids.max"}
+V1_LIMIT_FILES = {"memory": "memory.limit_in_bytes", "pids": "pids.max", "cpuacct": "cpuacct.usage"}
 V2_LIMIT_FILES = {"memory": "memory.max", "pids": "pids.max"}
 _names = itertools.count()
 
@@ -54,6 +57,15 @@ class CellCgroup:
                 if key == "oom_kill" and value.strip().isdigit():
                     return int(value)
         return 0
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time used by every process ever in this cgroup, or None if it does not account it."""
+        for line in self.read("cpu.stat").splitlines():  # v2: microseconds
+            key, _, value = line.partition(" ")
+            if key == "usage_usec" and value.strip().isdigit():
+                return int(value) / 1e6
+        usage = self.read("cpuacct.usage").strip()  # v1: nanoseconds
+        return int(usage) / 1e9 if usage.isdigit() else None
 
     def remove(self, timeout: float = 2.0) -> None:
         """Remove the cgroup once its processes are gone (left for the sweep if they never go)."""
@@ -98,6 +110,14 @@ def new_limit_cgroup(controller: str, limit: int, kill_cgroup: CellCgroup | None
         cgroup.remove()
         return None
     return cgroup
+
+
+def new_accounting_cgroup(kill_cgroup: CellCgroup | None) -> CellCgroup | None:
+    """A cgroup that accounts the cell's CPU time: its v2 kill cgroup, else a v1 cpuacct one, or None."""
+    if kill_cgroup is not None and (kill_cgroup.path / "cpu.stat").exists():
+        return kill_cgroup
+    parent = v1_parent("cpuacct")
+    return None if parent is None else _new_child(parent)
 
 
 def _new_child(parent: Path) -> CellCgroup | None:

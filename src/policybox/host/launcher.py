@@ -11,7 +11,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from policybox.host.sandbox import CellSandbox
@@ -58,7 +57,9 @@ class CellProcess:
 
 
 class Launcher(Protocol):
-    def launch(self, log_path: Path, sandbox: CellSandbox) -> CellProcess: ...
+    def launch(self, output_fd: int, sandbox: CellSandbox) -> CellProcess:
+        """Start one cell whose stdout and stderr are ``output_fd`` (the write end of its output pipe)."""
+        ...
 
 
 class SpawnLauncher:
@@ -68,14 +69,14 @@ class SpawnLauncher:
     environment decides what the cell imports; ``-u`` keeps the policy's prints in order in its log.
     """
 
-    def launch(self, log_path: Path, sandbox: CellSandbox) -> CellProcess:
-        def start(cell_fd: int, log_fd: int) -> tuple[int, Callable[[float], int | None]]:
+    def launch(self, output_fd: int, sandbox: CellSandbox) -> CellProcess:
+        def start(cell_fd: int) -> tuple[int, Callable[[float], int | None]]:
             command = [sys.executable, "-I", "-u", "-m", "policybox.cell", "--fd", str(cell_fd)]
             popen = subprocess.Popen(
                 [*command, "--parent-pid", str(os.getpid())],
                 pass_fds=(cell_fd,),
                 stdin=subprocess.DEVNULL,
-                stdout=log_fd,
+                stdout=output_fd,
                 stderr=subprocess.STDOUT,
                 env=sandbox.environment(),
                 cwd=sandbox.scratch,
@@ -83,7 +84,7 @@ class SpawnLauncher:
             )
             return popen.pid, lambda timeout: _popen_wait(popen, timeout)
 
-        return _launch(log_path, sandbox, start)
+        return _launch(sandbox, start)
 
 
 class ZygoteLauncher:
@@ -92,22 +93,20 @@ class ZygoteLauncher:
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote
 
-    def launch(self, log_path: Path, sandbox: CellSandbox) -> CellProcess:
-        def start(cell_fd: int, log_fd: int) -> tuple[int, Callable[[float], int | None]]:
+    def launch(self, output_fd: int, sandbox: CellSandbox) -> CellProcess:
+        def start(cell_fd: int) -> tuple[int, Callable[[float], int | None]]:
             cwd = str(sandbox.scratch) if sandbox.scratch else None
-            pid = self._zygote.fork(sandbox.environment(), cwd, [cell_fd, log_fd])
+            pid = self._zygote.fork(sandbox.environment(), cwd, [cell_fd, output_fd])
             return pid, lambda timeout: self._zygote.wait(pid, timeout)
 
-        return _launch(log_path, sandbox, start)
+        return _launch(sandbox, start)
 
 
-def _launch(
-    log_path: Path, sandbox: CellSandbox, start: Callable[[int, int], tuple[int, Callable[[float], int | None]]]
-) -> CellProcess:
+def _launch(sandbox: CellSandbox, start: Callable[[int], tuple[int, Callable[[float], int | None]]]) -> CellProcess:
     host_sock, cell_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        with cell_sock, open(log_path, "ab") as log:
-            pid, wait = start(cell_sock.fileno(), log.fileno())
+        with cell_sock:
+            pid, wait = start(cell_sock.fileno())
     except BaseException:
         host_sock.close()
         raise

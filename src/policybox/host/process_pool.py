@@ -5,11 +5,17 @@ deadline plays the no-op for that step and every later step until its late reply
 reply answers an old observation, so it is dropped, and the cell gets the *current* observation at
 the next step. Time past the deadline is taken from the agent's time bank; an agent whose bank is
 spent -- by a late reply, or by still not answering -- is disabled and its cell killed.
+
+The host never blocks on one cell: a frame a cell does not read at once waits in that cell's
+outbox and goes out as its socket becomes writable (EPOLLOUT), while the others play on. Every
+CPU_CHECK_S the host reads each cell's CPU time over all its processes and stops a cell past its
+CPU limit.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import signal
 import time
@@ -18,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from policybox.host.launcher import CellProcess, Launcher
+from policybox.host.output import OutputPump
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import CellSandbox, ScratchRoot, wanted_layers
+from policybox.host.verify import verified_statuses
 from policybox.limits import Limits
 from policybox.results import AgentStatus, Failure
-from policybox.sandbox import Layer, SandboxLevel
+from policybox.sandbox import Layer, SandboxLevel, SandboxPlan
 from policybox.wire import (
     CELL_TO_HOST,
     MAX_CELL_FRAME,
@@ -45,6 +53,7 @@ SIGNAL_CAUSES = {
     "SIGSYS": "it made a system call the seccomp filter forbids",
 }
 EXIT_WAIT_S = 1.0
+CPU_CHECK_S = 0.25
 
 
 class _Cell:
@@ -57,31 +66,37 @@ class _Cell:
         self.in_flight: int | None = None  # sequence number awaiting a reply
         self.sent_ns = 0
         self.reply: Reply | None = None
+        self.outbox: memoryview | None = None  # the part of a frame the cell has not taken yet
+        self.plan: SandboxPlan | None = None
         self.bank_ns = int(limits.time_bank_ms * 1e6)
         self._act_timeout_ns = int(limits.act_timeout_ms * 1e6)
 
-    def send(self, data: Sequence[bytes | memoryview], seq: int, deadline_ns: int) -> None:
-        """Send one frame and mark it in flight. A frame larger than the socket buffer is finished
-        with a blocking send bounded by the deadline (the cell is reading: nothing else is in flight)."""
+    def send(self, data: Sequence[bytes | memoryview], seq: int) -> None:
+        """Send one frame without blocking and mark it in flight; what the socket does not take now
+        waits in the outbox (the caller then watches for EPOLLOUT)."""
         try:
             sent = self.process.sock.sendmsg(data)
-            if sent < sum(len(part) for part in data):
-                self._send_rest(b"".join(data)[sent:], deadline_ns)
-        except TimeoutError:
-            self.violation(seq, "the cell did not read its frame before the deadline")
-            return
+        except BlockingIOError:
+            sent = 0
         except OSError as exc:
             self.crashed(seq, f"could not send to the cell ({exc})")
             return
+        if sent < sum(len(part) for part in data):
+            self.outbox = memoryview(b"".join(data))[sent:]
         self.in_flight, self.sent_ns = seq, time.monotonic_ns()
 
-    def _send_rest(self, rest: bytes, deadline_ns: int) -> None:
-        sock = self.process.sock
-        sock.settimeout(max(0.001, (deadline_ns - time.monotonic_ns()) / 1e9))
+    def on_writable(self, step: int | None) -> None:
+        """Send more of the outbox; the time this takes is the cell's, as it reads at its own pace."""
+        assert self.outbox is not None
         try:
-            sock.sendall(rest)
-        finally:
-            sock.setblocking(False)
+            sent = self.process.sock.send(self.outbox)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self.outbox = None
+            self.crashed(step, f"could not send to the cell ({exc})")
+            return
+        self.outbox = self.outbox[sent:] if sent < len(self.outbox) else None
 
     def on_readable(self, step: int | None) -> None:
         """Take in whatever the cell sent; frames answer the request in flight or are violations."""
@@ -127,7 +142,10 @@ class _Cell:
             raise ProtocolError(f"cell speaks protocol {ready.get('protocol')!r}, host {PROTOCOL_VERSION}")
         minimum = ready.get("minimum_action_timeout_ms", 0)
         self.record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
-        self.record.sandbox = {**self.process.sandbox.statuses, **_layer_statuses(ready.get("sandbox"))}
+        claims = _layer_statuses(ready.get("sandbox"))
+        checked = verified_statuses(self.process.pid, self.plan, claims) if self.plan else {}
+        statuses = {**self.process.sandbox.statuses, **checked}
+        self.record.sandbox = {layer: statuses[layer] for layer in Layer if layer in statuses}
 
     def check_overdue(self, now_ns: int) -> None:
         """Disable the agent if the request still in flight has already overrun its whole bank."""
@@ -139,6 +157,13 @@ class _Cell:
         if self.bank_ns <= 0:
             message = f"time bank used up: step {seq} ran {overrun_ns / 1e6:.0f} ms past its deadline"
             self.record.fail(AgentStatus.DISABLED, Failure(step=seq, phase="step", kind="TimeBank", message=message))
+
+    def check_cpu(self, limit_s: float, step: int) -> None:
+        """Stop the cell once all its processes together have used more CPU time than its limit."""
+        used = self.process.sandbox.cpu_seconds()
+        if used is not None and used > limit_s:
+            message = f"its CPU time limit was reached: {used:.1f} s over all its processes, limit {limit_s:g} s"
+            self.record.fail(AgentStatus.DISABLED, Failure(step=step, phase="step", kind="CpuLimit", message=message))
 
     def violation(self, step: int | None, message: str) -> None:
         failure = Failure(step=step, phase=_phase(step), kind="ProtocolError", message=message)
@@ -195,6 +220,8 @@ class ProcessPool:
         self._poller = select.epoll()  # epoll directly: the selectors wrapper costs microseconds per step
         self._by_fd: dict[int, _Cell] = {}
         self._cells: list[_Cell] = []
+        self._output = OutputPump(limits.log_limit_bytes)
+        self._next_cpu_check = 0.0
 
     def __enter__(self) -> ProcessPool:
         return self
@@ -214,11 +241,14 @@ class ProcessPool:
             assert record.log_path is not None
             root = self._scratch.path if self._scratch else Path()
             sandbox = CellSandbox(record.agent_id, record.spec, self._level, self._layers, self._limits, root)
+            output = self._output.open(record.log_path)
             try:
-                process = self._launcher.launch(record.log_path, sandbox)
+                process = self._launcher.launch(output, sandbox)
             except BaseException:
                 sandbox.close()  # its cgroups exist already; no cell will own them
                 raise
+            finally:
+                os.close(output)  # the cell holds the only write end: its exit ends the log
             cell = _Cell(record, process, self._limits)
             self._cells.append(cell)
             self._poller.register(cell.process.sock, select.EPOLLIN)
@@ -226,9 +256,9 @@ class ProcessPool:
             record.sandbox = dict(sandbox.statuses)
         deadline = time.monotonic_ns() + int(self._limits.init_timeout_s * 1e9)
         for cell, setup in zip(self._cells, setups, strict=True):
-            plan = cell.process.sandbox.plan() if self._layers else None
-            setup = {**setup, "sandbox": plan.model_dump(mode="json") if plan else None}
-            cell.send([encode_json(FrameType.SETUP, setup)], 0, deadline)
+            cell.plan = cell.process.sandbox.plan() if self._layers else None
+            setup = {**setup, "sandbox": cell.plan.model_dump(mode="json") if cell.plan else None}
+            self._send(cell, [encode_json(FrameType.SETUP, setup)], 0)
         self._gather(deadline, None)
         for cell in self._cells:
             if cell.record.playing and cell.in_flight is not None:
@@ -244,16 +274,31 @@ class ProcessPool:
             cell.reply = None
             if cell.record.playing and cell.in_flight is None:
                 payload = observations[cell.record.agent_id]
-                cell.send([encode_header(FrameType.OBSERVATION, step, len(payload)), payload], step, deadline)
+                self._send(cell, [encode_header(FrameType.OBSERVATION, step, len(payload)), payload], step)
         self._gather(deadline, step)
         now = time.monotonic_ns()
+        check_cpu = self._cpu_check_due()
         for cell in self._cells:
             if cell.reply is None and cell.record.playing:
                 cell.record.missed_deadline(step, self._limits.act_timeout_ms)
                 cell.check_overdue(now)
+            if check_cpu and cell.record.playing:
+                cell.check_cpu(self._limits.cpu_limit_s, step)
             if not cell.record.playing and not cell.process.closed:
                 self._retire(cell)
         return [cell.reply for cell in self._cells]
+
+    def _send(self, cell: _Cell, data: Sequence[bytes | memoryview], seq: int) -> None:
+        cell.send(data, seq)
+        if cell.outbox is not None and cell.record.playing:
+            self._poller.modify(cell.process.sock, select.EPOLLIN | select.EPOLLOUT)
+
+    def _cpu_check_due(self) -> bool:
+        now = time.monotonic()
+        if now < self._next_cpu_check:
+            return False
+        self._next_cpu_check = now + CPU_CHECK_S
+        return True
 
     def _gather(self, deadline_ns: int, step: int | None) -> None:
         """Read until every cell asked at this step has answered, or the deadline passes.
@@ -267,9 +312,14 @@ class ProcessPool:
             remaining = (deadline_ns - time.monotonic_ns()) / 1e9
             if remaining <= 0:
                 return
-            for fd, _ in self._poller.poll(remaining):
+            for fd, events in self._poller.poll(remaining):
                 cell = self._by_fd[fd]
-                cell.on_readable(step)
+                if events & select.EPOLLOUT and cell.outbox is not None:
+                    cell.on_writable(step)
+                    if cell.outbox is None and cell.record.playing:
+                        self._poller.modify(fd, select.EPOLLIN)
+                if events & ~select.EPOLLOUT:
+                    cell.on_readable(step)
                 if not cell.record.playing:
                     self._forget(cell)  # read no more of it; it is retired after the gather
                 if cell.in_flight != current or not cell.record.playing:
@@ -307,5 +357,6 @@ class ProcessPool:
                 self._forget(cell)
                 cell.process.close()
             self._poller.close()
+            self._output.close()
             if self._scratch is not None:
                 self._scratch.close()

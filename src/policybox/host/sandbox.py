@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from policybox.host.cgroup import CellCgroup, new_kill_cgroup, new_limit_cgroup
+from policybox.host.cgroup import CellCgroup, new_accounting_cgroup, new_kill_cgroup, new_limit_cgroup
 from policybox.limits import Limits
 from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
 from policybox.spec import PolicySpec
@@ -27,7 +27,7 @@ ENV_ALLOW_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_NUM_THREADS")
 # Cell uids are 1e6 + host pid * 1000 + cell number: far above real users, distinct across every
 # live host (pids are unique) and across up to 1000 live cells of one host.
 UID_BASE = 1_000_000
-HOST_SIDE = {Layer.ENVIRONMENT, Layer.MEMORY, Layer.PROCESSES}
+HOST_SIDE = {Layer.ENVIRONMENT, Layer.MEMORY, Layer.PROCESSES, Layer.CPU}
 _cell_numbers = itertools.count()
 
 
@@ -92,6 +92,7 @@ class CellSandbox:
             self.statuses[Layer.ENVIRONMENT] = ACTIVE  # applied by the launcher, from environment()
         self.kill_cgroup = new_kill_cgroup()
         self._limit_cgroups: list[CellCgroup] = []
+        self.cpu_cgroup: CellCgroup | None = None
 
     def environment(self) -> dict[str, str]:
         """What the cell starts with: the allow-list, its HOME and the spec's variables (or, with no
@@ -114,6 +115,26 @@ class CellSandbox:
             self._limit(pid, "memory", self._limits.memory_limit_mb * MIB, Layer.MEMORY)
         if Layer.PROCESSES in self.layers:
             self._limit(pid, "pids", self._limits.max_processes, Layer.PROCESSES)
+        if Layer.CPU in self.layers:
+            self._account(pid)
+
+    def _account(self, pid: int) -> None:
+        cgroup = new_accounting_cgroup(self.kill_cgroup)
+        if cgroup is not None and cgroup is not self.kill_cgroup:
+            self._limit_cgroups.append(cgroup)
+            try:
+                cgroup.add(pid)
+            except OSError:
+                cgroup = None
+        if cgroup is None:
+            self.statuses[Layer.CPU] = "unavailable: no cgroup can account the cell's CPU time here"
+            return
+        self.cpu_cgroup = cgroup
+        self.statuses[Layer.CPU] = f"{ACTIVE}: {self._limits.cpu_limit_s} CPU s over all its processes (cgroup)"
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time used so far by all of the cell's processes together, where a cgroup counts it."""
+        return None if self.cpu_cgroup is None else self.cpu_cgroup.cpu_seconds()
 
     def _limit(self, pid: int, controller: str, limit: int, layer: Layer) -> None:
         cgroup = new_limit_cgroup(controller, limit, self.kill_cgroup)
@@ -146,6 +167,8 @@ class CellSandbox:
             readable=readable,
             cpu_seconds=self._limits.cpu_limit_s,
             file_size_bytes=self._limits.file_size_limit_mb * MIB,
+            disk_bytes=self._limits.disk_limit_mb * MIB,
+            disk_files=self._limits.disk_limit_files,
             open_files=self._limits.max_open_files,
             processes=self._limits.max_processes,
             address_space_bytes=None if memory_cgroup else self._limits.memory_limit_mb * MIB,
