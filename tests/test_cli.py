@@ -1,11 +1,12 @@
 """The policybox command as a user runs it: the table, the JSON, exit codes and clear errors."""
 
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import policy
+from conftest import POLICIES, policy
 
 from policybox.results import EpisodeResult
 
@@ -44,13 +45,19 @@ def test_run_prints_every_agent_and_writes_the_result(tmp_path):
 
 
 def test_spec_file_and_inline_mode(tmp_path):
-    spec = tmp_path / "bot.yaml"
-    spec.write_text(f"class_path: {policy('stateful.py:Stateful')}\ninit_kwargs:\n  stride: 3\nname: memo\n")
+    """A spec file is identified by its path as given; the name it declares is only a label."""
+    (tmp_path / "bots").mkdir()
+    shutil.copy(POLICIES / "stateful.py", tmp_path / "bots" / "stateful.py")
+    (tmp_path / "bots" / "memo.yaml").write_text(
+        "class_path: stateful.py:Stateful\ninit_kwargs:\n  stride: 3\nname: memo\n"
+    )
     out = tmp_path / "r.json"
-    run = policybox("run", "-n", "2", "-p", str(spec), "--steps", "20", "--mode", "inline", "--out", str(out))
+    args = ("run", "-n", "2", "-p", "bots/memo.yaml", "--steps", "20", "--mode", "inline", "--out", str(out))
+    run = policybox(*args, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())
-    assert [a["policy"] for a in result["agents"]] == ["memo", "memo"]
+    assert [a["policy"] for a in result["agents"]] == ["bots/memo.yaml", "bots/memo.yaml"]
+    assert result["agents"][0]["spec"]["label"] == "memo"
     assert result["agents"][0]["spec"]["init_kwargs"] == {"stride": 3}
 
 

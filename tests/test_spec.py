@@ -99,3 +99,114 @@ def test_bad_spec_file_contents(tmp_path):
 def test_env_variables_for_the_cells():
     spec = parse_policy_arg("random,env.OMP_NUM_THREADS=1,env.MODE=fast")
     assert spec.env == {"OMP_NUM_THREADS": "1", "MODE": "fast"}
+
+
+@pytest.fixture
+def submissions(tmp_path, monkeypatch):
+    """``submissions/`` (mode 700) holding a victim's bot and checkpoint, and ``team_a`` to fill in."""
+    root = tmp_path / "submissions"
+    (root / "victim").mkdir(parents=True)
+    (root / "victim" / "bot.py").write_text("SECRET = 'TEAM-B'\n")
+    (root / "victim" / "ckpt.npz").write_bytes(b"weights")
+    (root / "team_a").mkdir()
+    (root / "team_a" / "bot.py").write_text("")
+    root.chmod(0o700)
+    monkeypatch.chdir(tmp_path)
+    return root
+
+
+def write_spec(folder: Path, **fields) -> None:
+    (folder / "policy_spec.json").write_text(json.dumps({"class_path": "bot.py:Bot", **fields}))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"data_path": "../victim"}, "data_path '../victim' resolves outside the submission folder"),
+        ({"data_path": "../victim/ckpt.npz"}, "data_path '../victim/ckpt.npz' resolves outside"),
+        ({"class_path": "../victim/bot.py:Bot"}, "class_path '../victim/bot.py:Bot' resolves outside"),
+        ({"python_path": [".", "../victim"]}, r"python_path\[1\] '../victim' resolves outside"),
+        ({"data_path": "SUBMISSIONS/victim/ckpt.npz"}, "data_path '/.*/victim/ckpt.npz' resolves outside"),
+        ({"data_path": "../missing"}, "data_path '../missing' resolves outside"),
+    ],
+)
+def test_a_submission_cannot_name_files_outside_itself(submissions, fields, message):
+    fields = {
+        key: value.replace("SUBMISSIONS", str(submissions)) if isinstance(value, str) else value
+        for key, value in fields.items()
+    }
+    write_spec(submissions / "team_a", **fields)
+    with pytest.raises(SpecError, match=f"^submissions/team_a/policy_spec.json: {message}"):
+        parse_policy_arg("submissions/team_a")
+
+
+def test_the_message_names_the_folder_as_given(submissions):
+    write_spec(submissions / "team_a", data_path="../victim")
+    with pytest.raises(SpecError) as caught:
+        parse_policy_arg("submissions/team_a")
+    assert str(caught.value) == (
+        "submissions/team_a/policy_spec.json: data_path '../victim' resolves outside "
+        "the submission folder submissions/team_a"
+    )
+
+
+@pytest.mark.parametrize(
+    ("link", "target", "fields", "field"),
+    [
+        ("ckpt", "victim/ckpt.npz", {"data_path": "ckpt"}, "data_path"),
+        ("theirs.py", "victim/bot.py", {"class_path": "theirs.py:Bot"}, "class_path"),
+        ("lib", "victim", {"python_path": ["lib"]}, r"python_path\[0\]"),
+        ("lib", "victim", {"class_path": "lib/bot.py:Bot"}, "class_path"),
+        ("policy_spec.json", "victim/policy_spec.json", None, "spec file"),
+    ],
+)
+def test_a_symlink_inside_the_submission_that_points_outside_is_refused(submissions, link, target, fields, field):
+    write_spec(submissions / "victim")
+    if fields is not None:
+        write_spec(submissions / "team_a", **fields)
+    (submissions / "team_a" / link).symlink_to(submissions / target)
+    with pytest.raises(SpecError, match=f"{field} .* resolves outside the submission folder submissions/team_a"):
+        parse_policy_arg("submissions/team_a")
+
+
+def test_a_spec_file_is_confined_to_its_own_folder(submissions):
+    spec_file = submissions / "team_a" / "memo.yaml"
+    spec_file.write_text("class_path: ../victim/bot.py:Bot\n")
+    with pytest.raises(SpecError, match="class_path '../victim/bot.py:Bot' resolves outside the spec file's folder"):
+        parse_policy_arg("submissions/team_a/memo.yaml")
+
+
+def test_the_operator_may_name_any_file_on_the_command_line(submissions):
+    spec = parse_policy_arg("submissions/team_a/bot.py:Bot,data=submissions/victim/ckpt.npz")
+    assert spec.data_path == str((submissions / "victim" / "ckpt.npz").resolve())
+
+
+def test_a_legit_submission_with_inner_paths_still_loads(submissions):
+    team = submissions / "team_a"
+    (team / "lib").mkdir()
+    (team / "ckpt.npz").write_bytes(b"w")
+    (team / "link.npz").symlink_to(team / "ckpt.npz")  # a symlink that stays inside is fine
+    write_spec(team, data_path="link.npz", python_path=["lib"], name="Champion")
+    spec = parse_policy_arg("submissions/team_a")
+    assert spec.class_path == f"{team.resolve() / 'bot.py'}:Bot"
+    assert spec.data_path == str(team.resolve() / "ckpt.npz")
+    assert spec.python_path == [str(team.resolve()), str(team.resolve() / "lib")]
+
+
+def test_a_declared_name_is_only_a_label(submissions):
+    write_spec(submissions / "team_a", name="victim")
+    spec = parse_policy_arg("submissions/team_a")
+    assert (spec.name, spec.label, spec.display_name) == ("submissions/team_a", "victim", "submissions/team_a")
+    (submissions / "team_a" / "memo.yaml").write_text("class_path: bot.py:Bot\nname: memo\n")
+    spec = parse_policy_arg("submissions/team_a/memo.yaml")
+    assert (spec.display_name, spec.label) == ("submissions/team_a/memo.yaml", "memo")
+    assert parse_policy_arg("random,name=mine").display_name == "mine"  # the operator's own name stays
+
+
+def test_mettagrid_fields_in_policy_spec_json(submissions):
+    """MettaGrid writes policy_env_interface and setup_script; the first is ignored, a script refused."""
+    write_spec(submissions / "team_a", policy_env_interface=None, setup_script=None)
+    assert parse_policy_arg("submissions/team_a").class_path.endswith("bot.py:Bot")
+    write_spec(submissions / "team_a", setup_script="setup.py")
+    with pytest.raises(SpecError, match="setup_script 'setup.py' is not supported"):
+        parse_policy_arg("submissions/team_a")

@@ -9,8 +9,14 @@ A spec names a policy class in one of three forms:
 On the command line a spec is ``CLASS[,data=PATH][,name=NAME][,path=DIR]...[,kw.KEY=VALUE]...[,env.NAME=VALUE]...``
 (``class=CLASS`` also works; ``kw`` values are read as JSON when they parse, else as strings;
 ``env.NAME=VALUE`` passes an environment variable to the policy's cells), or
-the path of a JSON/YAML spec file, or a submission folder holding a ``policy_spec.json``.
+the path of a JSON/YAML spec file, a submission folder holding a ``policy_spec.json``, or a
+submission zip in MettaGrid's format (see ``policybox.submission``).
 Relative paths are made absolute here, on the host, because cells do not share its working folder.
+
+A spec file or submission is not trusted: an entrant writes it. Every path it names must resolve,
+after symlinks, inside its own folder (so it cannot read or run another team's files), and the
+``name`` it declares is kept only as a ``label``: a policy is identified by what the operator typed.
+What the operator types in a ``-p`` string is the operator's own and is not confined.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,6 +34,9 @@ DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 SPEC_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 SUBMISSION_SPEC = "policy_spec.json"
+SUBMISSION_ZIP_SUFFIX = ".zip"
+# Fields MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
+METTAGRID_ONLY_FIELDS = ("policy_env_interface", "setup_script")
 KEYS = "class, data, name, path, kw.X, env.X"
 
 
@@ -45,6 +54,9 @@ class PolicySpec(BaseModel):
     init_kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the class")
     python_path: list[str] = Field(default_factory=list, description="Import roots added only inside the cell")
     name: str | None = Field(default=None, description="Display name; derived from the class if unset")
+    label: str | None = Field(
+        default=None, description="A display label the submission declared; never used to identify it"
+    )
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables passed to its cells")
 
     @property
@@ -73,10 +85,15 @@ def parse_policy_arg(text: str, base_dir: Path | None = None) -> PolicySpec:
     if not text:
         raise SpecError("empty policy spec: give a class, e.g. -p random or -p ./bot.py:MyPolicy")
     candidate = base / text
-    if "=" not in text and "," not in text and candidate.is_dir():
-        return load_submission_dir(candidate)
-    if "=" not in text and text.endswith(SPEC_FILE_SUFFIXES):
-        return load_spec_file(candidate)
+    if "=" not in text and "," not in text:
+        if candidate.is_dir():
+            return load_submission_dir(candidate, text)
+        if text.endswith(SUBMISSION_ZIP_SUFFIX):
+            from policybox.submission import unpack_submission  # zip handling only when a zip is given
+
+            return load_submission_dir(unpack_submission(candidate, text), text)
+        if text.endswith(SPEC_FILE_SUFFIXES):
+            return load_spec_file(candidate, text)
     return check_spec(_spec_from_pairs(text), base)
 
 
@@ -115,26 +132,75 @@ def _kw_value(value: str) -> Any:
         return value
 
 
-def load_spec_file(path: Path) -> PolicySpec:
-    """Read a JSON or YAML spec file; its relative paths are relative to the file's folder."""
-    if not path.is_file():
-        raise SpecError(f"policy spec file {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text()) if path.suffix in (".yaml", ".yml") else json.loads(path.read_text())
-    except (ValueError, yaml.YAMLError) as exc:
-        raise SpecError(f"policy spec file {path} is not valid {path.suffix[1:].upper()}: {exc}") from None
-    return check_spec(_validate(raw, str(path)), path.parent)
+def load_spec_file(path: Path, given: str | None = None) -> PolicySpec:
+    """Read a JSON or YAML spec file; its paths are relative to, and confined to, the file's folder.
+
+    ``given`` is the path as the operator wrote it: it becomes the spec's ``name`` (its identity in
+    the results) and is how error messages show the file.
+    """
+    shown = given or str(path)
+    raw = _read_spec_file(path, shown)
+    inside = _Confinement(path.parent.resolve(), f"the spec file's folder {Path(shown).parent}")
+    return _identified(check_spec(_validate(raw, shown), path.parent, inside, shown), shown)
 
 
-def load_submission_dir(folder: Path) -> PolicySpec:
-    """A submission folder: ``policy_spec.json`` inside it, its paths relative to the folder."""
+def load_submission_dir(folder: Path, given: str | None = None) -> PolicySpec:
+    """A submission folder: ``policy_spec.json`` inside it, its paths relative to and confined to the folder."""
+    shown = given or str(folder)
+    shown_file = str(Path(shown) / SUBMISSION_SPEC)
+    inside = _Confinement(folder.resolve(), f"the submission folder {shown}")
     spec_path = folder / SUBMISSION_SPEC
     if not spec_path.is_file():
-        raise SpecError(f"policy folder {folder} has no {SUBMISSION_SPEC}")
-    spec = load_spec_file(spec_path)
-    if str(folder) not in spec.python_path:
-        spec.python_path.insert(0, str(folder))
-    return spec
+        raise SpecError(f"policy folder {shown} has no {SUBMISSION_SPEC}")
+    inside.check(spec_path.resolve(), shown_file, "spec file", SUBMISSION_SPEC)
+    raw = _without_mettagrid_fields(_read_spec_file(spec_path, shown_file), shown_file)
+    spec = check_spec(_validate(raw, shown_file), folder, inside, shown_file)
+    if str(inside.root) not in spec.python_path:
+        spec.python_path.insert(0, str(inside.root))
+    return _identified(spec, shown)
+
+
+class _Confinement(NamedTuple):
+    """The folder every path of an untrusted spec must stay in, and how messages describe it."""
+
+    root: Path
+    described: str
+
+    def check(self, resolved: Path, origin: str, field: str, value: str) -> None:
+        if not resolved.is_relative_to(self.root):
+            raise SpecError(f"{origin}: {field} {value!r} resolves outside {self.described}")
+
+
+def _read_spec_file(path: Path, shown: str) -> Any:
+    if not path.is_file():
+        raise SpecError(f"policy spec file {shown} does not exist")
+    try:
+        text = path.read_text()
+        return yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise SpecError(f"policy spec file {shown} is not valid {path.suffix[1:].upper()}: {exc}") from None
+
+
+def _without_mettagrid_fields(raw: Any, shown: str) -> Any:
+    """Drop what MettaGrid's own tools write into ``policy_spec.json`` but policybox does not use.
+
+    ``policy_env_interface`` describes the game the policy was packed for; policybox gives each
+    policy the game it actually plays. A ``setup_script`` would run entrant code on the host,
+    outside any cell, so it is refused rather than ignored.
+    """
+    if not isinstance(raw, dict):
+        return raw
+    if raw.get("setup_script") is not None:
+        raise SpecError(
+            f"{shown}: setup_script {raw['setup_script']!r} is not supported: "
+            "policybox runs no submission code outside a cell"
+        )
+    return {key: value for key, value in raw.items() if key not in METTAGRID_ONLY_FIELDS}
+
+
+def _identified(spec: PolicySpec, given: str) -> PolicySpec:
+    """Identify a spec that came from a file by the operator's argument; what it declared is a label."""
+    return spec.model_copy(update={"label": spec.name or spec.label, "name": given})
 
 
 def _validate(raw: Any, origin: str) -> PolicySpec:
@@ -147,12 +213,26 @@ def _validate(raw: Any, origin: str) -> PolicySpec:
         raise SpecError(f"{origin}: invalid policy spec: {problems}") from None
 
 
-def check_spec(spec: PolicySpec, base_dir: Path) -> PolicySpec:
-    """Check the class form and that every named file exists; return a copy with absolute paths."""
+def check_spec(
+    spec: PolicySpec, base_dir: Path, inside: _Confinement | None = None, origin: str = "policy spec"
+) -> PolicySpec:
+    """Check the class form and that every named file exists; return a copy with absolute paths.
+
+    With ``inside`` (a spec an entrant wrote), every path must also resolve inside that folder.
+    """
     spec = spec.model_copy(deep=True)
+
+    def place(field: str, raw: str, what: str, value: str | None = None) -> Path:
+        path = (base_dir / Path(raw).expanduser()).resolve()
+        if inside is not None:
+            inside.check(path, origin, field, raw if value is None else value)
+        if not path.exists():
+            raise SpecError(f"{what} {raw!r} does not exist (looked for {path})")
+        return path
+
     file_class = spec.file_and_class
     if file_class:
-        file = _existing(base_dir, file_class[0], "policy file")
+        file = place("class_path", file_class[0], "policy file", spec.class_path)
         spec.class_path = f"{file}:{file_class[1]}"
     elif spec.class_path.endswith(".py"):
         raise SpecError(f"policy {spec.class_path!r}: name the class too, as {spec.class_path}:ClassName")
@@ -162,13 +242,8 @@ def check_spec(spec: PolicySpec, base_dir: Path) -> PolicySpec:
             "nor a file path (path/to/file.py:Class)"
         )
     if spec.data_path is not None:
-        spec.data_path = str(_existing(base_dir, spec.data_path, "checkpoint (data)"))
-    spec.python_path = [str(_existing(base_dir, entry, "python path folder")) for entry in spec.python_path]
+        spec.data_path = str(place("data_path", spec.data_path, "checkpoint (data)"))
+    spec.python_path = [
+        str(place(f"python_path[{index}]", entry, "python path folder")) for index, entry in enumerate(spec.python_path)
+    ]
     return spec
-
-
-def _existing(base_dir: Path, raw: str, what: str) -> Path:
-    path = (base_dir / Path(raw).expanduser()).resolve()
-    if not path.exists():
-        raise SpecError(f"{what} {raw!r} does not exist (looked for {path})")
-    return path
