@@ -8,7 +8,9 @@ A spec names a policy class in one of three forms:
 
 On the command line a spec is ``CLASS[,data=PATH][,name=NAME][,path=DIR]...[,kw.KEY=VALUE]...[,env.NAME=VALUE]...``
 (``class=CLASS`` also works; ``kw`` values are read as JSON when they parse, else as strings;
-``env.NAME=VALUE`` passes an environment variable to the policy's cells), or
+``env.NAME=VALUE`` passes an environment variable to the policy's cells; a secret is better passed as
+``env.NAME=@FILE`` (the file's content) or ``env.NAME=$VAR`` (a variable of policybox's own
+environment), so that it never appears on a command line), or
 the path of a JSON/YAML spec file, a submission folder holding a ``policy_spec.json``, or a
 submission zip in MettaGrid's format (see ``policybox.submission``).
 Relative paths are made absolute here, on the host, because cells do not share its working folder.
@@ -22,6 +24,7 @@ What the operator types in a ``-p`` string is the operator's own and is not conf
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,6 +41,30 @@ SUBMISSION_ZIP_SUFFIX = ".zip"
 # Fields MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
 METTAGRID_ONLY_FIELDS = ("policy_env_interface", "setup_script")
 KEYS = "class, data, name, path, kw.X, env.X"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# glibc's list of variables it ignores for setuid programs (they load code or files), plus the ones
+# policybox sets for the cell itself.
+UNSAFE_ENV_PREFIXES = ("LD_", "PYTHON")
+UNSAFE_ENV = frozenset(
+    [
+        "GCONV_PATH",
+        "GETCONF_DIR",
+        "GLIBC_TUNABLES",
+        "HOSTALIASES",
+        "LOCALDOMAIN",
+        "LOCPATH",
+        "MALLOC_TRACE",
+        "NIS_PATH",
+        "NLSPATH",
+        "RESOLV_HOST_CONF",
+        "RES_OPTIONS",
+        "TMPDIR",
+        "TZDIR",
+        "HOME",
+        "USER",
+        "LOGNAME",
+    ]
+)
 
 
 class SpecError(ValueError):
@@ -117,12 +144,34 @@ def _spec_from_pairs(text: str) -> PolicySpec:
         elif key.startswith("kw.") and len(key) > 3:
             fields["init_kwargs"][key[3:]] = _kw_value(value)
         elif key.startswith("env.") and len(key) > 4:
-            fields["env"][key[4:]] = value
+            fields["env"][key[4:]] = _env_value(key[4:], value)
         else:
             raise SpecError(f"policy spec {text!r}: unknown key {key!r} (keys: {KEYS})")
     if "class_path" not in fields:
         raise SpecError(f"policy spec {text!r} names no class: add class=NAME")
     return PolicySpec(**fields)
+
+
+def _env_value(name: str, value: str) -> str:
+    """``@FILE``: the file's content (one trailing newline dropped); ``$VAR``: policybox's own variable."""
+    if value.startswith("@"):
+        try:
+            return Path(value[1:]).expanduser().read_text().removesuffix("\n")
+        except OSError as exc:
+            raise SpecError(f"env.{name}: cannot read {value[1:]!r} ({exc.strerror})") from None
+    if value.startswith("$"):
+        if value[1:] not in os.environ:
+            raise SpecError(f"env.{name}: variable {value[1:]!r} is not set in policybox's environment")
+        return os.environ[value[1:]]
+    return value
+
+
+def _check_env_names(spec: PolicySpec, origin: str) -> None:
+    """Variables that would let a policy run code before its sandbox (as the dynamic linker reads
+    them when a spawned cell starts) or move its scratch folder are refused."""
+    for name in spec.env:
+        if not ENV_NAME.match(name) or name.startswith(UNSAFE_ENV_PREFIXES) or name in UNSAFE_ENV:
+            raise SpecError(f"{origin}: env.{name} may not be set for a policy (unsafe or reserved name)")
 
 
 def _kw_value(value: str) -> Any:
@@ -221,6 +270,7 @@ def check_spec(
     With ``inside`` (a spec an entrant wrote), every path must also resolve inside that folder.
     """
     spec = spec.model_copy(deep=True)
+    _check_env_names(spec, origin)
 
     def place(field: str, raw: str, what: str, value: str | None = None) -> Path:
         path = (base_dir / Path(raw).expanduser()).resolve()
