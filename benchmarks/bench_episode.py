@@ -8,7 +8,8 @@ game on a 10x10 random map (``baselines.arena_config``), and reported as medians
 noisy shared machine shifts both sides of each ratio alike. Sections:
 
 * throughput: env steps/s of the stepping phase (start-up excluded) for 4 and 24 agents, with
-  MettaGrid's random policy and with a policy that burns ~1 ms of CPU per step;
+  MettaGrid's random policy and with a policy that burns ~1 ms of CPU per step; the zygote runner
+  once more with the seccomp filter on, for the filter's cost per syscall;
 * start-up: seconds until every cell is ready (policy constructed, handshake done), numpy-only and
   with torch preloaded (when torch is installed: ``pip install torch==2.13.0``);
 * memory: peak RSS and unique (USS) memory per cell, spawned vs forked from the zygote;
@@ -101,8 +102,8 @@ def throughput(bench: Bench) -> None:
 
 
 def _throughput_runs(bench: Bench, agents: int, policy: str, steps: int) -> dict[str, Callable[[], float]]:
-    def policybox(mode: str, launcher: str = "zygote") -> float:
-        result = bench.episode(agents, steps, POLICY_SPECS[policy], mode, launcher)
+    def policybox(mode: str, launcher: str = "zygote", **extra) -> float:
+        result = bench.episode(agents, steps, POLICY_SPECS[policy], mode, launcher, **extra)
         return result.steps / result.play_s
 
     return {
@@ -111,6 +112,7 @@ def _throughput_runs(bench: Bench, agents: int, policy: str, steps: int) -> dict
         "policybox inline": lambda: policybox("inline"),
         "policybox process, spawn": lambda: policybox("process", "spawn"),
         "policybox process, zygote": lambda: policybox("process", "zygote"),
+        "policybox process, zygote, seccomp": lambda: policybox("process", "zygote", seccomp=True),
     }
 
 

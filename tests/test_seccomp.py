@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 import signal
 import subprocess
@@ -23,12 +24,22 @@ from policybox.cell import seccomp
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
-TABLE = seccomp._ARCHES[seccomp._arch()][1]
+ARCH = seccomp._ARCHES[seccomp._arch()]
+TABLE, CHECKED = ARCH.denied, ARCH.checked
 NONEXISTENT = b"/nonexistent-policybox-seccomp-test"
 
 def eperm(ret):
     '''A libc call's result: True iff it failed with EPERM.'''
     return ret == -1 and ctypes.get_errno() == errno.EPERM
+
+def outcome(ret):
+    '''A libc call's result as "ok" or its errno name.'''
+    return errno.errorcode[ctypes.get_errno()] if ret == -1 else "ok"
+
+def raw(name, *args):
+    '''A raw syscall by this architecture's number (from the filter's tables), every argument a full long.'''
+    nr = TABLE.get(name, CHECKED.get(name))
+    return libc.syscall(ctypes.c_long(nr), *(ctypes.c_long(a) for a in args))
 
 def seccomp_mode(tid=None):
     path = "/proc/self/status" if tid is None else f"/proc/self/task/{tid}/status"
@@ -188,7 +199,7 @@ def test_foreign_architecture_kills_the_process(tmp_path: Path) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         libc.prctl(4, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))  # PR_SET_DUMPABLE
         print("LOADING", flush=True)
-        seccomp._load(seccomp._program(0x12345678, [], x32=False), seccomp._ARCHES[seccomp._arch()][2])
+        seccomp._load(seccomp._program(0x12345678, [], x32=False), ARCH.seccomp_nr)
         print("SURVIVED", flush=True)
         """,
         tmp_path,
@@ -198,10 +209,13 @@ def test_foreign_architecture_kills_the_process(tmp_path: Path) -> None:
     assert proc.stdout.splitlines() == ["LOADING"]
 
 
-def test_denied_names() -> None:
+def test_denied_names_and_summary() -> None:
     assert "ptrace" in seccomp.DENIED
     assert "bpf" in seccomp.DENIED
     assert len(set(seccomp.DENIED)) == len(seccomp.DENIED)
+    assert seccomp.summary().startswith(f"{len(seccomp.DENIED)} syscalls denied, clone namespace flags, socket")
+    for arch in seccomp._ARCHES.values():  # argument-checked syscalls are not also denied outright
+        assert not set(arch.denied) & set(arch.checked)
 
 
 def test_tables_match_installed_kernel_headers() -> None:
@@ -216,10 +230,10 @@ def test_tables_match_installed_kernel_headers() -> None:
         if path is None:
             continue
         defined = {m[1]: int(m[2]) for m in re.finditer(r"^#define __NR_(\w+)\s+(\d+)\s*$", path.read_text(), re.M)}
-        table = seccomp._ARCHES[arch][1]
+        table = {**seccomp._ARCHES[arch].denied, **seccomp._ARCHES[arch].checked}
         wrong = {name: (nr, defined[name]) for name, nr in table.items() if name in defined and defined[name] != nr}
         assert not wrong, f"{path}: {wrong}"
-        assert "ptrace" in defined
+        assert "ptrace" in defined and "clone3" in defined
         checked += 1
     if not checked:
         pytest.skip("no kernel headers installed (linux-libc-dev)")
@@ -230,3 +244,198 @@ def test_unsupported_architecture_raises(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(seccomp.platform, "machine", lambda: "riscv64")
     with pytest.raises(seccomp.SeccompUnavailable, match="riscv64"):
         seccomp.install_denylist()
+
+
+# ---- argument rules: clone namespace flags, clone3, socket families ----------------------------------------
+
+CLONE_SIGHAND = 0x800  # without CLONE_VM the kernel rejects it with EINVAL before it looks at anything else
+SIGCHLD = 17
+
+
+@needs_arch
+@pytest.mark.parametrize("install", [True, False], ids=["filtered", "unfiltered"])
+def test_clone_with_namespace_flags_is_refused(tmp_path: Path, install: bool) -> None:
+    # Each namespace bit with CLONE_SIGHAND: EINVAL from the kernel without the filter (harmless, no child is
+    # made), EPERM with it. The unfiltered run proves the probe itself is sound.
+    proc = run_child(
+        f"""
+        INSTALLED = {install}
+        flags = {{name: getattr(seccomp, name) for name in (
+            "CLONE_NEWNS", "CLONE_NEWCGROUP", "CLONE_NEWUTS", "CLONE_NEWIPC", "CLONE_NEWUSER", "CLONE_NEWPID",
+            "CLONE_NEWNET")}}
+        assert sum(flags.values()) == seccomp.CLONE_NAMESPACE_FLAGS == 0x7E020000
+        got = {{name: outcome(raw("clone", flag | {CLONE_SIGHAND}, 0, 0, 0, 0)) for name, flag in flags.items()}}
+        want = "EPERM" if INSTALLED else "EINVAL"
+        assert got == dict.fromkeys(flags, want), got
+        # clone without namespace bits reaches the kernel, which gives its own answer
+        assert outcome(raw("clone", {CLONE_SIGHAND}, 0, 0, 0, 0)) == "EINVAL"
+        # clone3 with no argument struct: EINVAL from the kernel, ENOSYS from the filter
+        assert outcome(raw("clone3", 0, 0)) == ("ENOSYS" if INSTALLED else "EINVAL")
+        if INSTALLED:
+            # the real attack: a child in a new user and network namespace
+            ret = raw("clone", seccomp.CLONE_NEWUSER | seccomp.CLONE_NEWNET | {SIGCHLD}, 0, 0, 0, 0)
+            if ret == 0:
+                os._exit(0)
+            assert ret == -1 and ctypes.get_errno() == errno.EPERM, ret
+            assert eperm(libc.unshare(ctypes.c_int(seccomp.CLONE_NEWUSER))), "unshare(CLONE_NEWUSER)"
+            assert eperm(raw("unshare", seccomp.CLONE_NEWUSER | seccomp.CLONE_NEWNET)), "raw unshare"
+        print("CLONE-OK")
+        """,
+        tmp_path,
+        install=install,
+    )
+    assert_ok(proc, "CLONE-OK")
+
+
+@needs_arch
+def test_fork_threads_subprocess_and_multiprocessing_still_work(tmp_path: Path) -> None:
+    proc = run_child(
+        """
+        import multiprocessing
+
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+        box = []
+        t = threading.Thread(target=lambda: box.append(threading.get_native_id()))
+        t.start(); t.join()
+        assert box and box[0] != threading.get_native_id()
+        assert subprocess.run(["true"]).returncode == 0
+        assert subprocess.run(["sh", "-c", "echo hi"], capture_output=True, text=True).stdout == "hi\\n"
+        pid = os.posix_spawn("/bin/true", ["true"], os.environ)  # glibc tries clone3 first, then clone
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(2) as pool:  # workers are forked; the pool's helpers are threads
+            assert pool.map(abs, [-1, -2, -3]) == [1, 2, 3]
+        queue = ctx.Queue()
+        child = ctx.Process(target=queue.put, args=("from child",))
+        child.start()
+        assert queue.get(timeout=30) == "from child"
+        child.join()
+        assert child.exitcode == 0
+        print("PROCESSES-OK")
+        """,
+        tmp_path,
+    )
+    assert_ok(proc, "PROCESSES-OK")
+
+
+@needs_arch
+def test_socket_families_outside_unix_and_inet_are_refused(tmp_path: Path) -> None:
+    proc = run_child(
+        """
+        ipv6 = True
+        try:
+            socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).close()
+        except OSError:
+            ipv6 = False  # the kernel lacks IPv6 here: nothing to prove for it
+        seccomp.install_denylist()
+
+        def refused(*args, pair=False):
+            try:
+                (socket.socketpair if pair else socket.socket)(*args)
+            except OSError as exc:
+                return errno.errorcode[exc.errno]
+            return "created"
+
+        got = refused(socket.AF_PACKET, socket.SOCK_RAW, 0x0300)
+        assert got == "EAFNOSUPPORT", got  # ETH_P_ALL
+        got = refused(socket.AF_NETLINK, socket.SOCK_RAW, 12)
+        assert got == "EAFNOSUPPORT", got  # NETLINK_NETFILTER
+        got = refused(socket.AF_NETLINK, socket.SOCK_DGRAM, 0)
+        assert got == "EAFNOSUPPORT", got  # NETLINK_ROUTE
+        got = refused(socket.AF_NETLINK, socket.SOCK_DGRAM, pair=True)
+        assert got == "EAFNOSUPPORT", got  # the kernel's answer would be EOPNOTSUPP
+        got = refused(socket.AF_INET, socket.SOCK_STREAM, pair=True)
+        assert got == "ENOTSUP", got  # an allowed family reaches the kernel, which has no inet pairs
+        # only the low 32 bits are compared, which are all the kernel reads of the int domain
+        assert outcome(raw("socket", (1 << 32) | socket.AF_NETLINK, socket.SOCK_RAW, 0)) == "EAFNOSUPPORT"
+
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        a.sendall(b"x")
+        assert b.recv(1) == b"x"
+        a.close(); b.close()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM):
+            pass
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            udp.bind(("127.0.0.1", 0))
+        if ipv6:
+            with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as udp6:
+                udp6.bind(("::1", 0))
+        print("SOCKETS-OK")
+        """,
+        tmp_path,
+        install=False,
+    )
+    assert_ok(proc, "SOCKETS-OK")
+
+
+@needs_arch
+def test_keyrings_and_userfaultfd_are_refused(tmp_path: Path) -> None:
+    # Real arguments, each of which would succeed as root without the filter.
+    proc = run_child(
+        """
+        KEY_SPEC_PROCESS_KEYRING, KEYCTL_GET_KEYRING_ID, UFFD_USER_MODE_ONLY = -2, 0, 1
+        key = libc.syscall(ctypes.c_long(TABLE["add_key"]), b"user", b"policybox-seccomp-test", b"secret",
+                           ctypes.c_size_t(6), ctypes.c_long(KEY_SPEC_PROCESS_KEYRING))
+        assert eperm(key), ("add_key", key)
+        assert eperm(raw("keyctl", KEYCTL_GET_KEYRING_ID, KEY_SPEC_PROCESS_KEYRING, 1)), "keyctl"
+        assert eperm(raw("request_key", 0, 0, 0, 0)), "request_key"
+        assert eperm(raw("userfaultfd", os.O_CLOEXEC | UFFD_USER_MODE_ONLY)), "userfaultfd"
+        print("KEYS-OK")
+        """,
+        tmp_path,
+    )
+    assert_ok(proc, "KEYS-OK")
+
+
+def _run_bpf(prog: list[tuple[int, int, int, int]], arch: int, nr: int, arg0: int = 0) -> int:
+    """A tiny classic-BPF interpreter for the instructions the filter uses, over one seccomp_data."""
+    data = {seccomp.SECCOMP_DATA_ARCH: arch, seccomp.SECCOMP_DATA_NR: nr, seccomp.SECCOMP_DATA_ARG0_LO: arg0}
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        assert 0 <= jt <= 255 and 0 <= jf <= 255
+        if code == seccomp.BPF_RET_K:
+            return k
+        if code == seccomp.BPF_LD_W_ABS:
+            acc = data[k]
+            pc += 1
+            continue
+        taken = {seccomp.BPF_JEQ_K: acc == k, seccomp.BPF_JGE_K: acc >= k, seccomp.BPF_JSET_K: bool(acc & k)}[code]
+        pc += 1 + (jt if taken else jf)
+        assert pc < len(prog), "jumped off the end"
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp._ARCHES))
+def test_program_on_both_architectures(machine: str) -> None:
+    """Both tables' programs, run in the interpreter above (the foreign one cannot be loaded here)."""
+    arch = seccomp._ARCHES[machine]
+    prog = seccomp._program(
+        arch.audit_arch, sorted(arch.denied.values()), x32=machine == "x86_64", checked=arch.checked
+    )
+    errno_of = {
+        seccomp.SECCOMP_RET_ERRNO | e: errno.errorcode[e] for e in (errno.EPERM, errno.ENOSYS, errno.EAFNOSUPPORT)
+    }
+    verdict = {seccomp.SECCOMP_RET_ALLOW: "allow", seccomp.SECCOMP_RET_KILL_PROCESS: "kill", **errno_of}
+
+    def run(name: str, arg0: int = 0, audit_arch: int = arch.audit_arch) -> str:
+        nr = arch.denied.get(name, arch.checked.get(name))
+        return verdict[_run_bpf(prog, audit_arch, nr, arg0)]
+
+    assert run("clone", seccomp.CLONE_NEWUSER | SIGCHLD) == "EPERM"
+    assert run("clone", 0x003D0F00) == "allow"  # glibc's pthread_create flags
+    assert run("clone", 0x01200011) == "allow"  # glibc's fork: CLONE_CHILD_SETTID|CLONE_CHILD_CLEARTID|SIGCHLD
+    for bit in range(32):
+        want = "EPERM" if (1 << bit) & seccomp.CLONE_NAMESPACE_FLAGS else "allow"
+        assert run("clone", 1 << bit) == want, hex(1 << bit)
+    assert run("clone3") == "ENOSYS"
+    for name in ("socket", "socketpair"):
+        assert [run(name, family) for family in (1, 2, 10)] == ["allow"] * 3
+        assert [run(name, family) for family in (0, 16, 17, 40)] == ["EAFNOSUPPORT"] * 4  # netlink, packet, vsock
+    assert all(run(name) == "EPERM" for name in arch.denied)
+    assert verdict[_run_bpf(prog, arch.audit_arch, 39 if machine == "x86_64" else 172)] == "allow"  # getpid
+    assert run("clone", audit_arch=0x40000003) == "kill"  # i386
+    if machine == "x86_64":
+        assert verdict[_run_bpf(prog, arch.audit_arch, 0x40000000 | 56, seccomp.CLONE_NEWUSER)] == "EPERM"  # x32

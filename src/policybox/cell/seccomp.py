@@ -1,9 +1,23 @@
-"""A seccomp-BPF denylist for cell processes, built with ctypes only (no libseccomp).
+"""A seccomp-BPF filter for cell processes, built with ctypes only (no libseccomp).
 
 ``install_denylist()`` is the last sandbox layer a cell applies before it imports untrusted policy code:
-it sets ``no_new_privs`` and loads a classic-BPF filter that makes a fixed set of syscalls (ptrace, mount,
-namespaces, kernel modules, bpf, keyrings, io_uring, clock setting, ...) fail with EPERM and allows
-everything else. The filter is irreversible and inherited by every thread and child process.
+it sets ``no_new_privs`` and loads a classic-BPF filter that
+
+* makes a fixed set of syscalls (ptrace, mount, unshare/setns, kernel modules, bpf, keyrings, userfaultfd,
+  io_uring, clock setting, ...) fail with EPERM: ``DENIED`` names them;
+* makes ``clone`` fail with EPERM when its flags ask for any new namespace (CLONE_NEWNS, NEWCGROUP, NEWUTS,
+  NEWIPC, NEWUSER, NEWPID, NEWNET). A new user namespace hands its creator every capability inside it,
+  and with it packet sockets, nf_tables and other kernel code an unprivileged process never reaches;
+  plain fork, threads and subprocess (clone without those bits) still work;
+* makes ``clone3`` fail with ENOSYS. Its flags sit in a struct in user memory, which a seccomp filter
+  cannot read; ENOSYS is what glibc takes for "kernel too old", so it falls back to ``clone``, whose
+  flags the filter does see;
+* makes ``socket`` and ``socketpair`` fail with EAFNOSUPPORT for any address family other than AF_UNIX,
+  AF_INET and AF_INET6: netlink, packet, vsock, bluetooth, ... are kernel surface no policy needs;
+* allows everything else.
+
+The filter is irreversible and inherited by every thread and child process. ``summary()`` says the above
+in one line, for the cell's sandbox report.
 
 Syscall numbers are per architecture: x86_64 from arch/x86/entry/syscalls/syscall_64.tbl, aarch64 from
 include/uapi/asm-generic/unistd.h. A syscall an architecture lacks is left out of its table.
@@ -15,8 +29,9 @@ import ctypes
 import errno
 import os
 import platform
+from typing import NamedTuple
 
-__all__ = ["DENIED", "SeccompUnavailable", "install_denylist"]
+__all__ = ["DENIED", "SeccompUnavailable", "install_denylist", "summary"]
 
 
 class SeccompUnavailable(Exception):
@@ -24,6 +39,7 @@ class SeccompUnavailable(Exception):
 
 
 # name -> syscall number, checked against the kernel tables named in the module docstring.
+# Syscalls that always fail with EPERM:
 _X86_64: dict[str, int] = {
     "ptrace": 101,
     "process_vm_readv": 310,
@@ -125,13 +141,24 @@ _AARCH64: dict[str, int] = {
     "fanotify_init": 262,
 }
 
+# Syscalls the filter looks at more closely (their arguments, or a different errno):
+_X86_64_CHECKED: dict[str, int] = {"clone": 56, "clone3": 435, "socket": 41, "socketpair": 53}
+_AARCH64_CHECKED: dict[str, int] = {"clone": 220, "clone3": 435, "socket": 198, "socketpair": 199}
+
 AUDIT_ARCH_X86_64 = 0xC000003E
 AUDIT_ARCH_AARCH64 = 0xC00000B7
 
-# machine -> (AUDIT_ARCH_*, denied syscalls, number of seccomp(2))
-_ARCHES: dict[str, tuple[int, dict[str, int], int]] = {
-    "x86_64": (AUDIT_ARCH_X86_64, _X86_64, 317),
-    "aarch64": (AUDIT_ARCH_AARCH64, _AARCH64, 277),
+
+class _Arch(NamedTuple):
+    audit_arch: int  # AUDIT_ARCH_*: both are little-endian, which the argument offsets below rely on
+    denied: dict[str, int]
+    seccomp_nr: int  # number of seccomp(2)
+    checked: dict[str, int]
+
+
+_ARCHES: dict[str, _Arch] = {
+    "x86_64": _Arch(AUDIT_ARCH_X86_64, _X86_64, 317, _X86_64_CHECKED),
+    "aarch64": _Arch(AUDIT_ARCH_AARCH64, _AARCH64, 277, _AARCH64_CHECKED),
 }
 _MACHINE_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
@@ -141,9 +168,11 @@ X32_SYSCALL_BIT = 0x40000000
 BPF_LD_W_ABS = 0x00 | 0x00 | 0x20  # BPF_LD | BPF_W | BPF_ABS
 BPF_JEQ_K = 0x05 | 0x10 | 0x00  # BPF_JMP | BPF_JEQ | BPF_K
 BPF_JGE_K = 0x05 | 0x30 | 0x00  # BPF_JMP | BPF_JGE | BPF_K
+BPF_JSET_K = 0x05 | 0x40 | 0x00  # BPF_JMP | BPF_JSET | BPF_K: jump if A & k
 BPF_RET_K = 0x06 | 0x00  # BPF_RET | BPF_K
 SECCOMP_DATA_NR = 0  # offsetof(struct seccomp_data, nr)
 SECCOMP_DATA_ARCH = 4  # offsetof(struct seccomp_data, arch)
+SECCOMP_DATA_ARG0_LO = 16  # offsetof(struct seccomp_data, args[0]), low 32 bits on a little-endian machine
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
@@ -152,6 +181,26 @@ PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_TSYNC = 1
+
+# clone flags (linux/sched.h) that create a namespace. The kernel reads only the low 32 bits of clone's flags.
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NAMESPACE_FLAGS = (
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+)  # 0x7E020000
+
+# Address families socket(2)/socketpair(2) may use (linux/socket.h); the kernel reads the domain as an int.
+AF_UNIX = 1
+AF_INET = 2
+AF_INET6 = 10
+ALLOWED_FAMILIES = (AF_UNIX, AF_INET, AF_INET6)
+
+Insn = tuple[int, int, int, int]  # (code, jt, jf, k); jump offsets count the instructions skipped, and are u8
 
 
 class _SockFilter(ctypes.Structure):
@@ -173,11 +222,20 @@ def _denied_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*_X86_64, *_AARCH64]))  # unsupported machine: document the union
 
 
+# The syscalls that always fail with EPERM. clone, clone3, socket and socketpair are filtered by their
+# arguments on top of these (see summary()).
 DENIED: tuple[str, ...] = _denied_names()
 
 
-def _program(audit_arch: int, numbers: list[int], *, x32: bool) -> list[tuple[int, int, int, int]]:
-    """The filter as (code, jt, jf, k) tuples. Jump offsets count instructions skipped after the jump."""
+def summary() -> str:
+    """What the filter does, in one line, for the cell's sandbox status (doctor, results)."""
+    return f"{len(DENIED)} syscalls denied, clone namespace flags, socket families, no clone3"
+
+
+def _program(audit_arch: int, numbers: list[int], *, x32: bool, checked: dict[str, int] | None = None) -> list[Insn]:
+    """The whole filter: arch check, then one self-contained block per rule, each ending in its own
+    returns (so no jump has to cross another block and every offset stays far below 255), then the
+    plain denylist. A block whose syscall does not match jumps past itself with nr still loaded."""
     prog = [
         (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARCH),
         # A foreign ABI (i386 int 0x80 on x86_64, AArch32 on arm64) has different numbers: kill, don't guess.
@@ -185,18 +243,66 @@ def _program(audit_arch: int, numbers: list[int], *, x32: bool) -> list[tuple[in
         (BPF_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
         (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_NR),
     ]
-    # x32 syscalls arrive with AUDIT_ARCH_X86_64 too, but with bit 30 set in nr: deny that whole range
-    # (JGE is an unsigned compare, so it also catches nr values with the top bit set).
-    checks = ([X32_SYSCALL_BIT] if x32 else []) + numbers
-    # Every check jumps forward to the single shared EPERM return at the very end; jt is a u8.
-    if len(checks) > 255:
+    if x32:
+        prog += _x32_block()
+    checked = checked or {}
+    if "clone" in checked:
+        prog += _when_nr([checked["clone"]], _clone_flags_body())
+    if "clone3" in checked:
+        prog += _when_nr([checked["clone3"]], [_ret_errno(errno.ENOSYS)])
+    sockets = [checked[name] for name in ("socket", "socketpair") if name in checked]
+    if sockets:
+        prog += _when_nr(sockets, _socket_family_body())
+    return prog + _denylist(numbers)
+
+
+def _ret_errno(err: int) -> Insn:
+    return (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | err)
+
+
+def _x32_block() -> list[Insn]:
+    """x32 syscalls arrive with AUDIT_ARCH_X86_64 too, but with bit 30 set in nr: deny that whole range
+    (JGE is an unsigned compare, so it also catches nr values with the top bit set)."""
+    return [(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT), _ret_errno(errno.EPERM)]
+
+
+def _when_nr(numbers: list[int], body: list[Insn]) -> list[Insn]:
+    """Run ``body`` (which must end in a return) when nr is one of ``numbers``, else skip past it."""
+    if len(numbers) + len(body) > 255:
+        raise ValueError("block too long for 8-bit BPF jump offsets")
+    tests = []
+    for i, nr in enumerate(numbers):
+        last = i == len(numbers) - 1
+        # a match skips the remaining tests into the body; the last test's miss skips the body
+        tests.append((BPF_JEQ_K, len(numbers) - 1 - i, len(body) if last else 0, nr))
+    return tests + body
+
+
+def _clone_flags_body() -> list[Insn]:
+    """clone(flags, ...): EPERM if the flags' low 32 bits ask for any new namespace, else allow."""
+    return [
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARG0_LO),
+        (BPF_JSET_K, 0, 1, CLONE_NAMESPACE_FLAGS),
+        _ret_errno(errno.EPERM),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+
+
+def _socket_family_body() -> list[Insn]:
+    """socket/socketpair(domain, ...): allow the families in ALLOWED_FAMILIES, else EAFNOSUPPORT (the
+    kernel's own answer for a family it lacks, which callers already handle)."""
+    body = [(BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARG0_LO)]
+    for i, family in enumerate(ALLOWED_FAMILIES):
+        body.append((BPF_JEQ_K, len(ALLOWED_FAMILIES) - i, 0, family))  # skip the rest and the refusal
+    return [*body, _ret_errno(errno.EAFNOSUPPORT), (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+
+
+def _denylist(numbers: list[int]) -> list[Insn]:
+    """Every number jumps forward to the single shared EPERM return at the very end; anything else is allowed."""
+    if len(numbers) > 255:
         raise ValueError("too many denied syscalls for 8-bit BPF jump offsets")
-    for i, k in enumerate(checks):
-        code = BPF_JGE_K if (x32 and i == 0) else BPF_JEQ_K
-        prog.append((code, len(checks) - i, 0, k))  # skip the remaining checks and the ALLOW
-    prog.append((BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW))
-    prog.append((BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.EPERM))
-    return prog
+    prog = [(BPF_JEQ_K, len(numbers) - i, 0, nr) for i, nr in enumerate(numbers)]  # skip the rest and ALLOW
+    return [*prog, (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW), _ret_errno(errno.EPERM)]
 
 
 def _fail(what: str) -> SeccompUnavailable:
@@ -205,21 +311,24 @@ def _fail(what: str) -> SeccompUnavailable:
 
 
 def install_denylist() -> None:
-    """Set PR_SET_NO_NEW_PRIVS, then load a filter that makes each syscall in DENIED fail with EPERM
-    (SECCOMP_RET_ERRNO | EPERM) and allows everything else. Kills the process (SECCOMP_RET_KILL_PROCESS)
-    if the syscall's architecture (seccomp_data.arch) is not the one the filter was built for, so a
-    32-bit/x32 ABI cannot be used to bypass it; on x86_64 also deny syscall numbers with the x32 bit (0x40000000) set.
+    """Set PR_SET_NO_NEW_PRIVS, then load the filter the module docstring describes: DENIED fail with
+    EPERM, clone with namespace flags with EPERM, clone3 with ENOSYS, socket/socketpair outside
+    AF_UNIX/AF_INET/AF_INET6 with EAFNOSUPPORT; everything else is allowed. Kills the process
+    (SECCOMP_RET_KILL_PROCESS) if the syscall's architecture (seccomp_data.arch) is not the one the filter
+    was built for, so a 32-bit ABI cannot be used to bypass it; on x86_64 also deny syscall numbers with
+    the x32 bit (0x40000000) set.
 
     The filter is applied to every thread of the process (SECCOMP_FILTER_FLAG_TSYNC), not only the caller.
     """
     arch = _arch()
     if arch is None:
         raise SeccompUnavailable(f"unsupported architecture {platform.machine()!r} (supported: x86_64, aarch64)")
-    audit_arch, table, seccomp_nr = _ARCHES[arch]
-    _load(_program(audit_arch, sorted(table.values()), x32=arch == "x86_64"), seccomp_nr)
+    table = _ARCHES[arch]
+    program = _program(table.audit_arch, sorted(table.denied.values()), x32=arch == "x86_64", checked=table.checked)
+    _load(program, table.seccomp_nr)
 
 
-def _load(insns: list[tuple[int, int, int, int]], seccomp_nr: int) -> None:
+def _load(insns: list[Insn], seccomp_nr: int) -> None:
     """Set no_new_privs (required to filter without CAP_SYS_ADMIN) and attach the program to every thread."""
     filters = (_SockFilter * len(insns))(*(_SockFilter(*insn) for insn in insns))
     prog = _SockFprog(len(insns), ctypes.cast(filters, ctypes.POINTER(_SockFilter)))
