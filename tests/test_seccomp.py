@@ -348,7 +348,7 @@ def test_socket_families_outside_unix_and_inet_are_refused(tmp_path: Path) -> No
         got = refused(socket.AF_NETLINK, socket.SOCK_DGRAM, pair=True)
         assert got == "EAFNOSUPPORT", got  # the kernel's answer would be EOPNOTSUPP
         got = refused(socket.AF_INET, socket.SOCK_STREAM, pair=True)
-        assert got == "ENOTSUP", got  # an allowed family reaches the kernel, which has no inet pairs
+        assert got == "EAFNOSUPPORT", got  # only Unix pairs exist; the filter answers for the kernel
         # only the low 32 bits are compared, which are all the kernel reads of the int domain
         assert outcome(raw("socket", (1 << 32) | socket.AF_NETLINK, socket.SOCK_RAW, 0)) == "EAFNOSUPPORT"
 
@@ -356,8 +356,12 @@ def test_socket_families_outside_unix_and_inet_are_refused(tmp_path: Path) -> No
         a.sendall(b"x")
         assert b.recv(1) == b"x"
         a.close(); b.close()
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM):
-            pass
+        # A Unix socket that could reach any socket file by path is refused; a connected pair is not.
+        assert refused(socket.AF_UNIX, socket.SOCK_STREAM) == "EPERM"
+        assert refused(socket.AF_UNIX, socket.SOCK_DGRAM) == "EPERM"
+        assert refused(socket.AF_UNIX, socket.SOCK_DGRAM, pair=True) == "EPERM"
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        a.close(); b.close()
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
             udp.bind(("127.0.0.1", 0))
         if ipv6:
@@ -390,17 +394,22 @@ def test_keyrings_and_userfaultfd_are_refused(tmp_path: Path) -> None:
     assert_ok(proc, "KEYS-OK")
 
 
-def _run_bpf(prog: list[tuple[int, int, int, int]], arch: int, nr: int, arg0: int = 0) -> int:
+def _run_bpf(prog: list[tuple[int, int, int, int]], arch: int, nr: int, arg0: int = 0, arg1: int = 0) -> int:
     """A tiny classic-BPF interpreter for the instructions the filter uses, over one seccomp_data."""
-    data = {seccomp.SECCOMP_DATA_ARCH: arch, seccomp.SECCOMP_DATA_NR: nr, seccomp.SECCOMP_DATA_ARG0_LO: arg0}
+    data = {
+        seccomp.SECCOMP_DATA_ARCH: arch,
+        seccomp.SECCOMP_DATA_NR: nr,
+        seccomp.SECCOMP_DATA_ARG0_LO: arg0,
+        seccomp.SECCOMP_DATA_ARG1_LO: arg1,
+    }
     pc, acc = 0, 0
     while True:
         code, jt, jf, k = prog[pc]
         assert 0 <= jt <= 255 and 0 <= jf <= 255
         if code == seccomp.BPF_RET_K:
             return k
-        if code == seccomp.BPF_LD_W_ABS:
-            acc = data[k]
+        if code in (seccomp.BPF_LD_W_ABS, seccomp.BPF_ALU_AND_K):
+            acc = data[k] if code == seccomp.BPF_LD_W_ABS else acc & k
             pc += 1
             continue
         taken = {seccomp.BPF_JEQ_K: acc == k, seccomp.BPF_JGE_K: acc >= k, seccomp.BPF_JSET_K: bool(acc & k)}[code]
@@ -420,9 +429,9 @@ def test_program_on_both_architectures(machine: str) -> None:
     }
     verdict = {seccomp.SECCOMP_RET_ALLOW: "allow", seccomp.SECCOMP_RET_KILL_PROCESS: "kill", **errno_of}
 
-    def run(name: str, arg0: int = 0, audit_arch: int = arch.audit_arch) -> str:
+    def run(name: str, arg0: int = 0, audit_arch: int = arch.audit_arch, arg1: int = 1) -> str:
         nr = arch.denied.get(name, arch.checked.get(name))
-        return verdict[_run_bpf(prog, audit_arch, nr, arg0)]
+        return verdict[_run_bpf(prog, audit_arch, nr, arg0, arg1)]
 
     assert run("clone", seccomp.CLONE_NEWUSER | SIGCHLD) == "EPERM"
     assert run("clone", 0x003D0F00) == "allow"  # glibc's pthread_create flags
@@ -431,8 +440,9 @@ def test_program_on_both_architectures(machine: str) -> None:
         want = "EPERM" if (1 << bit) & seccomp.CLONE_NAMESPACE_FLAGS else "allow"
         assert run("clone", 1 << bit) == want, hex(1 << bit)
     assert run("clone3") == "ENOSYS"
+    assert [run("socket", family) for family in (1, 2, 10)] == ["EPERM", "allow", "allow"]
+    assert [run("socketpair", 1, arg1=kind) for kind in (1, 2, 5, 0x80005)] == ["allow", "EPERM", "allow", "allow"]
     for name in ("socket", "socketpair"):
-        assert [run(name, family) for family in (1, 2, 10)] == ["allow"] * 3
         assert [run(name, family) for family in (0, 16, 17, 40)] == ["EAFNOSUPPORT"] * 4  # netlink, packet, vsock
     assert all(run(name) == "EPERM" for name in arch.denied)
     assert verdict[_run_bpf(prog, arch.audit_arch, 39 if machine == "x86_64" else 172)] == "allow"  # getpid

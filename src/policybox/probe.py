@@ -26,12 +26,18 @@ class SandboxProbe(NoopPolicy):
             "uid": _attempt(lambda: Path(f"/proc/{host_pid}/environ").read_bytes(), "read the host's environ"),
             "network": _attempt(lambda: _send_udp(udp_port), "sent a UDP packet to the host"),
             "filesystem": None if os.getcwd() == os.environ.get("HOME") else "cwd is not the scratch folder",
+            "proc": _other_processes(),
             "landlock": _attempt(lambda: Path(outside).write_text("escaped"), f"wrote {outside}"),
             "rlimits": None if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0 else "core dumps allowed",
             "environment": "the host's secret is visible" if secret_name in os.environ else None,
             "seccomp": None if "Seccomp:\t2" in Path("/proc/self/status").read_text() else "no seccomp filter",
         }
         print(MARK + json.dumps(checks), flush=True)
+
+
+def _other_processes() -> str | None:
+    others = [pid for pid in os.listdir("/proc") if pid.isdigit() and int(pid) != os.getpid()]
+    return f"/proc shows {len(others)} other processes" if others else None
 
 
 def _send_udp(port: int) -> None:

@@ -138,4 +138,4 @@ def _seccomp() -> str:
     from policybox.cell import seccomp
 
     seccomp.install_denylist()
-    return f"{ACTIVE}: {len(seccomp.DENIED)} syscalls denied"
+    return f"{ACTIVE}: {seccomp.summary()}"

@@ -14,6 +14,10 @@ it sets ``no_new_privs`` and loads a classic-BPF filter that
   flags the filter does see;
 * makes ``socket`` and ``socketpair`` fail with EAFNOSUPPORT for any address family other than AF_UNIX,
   AF_INET and AF_INET6: netlink, packet, vsock, bluetooth, ... are kernel surface no policy needs;
+* makes ``socket(AF_UNIX, ...)`` and ``socketpair(AF_UNIX, SOCK_DGRAM)`` fail with EPERM. Such a socket
+  can connect or send, by path, to any Unix socket file the cell can see -- the host's own services,
+  outside both the network namespace and Landlock. A cell keeps connected pairs (``socketpair`` of
+  SOCK_STREAM or SOCK_SEQPACKET), which is what multiprocessing uses; such a pair sends to its peer only;
 * allows everything else.
 
 The filter is irreversible and inherited by every thread and child process. ``summary()`` says the above
@@ -173,6 +177,8 @@ BPF_RET_K = 0x06 | 0x00  # BPF_RET | BPF_K
 SECCOMP_DATA_NR = 0  # offsetof(struct seccomp_data, nr)
 SECCOMP_DATA_ARCH = 4  # offsetof(struct seccomp_data, arch)
 SECCOMP_DATA_ARG0_LO = 16  # offsetof(struct seccomp_data, args[0]), low 32 bits on a little-endian machine
+SECCOMP_DATA_ARG1_LO = 24  # args[1], likewise
+BPF_ALU_AND_K = 0x04 | 0x50 | 0x00  # BPF_ALU | BPF_AND | BPF_K: A &= k
 SECCOMP_RET_KILL_PROCESS = 0x80000000
 SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
@@ -199,6 +205,8 @@ AF_UNIX = 1
 AF_INET = 2
 AF_INET6 = 10
 ALLOWED_FAMILIES = (AF_UNIX, AF_INET, AF_INET6)
+SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET = 1, 2, 5
+SOCK_TYPE_MASK = 0xF  # the rest of socket(2)'s type holds SOCK_NONBLOCK / SOCK_CLOEXEC
 
 Insn = tuple[int, int, int, int]  # (code, jt, jf, k); jump offsets count the instructions skipped, and are u8
 
@@ -229,7 +237,7 @@ DENIED: tuple[str, ...] = _denied_names()
 
 def summary() -> str:
     """What the filter does, in one line, for the cell's sandbox status (doctor, results)."""
-    return f"{len(DENIED)} syscalls denied, clone namespace flags, socket families, no clone3"
+    return f"{len(DENIED)} syscalls denied, clone namespace flags, socket families, no Unix sockets by path, no clone3"
 
 
 def _program(audit_arch: int, numbers: list[int], *, x32: bool, checked: dict[str, int] | None = None) -> list[Insn]:
@@ -250,9 +258,10 @@ def _program(audit_arch: int, numbers: list[int], *, x32: bool, checked: dict[st
         prog += _when_nr([checked["clone"]], _clone_flags_body())
     if "clone3" in checked:
         prog += _when_nr([checked["clone3"]], [_ret_errno(errno.ENOSYS)])
-    sockets = [checked[name] for name in ("socket", "socketpair") if name in checked]
-    if sockets:
-        prog += _when_nr(sockets, _socket_family_body())
+    if "socket" in checked:
+        prog += _when_nr([checked["socket"]], _socket_body())
+    if "socketpair" in checked:
+        prog += _when_nr([checked["socketpair"]], _socketpair_body())
     return prog + _denylist(numbers)
 
 
@@ -288,13 +297,34 @@ def _clone_flags_body() -> list[Insn]:
     ]
 
 
-def _socket_family_body() -> list[Insn]:
-    """socket/socketpair(domain, ...): allow the families in ALLOWED_FAMILIES, else EAFNOSUPPORT (the
-    kernel's own answer for a family it lacks, which callers already handle)."""
-    body = [(BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARG0_LO)]
-    for i, family in enumerate(ALLOWED_FAMILIES):
-        body.append((BPF_JEQ_K, len(ALLOWED_FAMILIES) - i, 0, family))  # skip the rest and the refusal
-    return [*body, _ret_errno(errno.EAFNOSUPPORT), (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+def _socket_body() -> list[Insn]:
+    """socket(domain, ...): AF_INET and AF_INET6 allowed; AF_UNIX EPERM (it reaches Unix sockets by
+    path); any other family EAFNOSUPPORT (the kernel's own answer for a family it lacks)."""
+    return [
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARG0_LO),
+        (BPF_JEQ_K, 4, 0, AF_INET),  # -> allow
+        (BPF_JEQ_K, 3, 0, AF_INET6),  # -> allow
+        (BPF_JEQ_K, 1, 0, AF_UNIX),  # -> EPERM
+        _ret_errno(errno.EAFNOSUPPORT),
+        _ret_errno(errno.EPERM),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+
+
+def _socketpair_body() -> list[Insn]:
+    """socketpair(domain, type, ...): only AF_UNIX pairs of SOCK_STREAM or SOCK_SEQPACKET (a datagram
+    pair may send to any path); other AF_UNIX types EPERM, other families EAFNOSUPPORT."""
+    return [
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARG0_LO),
+        (BPF_JEQ_K, 0, 5, AF_UNIX),  # else -> EAFNOSUPPORT
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARG1_LO),
+        (BPF_ALU_AND_K, 0, 0, SOCK_TYPE_MASK),
+        (BPF_JEQ_K, 3, 0, SOCK_STREAM),  # -> allow
+        (BPF_JEQ_K, 2, 0, SOCK_SEQPACKET),  # -> allow
+        _ret_errno(errno.EPERM),
+        _ret_errno(errno.EAFNOSUPPORT),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
 
 
 def _denylist(numbers: list[int]) -> list[Insn]:
@@ -313,7 +343,8 @@ def _fail(what: str) -> SeccompUnavailable:
 def install_denylist() -> None:
     """Set PR_SET_NO_NEW_PRIVS, then load the filter the module docstring describes: DENIED fail with
     EPERM, clone with namespace flags with EPERM, clone3 with ENOSYS, socket/socketpair outside
-    AF_UNIX/AF_INET/AF_INET6 with EAFNOSUPPORT; everything else is allowed. Kills the process
+    AF_UNIX/AF_INET/AF_INET6 with EAFNOSUPPORT, Unix sockets that can reach a path with EPERM;
+    everything else is allowed. Kills the process
     (SECCOMP_RET_KILL_PROCESS) if the syscall's architecture (seccomp_data.arch) is not the one the filter
     was built for, so a 32-bit ABI cannot be used to bypass it; on x86_64 also deny syscall numbers with
     the x32 bit (0x40000000) set.
