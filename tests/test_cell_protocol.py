@@ -14,7 +14,8 @@ from policybox.wire import CELL_TO_HOST, MAX_CELL_FRAME, FrameDecoder, FrameType
 
 def launch(tmp_path):
     unsandboxed = CellSandbox(0, PolicySpec(class_path="noop"), SandboxLevel.OFF, [], Limits(), Path())
-    return SpawnLauncher().launch(tmp_path / "cell.log", unsandboxed)
+    with open(tmp_path / "cell.log", "wb") as output:
+        return SpawnLauncher().launch(output.fileno(), unsandboxed)
 
 
 def handshake(tmp_path, setup: dict):

@@ -119,7 +119,8 @@ def _rlimits(proc: Path, plan: SandboxPlan) -> tuple[bool, str]:
 def _address_space(proc: Path, plan: SandboxPlan) -> tuple[bool, str]:
     soft = re.search(r"^Max address space\s+(\S+)", _read(proc, "limits"), re.M)
     confirmed = soft is not None and soft[1] == str(plan.address_space_bytes)
-    return confirmed, f"address-space limit {soft[1] if soft else '?'} bytes (approximate)"
+    seen = f"{int(soft[1]) // 2**20} MiB" if soft and soft[1].isdigit() else "?"
+    return confirmed, f"address-space limit {seen} (approximate)"
 
 
 def _seccomp(proc: Path, plan: SandboxPlan) -> tuple[bool, str]:
