@@ -82,6 +82,7 @@ class CellCgroup:
                 time.sleep(0.005)
 
     def kill_and_remove(self, timeout: float = 2.0) -> None:
+        """Kill and remove; never raises (kill() and remove() swallow every OSError)."""
         self.kill()
         self.remove(timeout)
 
@@ -179,8 +180,18 @@ def _own_cgroup(controller: str) -> Path | None:
 
 
 def _sweep(parent: Path) -> None:
-    """Kill and remove cgroups left by a policybox host that died without cleaning up (e.g. SIGKILL)."""
-    for path in parent.glob(f"{PREFIX}*-*"):
+    """Kill and remove cgroups left by a policybox host that died without cleaning up (e.g. SIGKILL).
+
+    Never raises: a cgroup it cannot list or remove stays for the next sweep, and the episode goes on.
+    """
+    try:
+        paths = list(parent.glob(f"{PREFIX}*-*"))
+    except OSError:
+        return
+    for path in paths:
         host_pid = path.name[len(PREFIX) :].split("-")[0]
-        if host_pid.isdigit() and not psutil.pid_exists(int(host_pid)):
-            CellCgroup(path).kill_and_remove(timeout=0.5)
+        try:
+            if host_pid.isdigit() and not psutil.pid_exists(int(host_pid)):
+                CellCgroup(path).kill_and_remove(timeout=0.5)
+        except (OSError, psutil.Error):
+            continue

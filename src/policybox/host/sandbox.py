@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 import psutil
 
 from policybox.host.cgroup import CellCgroup, new_accounting_cgroup, new_kill_cgroup, new_limit_cgroup
+from policybox.host.remove import remove_tree
 from policybox.limits import Limits
 from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
 from policybox.spec import PolicySpec
@@ -56,15 +56,25 @@ class ScratchRoot:
         self.path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         self.path.chmod(0o711)
 
-    def close(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+    def close(self) -> str | None:
+        """Remove the folder and all the cells left in it; what could not be removed, if anything."""
+        problems = remove_tree(self.path)
+        return "; ".join(problems) if problems else None
 
 
 def _sweep_scratch() -> None:
-    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+    """Remove scratch folders whose host has died; never raises (a sweep must not stop an episode)."""
+    try:
+        folders = list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"))
+    except OSError:
+        return
+    for folder in folders:
         host_pid = folder.name[len(SCRATCH_PREFIX) :].split("-")[0]
-        if host_pid.isdigit() and not psutil.pid_exists(int(host_pid)):
-            shutil.rmtree(folder, ignore_errors=True)
+        try:
+            if host_pid.isdigit() and not psutil.pid_exists(int(host_pid)):
+                remove_tree(folder)  # what it cannot remove stays for the next sweep to try again
+        except (OSError, psutil.Error):
+            continue
 
 
 class CellSandbox:
