@@ -222,6 +222,7 @@ class ProcessPool:
         self._cells: list[_Cell] = []
         self._output = OutputPump(limits.log_limit_bytes)
         self._next_cpu_check = 0.0
+        self._leftovers: str | None = None  # what cleanup could not remove of the cells' scratch
 
     def __enter__(self) -> ProcessPool:
         return self
@@ -233,7 +234,8 @@ class ProcessPool:
     def cleanup(self) -> str:
         """How cells are killed: with their cgroup (catches setsid escapes) or by process group."""
         all_cgroups = self._cells and all(cell.process.sandbox.kill_cgroup is not None for cell in self._cells)
-        return "cgroup+process-group" if all_cgroups else "process-group"
+        how = "cgroup+process-group" if all_cgroups else "process-group"
+        return how if self._leftovers is None else f"{how}; not removed: {self._leftovers}"
 
     def start(self, setups: list[dict[str, Any]]) -> None:
         """Launch every cell at once, hand each its SETUP, then wait for all READY replies."""
@@ -359,4 +361,4 @@ class ProcessPool:
             self._poller.close()
             self._output.close()
             if self._scratch is not None:
-                self._scratch.close()
+                self._leftovers = self._scratch.close()
