@@ -234,3 +234,16 @@ def test_a_forged_sandbox_report_is_not_believed(play):
             assert status == "active (cell-reported): forged"  # only the cell can say; marked as such
         else:
             assert "forged" not in status, (layer, status)  # the host's own words, from /proc
+
+
+def test_a_policy_cannot_rewrite_its_own_files(play, tmp_path):
+    needs(Layer.FILESYSTEM)
+    bot = tmp_path / "bot"
+    bot.mkdir()
+    source = (Path(__file__).parent / "policies" / "hostile.py").read_text()
+    (bot / "hostile.py").write_text(source)
+    (bot / "weights.bin").write_text("original weights")
+    agent = play([f"{bot}/hostile.py:SelfEdit,data={bot}/weights.bin"], agents=1, steps=2).agents[0]
+    assert "edit policy file: refused" in log(agent) and "edit checkpoint: refused" in log(agent)
+    assert (bot / "weights.bin").read_text() == "original weights"
+    assert (bot / "hostile.py").read_text() == source

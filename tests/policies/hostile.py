@@ -190,3 +190,16 @@ class Forger(NoopPolicy):
             for layer in ("uid", "network", "ipc", "filesystem", "disk", "proc", "landlock", "rlimits", "seccomp"):
                 statuses[layer] = "active: forged"
             print("forged the report", flush=True)
+
+
+class SelfEdit(NoopPolicy):
+    """Tries to rewrite its own policy file and its checkpoint (to change what a later match runs)."""
+
+    def __init__(self, policy_env_info, **kwargs):
+        super().__init__(policy_env_info)
+        self._data = None
+
+    def load_policy_data(self, path):
+        self._data = path
+        attempt("edit policy file", lambda: Path(__file__).write_text("HACKED"))
+        attempt("edit checkpoint", lambda: Path(path).write_text("HACKED"))
