@@ -151,6 +151,9 @@ def test_no_channel_to_the_host_or_view_of_other_processes(play, tmp_path, unix_
     for entry in ("comm", "cmdline", "environ"):
         assert re.search(rf"/proc/{os.getpid()}/{entry}: refused", text)
     assert "other agent's log: refused" in text and "VICTIM-PRIVATE-DIARY" not in text
+    # The victim opened its scratch to everyone; the attacker still reached neither file nor socket.
+    assert "OPEN-HOUSE-SECRET" not in text
+    assert "peer's open file: refused" in text and "peer's open socket: refused" in text
     for path in paths:
         assert f"unix stream {path}: refused" in text and f"unix datagram {path}.dgram: refused" in text
     for sock in sockets:  # the host's listeners got nothing

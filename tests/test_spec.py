@@ -210,3 +210,18 @@ def test_mettagrid_fields_in_policy_spec_json(submissions):
     write_spec(submissions / "team_a", setup_script="setup.py")
     with pytest.raises(SpecError, match="setup_script 'setup.py' is not supported"):
         parse_policy_arg("submissions/team_a")
+
+
+def test_env_secrets_come_from_a_file_or_a_variable_and_unsafe_names_are_refused(tmp_path, monkeypatch):
+    secret = tmp_path / "token"
+    secret.write_text("from-a-file\n")
+    monkeypatch.setenv("POLICYBOX_TEST_TOKEN", "from-a-variable")
+    spec = parse_policy_arg(f"random,env.A=@{secret},env.B=$POLICYBOX_TEST_TOKEN,env.C=plain")
+    assert spec.env == {"A": "from-a-file", "B": "from-a-variable", "C": "plain"}
+    with pytest.raises(SpecError, match="POLICYBOX_NO_SUCH_VARIABLE"):
+        parse_policy_arg("random,env.B=$POLICYBOX_NO_SUCH_VARIABLE")
+    with pytest.raises(SpecError, match="cannot read"):
+        parse_policy_arg(f"random,env.A=@{tmp_path / 'missing'}")
+    for name in ("LD_PRELOAD", "PYTHONPATH", "GCONV_PATH", "HOME", "TMPDIR"):
+        with pytest.raises(SpecError, match=f"env.{name} may not be set"):
+            parse_policy_arg(f"random,env.{name}=x")

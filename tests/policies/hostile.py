@@ -114,10 +114,21 @@ class Snoop(NoopPolicy):
         if log_path:
             attempt("other agent's log", lambda: Path(log_path).read_text())
             attempt("log folder", lambda: os.listdir(Path(log_path).parent))
+        peer = Path(os.environ["HOME"]).parent / "agent-1"
+        attempt("peer's open file", lambda: (peer / "open.txt").read_text())
+        attempt("peer's open socket", lambda: _connect(str(peer / "open.sock")))
         for path in filter(None, socket_paths.split("|")):
             attempt(f"unix stream {path}", lambda path=path: _connect(path))
             attempt(f"unix datagram {path}.dgram", lambda path=path: _datagram(f"{path}.dgram"))
         print(MARK, flush=True)
+
+
+def _serve(path):
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    os.chmod(path, 0o777)
+    return server
 
 
 def _connect(path):
@@ -133,11 +144,17 @@ def _datagram(path):
 
 
 class Diarist(NoopPolicy):
-    """The victim: prints a private line at start and holds a secret in its environment."""
+    """The victim: prints a private line at start, holds a secret in its environment, and opens its
+    scratch folder to everyone: mode 777, a 666 file and a listening Unix socket... if it could make one."""
 
     def __init__(self, policy_env_info, **kwargs):
         super().__init__(policy_env_info)
         print("VICTIM-PRIVATE-DIARY", flush=True)
+        home = Path(os.environ["HOME"])
+        home.chmod(0o777)
+        (home / "open.txt").write_text("OPEN-HOUSE-SECRET")
+        (home / "open.txt").chmod(0o666)
+        attempt("serve a unix socket", lambda: _serve(home / "open.sock"))
         token = os.environ.get("API_TOKEN", "")
         print(f"token length {len(token)}, starts {token[:2]!r}", flush=True)
 
