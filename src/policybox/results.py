@@ -100,3 +100,10 @@ class EpisodeResult(BaseModel):
     startup_s: float = Field(description="From the start until every cell was ready (or given up on)")
     play_s: float = Field(description="Stepping the episode, after start-up")
     aborted: str | None = Field(default=None, description="Why the episode ended before the game did, if it did")
+
+
+class EpisodeRecord(EpisodeResult):
+    """One line of an evaluation's ``results.jsonl``: an episode's result, its index and its seat map."""
+
+    episode: int = Field(description="Index of the episode in its tournament (its seed derives from it)")
+    seats: list[str] = Field(description="The policy in each seat, in agent-id order, by its tournament key")
