@@ -1,34 +1,42 @@
-"""The ``policybox`` command line: argument parsing and presentation only; the work is in episode."""
+"""The ``policybox`` command line: argument parsing and presentation only; the work is in episode and evaluate."""
 
 from __future__ import annotations
 
 import os
-import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
+import click
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from policybox.cli_options import EPISODE_OPTION_NAMES, episode_settings, with_episode_options
 from policybox.envs import ConfigError
-from policybox.episode import EpisodeSettings, LauncherName, Mode, OnFailure, assign_policies, run_episode
+from policybox.episode import assign_policies, run_episode
+from policybox.evaluate import Progress as EvaluationProgress
+from policybox.evaluate import evaluate as run_evaluation
+from policybox.evaluate import load_summary, write_atomically
 from policybox.host.zygote import ZygoteError
-from policybox.limits import Limits
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
 from policybox.spec import SpecError, parse_policy_arg
+from policybox.summary import Summary, render
+from policybox.tournament import Seating, Tournament, entrants, load_tournament_file
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Run multi-agent episodes with every agent's policy in its own OS process.",
 )
-DEFAULTS = Limits()
 console = Console()
 errors = Console(stderr=True)
+# What a user can get wrong: one clear message and exit code 2, nothing started, nothing lost.
+USER_ERRORS = (SpecError, ConfigError, ValidationError, SandboxUnavailable, ZygoteError)
 
 POLICY_HELP = (
     "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. Forms: a shorthand (random, noop), "
@@ -44,15 +52,10 @@ def _root() -> None:
 
 
 @app.command()
+@with_episode_options
 def run(
     policies: Annotated[list[str], typer.Option("--policy", "-p", help=POLICY_HELP)],
-    agents: Annotated[int, typer.Option("--agents", "-n", min=1, max=1024, help="Number of agents.")] = 4,
-    steps: Annotated[int, typer.Option(min=1, help="Episode length in steps.")] = 1000,
-    seed: Annotated[int, typer.Option(min=0, help="Seeds the game, its map and every agent's RNGs.")] = 0,
-    env: Annotated[str, typer.Option(help="Game: arena, navigation, or a MettaGridConfig JSON/YAML file.")] = "arena",
-    mode: Annotated[
-        Mode, typer.Option(help="process: each agent in its own process. inline: all in this process (debugging).")
-    ] = "process",
+    episode: dict,
     out: Annotated[Path | None, typer.Option(help="Write the episode result as JSON to this file.")] = None,
     log_dir: Annotated[
         Path | None,
@@ -60,114 +63,153 @@ def run(
             help="Folder for per-agent logs (policy stdout/stderr). Default: ./policybox-logs/<time>-seed<N>."
         ),
     ] = None,
-    act_timeout_ms: Annotated[
-        float, typer.Option(min=1, help="Per-step deadline per agent; a late agent plays no-op on that step.")
-    ] = DEFAULTS.act_timeout_ms,
-    time_bank_ms: Annotated[
-        float, typer.Option(min=0, help="Per-agent budget for time past deadlines; once spent, the agent is disabled.")
-    ] = DEFAULTS.time_bank_ms,
-    init_timeout_s: Annotated[
-        float, typer.Option(min=0.1, help="Deadline for a cell to import its policy and load its checkpoint.")
-    ] = DEFAULTS.init_timeout_s,
-    episode_timeout_s: Annotated[
-        float | None, typer.Option(min=0.1, help="Wall-clock limit for the episode; it ends early when reached.")
-    ] = None,
-    log_limit_mb: Annotated[
-        float, typer.Option(min=0.01, help="Cap on each agent's printed output; the rest is discarded.")
-    ] = DEFAULTS.log_limit_mb,
-    launcher: Annotated[
-        LauncherName,
-        typer.Option(help="zygote: fork cells from a pre-warmed process (fast). spawn: a fresh interpreter each."),
-    ] = "zygote",
-    preload: Annotated[
-        list[str] | None,
-        typer.Option(help="Module the zygote imports before forking cells, repeatable (e.g. torch)."),
-    ] = None,
-    sandbox: Annotated[
-        SandboxLevel,
-        typer.Option(
-            help="standard: every layer this machine supports. strict: refuse to run unless all work. "
-            "off: no protection (debugging)."
-        ),
-    ] = SandboxLevel.STANDARD,
-    seccomp: Annotated[
-        bool,
-        typer.Option(
-            "--seccomp/--no-seccomp", help="The seccomp syscall filter at the standard level (strict always has it)."
-        ),
-    ] = True,
-    cpu_limit_s: Annotated[
-        int, typer.Option(min=1, help="CPU seconds per cell, over all its processes.")
-    ] = DEFAULTS.cpu_limit_s,
-    memory_limit_mb: Annotated[int, typer.Option(min=64, help="Memory per cell, MiB.")] = DEFAULTS.memory_limit_mb,
-    file_size_limit_mb: Annotated[
-        int, typer.Option(min=1, help="Largest file a cell may write, MiB.")
-    ] = DEFAULTS.file_size_limit_mb,
-    disk_limit_mb: Annotated[
-        int, typer.Option(min=1, help="Bytes a cell may keep in its scratch folder, MiB (counts as its memory).")
-    ] = DEFAULTS.disk_limit_mb,
-    disk_limit_files: Annotated[
-        int, typer.Option(min=16, help="Files and folders a cell may keep in its scratch folder.")
-    ] = DEFAULTS.disk_limit_files,
-    max_processes: Annotated[int, typer.Option(min=8, help="Processes and threads per cell.")] = DEFAULTS.max_processes,
-    max_open_files: Annotated[int, typer.Option(min=64, help="Open files per cell.")] = DEFAULTS.max_open_files,
-    on_agent_failure: Annotated[
-        OnFailure,
-        typer.Option(help="continue: a failed agent plays no-op to the end. abort: end the episode at the failure."),
-    ] = "continue",
 ) -> None:
     """Play one episode and print every agent's policy, reward and status.
 
     Exit code 0 when every agent ended with status ok, 1 when any did not, 2 for bad input.
     """
     try:
-        specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
-        limits = Limits(
-            act_timeout_ms=act_timeout_ms,
-            time_bank_ms=time_bank_ms,
-            init_timeout_s=init_timeout_s,
-            episode_timeout_s=episode_timeout_s,
-            log_limit_mb=log_limit_mb,
-            cpu_limit_s=cpu_limit_s,
-            memory_limit_mb=memory_limit_mb,
-            file_size_limit_mb=file_size_limit_mb,
-            disk_limit_mb=disk_limit_mb,
-            disk_limit_files=disk_limit_files,
-            max_processes=max_processes,
-            max_open_files=max_open_files,
-        )
-        settings = EpisodeSettings(
-            env=env,
-            steps=steps,
-            seed=seed,
-            mode=mode,
-            launcher=launcher,
-            preload=preload or [],
-            limits=limits,
-            sandbox=sandbox,
-            seccomp=seccomp,
-            on_agent_failure=on_agent_failure,
-        )
+        specs = assign_policies([parse_policy_arg(text) for text in policies], episode["agents"])
+        settings = episode_settings(episode)
         _check_writable(out)
-        logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
+        logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{settings.seed}"
         _check_log_dir(logs)
-        with console.status(f"Playing {steps} steps with {agents} agents ({mode} mode)…"):
+        with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
             result = run_episode(specs, settings, logs)
-    except (SpecError, ConfigError, ValidationError, SandboxUnavailable, ZygoteError) as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+    except USER_ERRORS as exc:
+        _refuse(exc)
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted: every cell was stopped; no result written[/]")
         raise typer.Exit(130) from None
     _show(result)
     if out is not None:
         try:
-            _write_atomically(out, result.model_dump_json(indent=2))
+            write_atomically(out, result.model_dump_json(indent=2))
         except OSError as exc:  # shown above, so the episode is not lost; say why the file is missing
             errors.print(f"[bold red]error:[/] could not write --out {out}: {exc.strerror}", highlight=False)
             raise typer.Exit(2) from None
         console.print(f"result: {out}", highlight=False)
     raise typer.Exit(0 if all(a.status == AgentStatus.OK for a in result.agents) else 1)
+
+
+@app.command()
+@with_episode_options
+def evaluate(
+    ctx: typer.Context,
+    episode: dict,
+    tournament_file: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[TOURNAMENT]",
+            help="A YAML/JSON tournament file: policies, episodes, agents, out, and any option below by its "
+            "name (act_timeout_ms: 500); options given here override it.",
+        ),
+    ] = None,
+    policies: Annotated[list[str] | None, typer.Option("--policy", "-p", help=POLICY_HELP)] = None,
+    episodes: Annotated[int, typer.Option(min=1, max=1_000_000, help="Number of episodes.")] = 12,
+    out: Annotated[
+        Path | None, typer.Option(help="Results folder: tournament.json, results.jsonl, summary.json, logs/.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=256, help="Episodes played at once (default: the number of cores).")
+    ] = None,
+    seating: Annotated[
+        Seating, typer.Option(help="rotate: every policy plays every seat equally often. random: seeded shuffles.")
+    ] = "rotate",
+    replays: Annotated[
+        bool, typer.Option("--replays", help="Write each episode's MettaGrid replay to DIR/replays/.")
+    ] = False,
+    summary: Annotated[
+        Path | None, typer.Option("--summary", help="Print the summary of a results folder and exit.")
+    ] = None,
+) -> None:
+    """Play a tournament: many isolated episodes, seats rotated, scores with intervals and ratings.
+
+    Re-running the same command resumes: finished episodes are kept, the rest are played. Exit code 0
+    when every episode finished, 1 when some could not, 2 for bad input (nothing is touched).
+    """
+    try:
+        if summary is not None:
+            _show_summary(load_summary(summary))
+            raise typer.Exit(0)
+        values = _tournament_values(ctx, tournament_file, episode)
+        tournament, out_dir = _tournament(values, tournament_file)
+        _check_log_dir(out_dir)
+        board = _play_tournament(tournament, out_dir, values.get("workers"), bool(values.get("replays")))
+    except USER_ERRORS as exc:
+        _refuse(exc)
+    except KeyboardInterrupt:
+        errors.print("[yellow]interrupted: finished episodes are kept; run the same command to resume[/]")
+        raise typer.Exit(130) from None
+    _show_summary(board)
+    console.print(f"results: {out_dir}", highlight=False)
+    raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
+
+
+TOURNAMENT_KEYS = {"policies", "episodes", "out", "workers", "seating", "replays"} | EPISODE_OPTION_NAMES
+
+
+def _tournament_values(ctx: typer.Context, tournament_file: Path | None, episode: dict) -> dict[str, Any]:
+    """The tournament's values: the file's, overridden by every option given on the command line."""
+    given = {name: value for name, value in {**ctx.params, **episode}.items() if name in TOURNAMENT_KEYS}
+    if tournament_file is None:
+        return given
+    from_file = load_tournament_file(tournament_file)
+    unknown = set(from_file) - TOURNAMENT_KEYS
+    if unknown:
+        raise SpecError(f"tournament file {tournament_file}: unknown keys {sorted(unknown)}")
+    explicit = {
+        name: value
+        for name, value in given.items()
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+    }
+    return {**given, **from_file, **explicit}
+
+
+def _tournament(values: dict[str, Any], tournament_file: Path | None) -> tuple[Tournament, Path]:
+    base = tournament_file.parent if tournament_file else None
+    if not values.get("policies"):
+        raise SpecError("give the policies: -p SPEC (repeatable), or policies: in a tournament file")
+    if not values.get("out"):
+        raise SpecError("give a results folder: --out DIR, or out: in a tournament file")
+    out_dir = Path(values["out"]) if base is None or Path(values["out"]).is_absolute() else base / values["out"]
+    tournament = Tournament(
+        entrants=entrants(values["policies"], base),
+        episodes=values["episodes"],
+        agents=values["agents"],
+        seating=values["seating"],
+        settings=episode_settings({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES}),
+    )
+    return tournament, out_dir
+
+
+def _play_tournament(tournament: Tournament, out_dir: Path, workers: int | None, replays: bool) -> Summary:
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]} episodes/s · {task.fields[failures]} agent failures"),
+        TimeRemainingColumn(),
+    ]
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        task = bar.add_task("episodes", total=tournament.episodes, rate="-", failures=0)
+
+        def update(progress: EvaluationProgress) -> None:
+            elapsed = time.monotonic() - progress.started
+            rate = f"{progress.done / elapsed:.2f}" if elapsed > 0 and progress.done else "-"
+            bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)
+
+        return run_evaluation(tournament, out_dir, workers, replays, update)
+
+
+def _show_summary(board: Summary) -> None:
+    for renderable in render(board):
+        console.print(renderable)
+
+
+def _refuse(exc: Exception) -> NoReturn:
+    errors.print(f"[bold red]error:[/] {exc}", highlight=False)
+    raise typer.Exit(2) from None
 
 
 @app.command()
@@ -209,14 +251,6 @@ def _check_writable(out: Path | None) -> None:
         raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="--out")
     if not os.access(out.parent.resolve(), os.W_OK):
         raise typer.BadParameter(f"folder {out.parent} is not writable", param_hint="--out")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a result."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent.resolve(), prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def _show(result: EpisodeResult) -> None:

@@ -93,6 +93,15 @@ def check_strict(settings: EpisodeSettings) -> None:
         raise SandboxUnavailable(f"strict sandbox refused, layers missing on this machine: {reasons}")
 
 
+def check_playable(specs: Sequence[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
+    """What can be wrong with an episode before any cell starts (a misspelt shorthand, a game that
+    cannot be built, a strict sandbox this machine lacks), found once, before many episodes."""
+    check_shorthands(specs)
+    if settings.sandbox == SandboxLevel.STRICT:
+        check_strict(settings)
+    MettaGridHost(make_config(settings.env, agents, settings.steps, settings.seed), settings.seed).close()
+
+
 def run_episode(
     specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir: Path | None = None, zygote: Zygote | None = None
 ) -> EpisodeResult:

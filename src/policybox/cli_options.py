@@ -1,0 +1,174 @@
+"""The options every command that plays episodes shares (run, evaluate), declared once.
+
+Typer reads a command's options from its signature; ``with_episode_options`` adds these to a
+command's own and hands the command one ``episode: dict`` of their values instead, which
+``episode_settings`` turns into ``EpisodeSettings``. The same names are the keys of a tournament file.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from policybox.episode import EpisodeSettings, LauncherName, Mode, OnFailure
+from policybox.limits import Limits
+from policybox.sandbox import SandboxLevel
+
+DEFAULTS = Limits()
+
+
+def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+
+
+EPISODE_OPTIONS = [
+    _option("agents", Annotated[int, typer.Option("--agents", "-n", min=1, max=1024, help="Number of agents.")], 4),
+    _option("steps", Annotated[int, typer.Option(min=1, help="Episode length in steps.")], 1000),
+    _option("seed", Annotated[int, typer.Option(min=0, help="Seeds the game, its map and every agent's RNGs.")], 0),
+    _option(
+        "env",
+        Annotated[str, typer.Option(help="Game: arena, navigation, or a MettaGridConfig JSON/YAML file.")],
+        "arena",
+    ),
+    _option(
+        "mode",
+        Annotated[Mode, typer.Option(help="process: each agent in its own process. inline: all in this one (debug).")],
+        "process",
+    ),
+    _option(
+        "act_timeout_ms",
+        Annotated[float, typer.Option(min=1, help="Per-step deadline per agent; a late agent plays no-op that step.")],
+        DEFAULTS.act_timeout_ms,
+    ),
+    _option(
+        "time_bank_ms",
+        Annotated[float, typer.Option(min=0, help="Per-agent budget for time past deadlines; then it is disabled.")],
+        DEFAULTS.time_bank_ms,
+    ),
+    _option(
+        "init_timeout_s",
+        Annotated[float, typer.Option(min=0.1, help="Deadline for a cell to import its policy and load its data.")],
+        DEFAULTS.init_timeout_s,
+    ),
+    _option(
+        "episode_timeout_s",
+        Annotated[float | None, typer.Option(min=0.1, help="Wall-clock limit for an episode; it ends early then.")],
+        None,
+    ),
+    _option(
+        "log_limit_mb",
+        Annotated[float, typer.Option(min=0.01, help="Cap on each agent's printed output; the rest is discarded.")],
+        DEFAULTS.log_limit_mb,
+    ),
+    _option(
+        "launcher",
+        Annotated[
+            LauncherName,
+            typer.Option(help="zygote: fork cells from a pre-warmed process (fast). spawn: a fresh interpreter each."),
+        ],
+        "zygote",
+    ),
+    _option(
+        "preload",
+        Annotated[
+            list[str] | None, typer.Option(help="Module the zygote imports before forking cells, repeatable (torch).")
+        ],
+        None,
+    ),
+    _option(
+        "sandbox",
+        Annotated[
+            SandboxLevel,
+            typer.Option(
+                help="standard: every layer this machine supports. strict: refuse to run unless all work. "
+                "off: no protection (debugging)."
+            ),
+        ],
+        SandboxLevel.STANDARD,
+    ),
+    _option(
+        "seccomp",
+        Annotated[
+            bool,
+            typer.Option(
+                "--seccomp/--no-seccomp", help="The seccomp syscall filter at the standard level (strict has it)."
+            ),
+        ],
+        True,
+    ),
+    _option(
+        "cpu_limit_s",
+        Annotated[int, typer.Option(min=1, help="CPU seconds per cell, over all its processes.")],
+        DEFAULTS.cpu_limit_s,
+    ),
+    _option(
+        "memory_limit_mb",
+        Annotated[int, typer.Option(min=64, help="Memory per cell, MiB.")],
+        DEFAULTS.memory_limit_mb,
+    ),
+    _option(
+        "file_size_limit_mb",
+        Annotated[int, typer.Option(min=1, help="Largest file a cell may write, MiB.")],
+        DEFAULTS.file_size_limit_mb,
+    ),
+    _option(
+        "disk_limit_mb",
+        Annotated[
+            int, typer.Option(min=1, help="Bytes a cell may keep in its scratch folder, MiB (counts as memory).")
+        ],
+        DEFAULTS.disk_limit_mb,
+    ),
+    _option(
+        "disk_limit_files",
+        Annotated[int, typer.Option(min=16, help="Files and folders a cell may keep in its scratch folder.")],
+        DEFAULTS.disk_limit_files,
+    ),
+    _option(
+        "max_processes",
+        Annotated[int, typer.Option(min=8, help="Processes and threads per cell.")],
+        DEFAULTS.max_processes,
+    ),
+    _option(
+        "max_open_files",
+        Annotated[int, typer.Option(min=64, help="Open files per cell.")],
+        DEFAULTS.max_open_files,
+    ),
+    _option(
+        "on_agent_failure",
+        Annotated[
+            OnFailure,
+            typer.Option(
+                help="continue: a failed agent plays no-op to the end. abort: end the episode at the failure."
+            ),
+        ],
+        "continue",
+    ),
+]
+EPISODE_OPTION_NAMES = frozenset(option.name for option in EPISODE_OPTIONS)
+LIMIT_NAMES = frozenset(Limits.model_fields)
+
+
+def with_episode_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` the shared options; it receives their values as ``episode`` (a dict)."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "episode"]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        episode = {name: kwargs.pop(name) for name in EPISODE_OPTION_NAMES}
+        return command(episode=episode, **kwargs)
+
+    wrapper.__signature__ = inspect.Signature([*own, *EPISODE_OPTIONS])  # type: ignore[attr-defined]
+    del wrapper.__wrapped__  # typer must read the new signature, not the command's own
+    return wrapper
+
+
+def episode_settings(values: dict[str, Any]) -> EpisodeSettings:
+    """EpisodeSettings from the shared options' values (pydantic checks them; ``agents`` is not one)."""
+    limits = Limits(**{name: values[name] for name in LIMIT_NAMES if name in values})
+    rest = {name: value for name, value in values.items() if name not in LIMIT_NAMES and name != "agents"}
+    rest["preload"] = rest.get("preload") or []
+    return EpisodeSettings(limits=limits, **rest)

@@ -1,0 +1,253 @@
+"""Many isolated episodes of a tournament, played in parallel, into a results folder that survives crashes.
+
+The driver (this process) owns the output folder: it stores the tournament (``tournament.json``),
+appends each finished episode to ``results.jsonl`` (see ``policybox.journal``) and writes
+``summary.json``. Episodes are played by worker processes, each holding one zygote for all its
+episodes and pinned to one CPU, so that its host loop and its cells wake each other on the same
+core. An episode is a pure function of the tournament and its index (``policybox.tournament``):
+which worker plays it, and when, changes nothing in its result.
+
+A policy's failure is part of its episode's result. A failure of the machinery -- a zygote that
+dies, a worker process that is lost -- is retried, up to ``MAX_ATTEMPTS`` plays in all; an episode
+that still fails is listed in the summary as incomplete and played again by the next run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from policybox.episode import check_playable, run_episode
+from policybox.host.zygote import Zygote, ZygoteError
+from policybox.journal import RESULTS, ResultsJournal, read_records
+from policybox.results import EpisodeRecord
+from policybox.spec import SpecError
+from policybox.summary import Summary, summarize
+from policybox.tournament import Tournament
+
+TOURNAMENT_FILE = "tournament.json"
+SUMMARY_FILE = "summary.json"
+MAX_ATTEMPTS = 3
+PR_SET_PDEATHSIG = 1
+
+
+class TournamentMismatch(SpecError):
+    """The output folder holds another tournament's results; nothing in it was touched."""
+
+
+@dataclass
+class Progress:
+    """What a progress display needs, updated by the driver after every episode."""
+
+    total: int
+    done: int = 0
+    failures: int = 0  # agents that ended in another status than ok, so far
+    started: float = field(default_factory=time.monotonic)
+
+
+def evaluate(
+    tournament: Tournament,
+    out_dir: Path,
+    workers: int | None = None,
+    replays: bool = False,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> Summary:
+    """Play every episode of ``tournament`` not yet in ``out_dir`` and return the leaderboard."""
+    check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
+    folder = claim_folder(out_dir, tournament)
+    with ResultsJournal(folder) as journal:
+        todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
+        progress = Progress(total=tournament.episodes, done=len(journal.records))
+        progress.failures = sum(_failures(record) for record in journal.records.values())
+        if on_progress:
+            on_progress(progress)
+
+        def finished(record: EpisodeRecord) -> None:
+            if journal.append(record):
+                progress.done += 1
+                progress.failures += _failures(record)
+            if on_progress:
+                on_progress(progress)
+
+        workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+        incomplete = _play(tournament, folder, todo, workers, replays, finished)
+        records = list(journal.records.values())
+    summary = summarize([(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete)
+    write_atomically(folder / SUMMARY_FILE, summary.model_dump_json(indent=2))
+    return summary
+
+
+def load_summary(out_dir: Path) -> Summary:
+    """The leaderboard of a results folder, computed again from its files."""
+    path = out_dir / TOURNAMENT_FILE
+    if not path.is_file():
+        raise SpecError(f"{out_dir} holds no tournament (no {TOURNAMENT_FILE})")
+    tournament = Tournament.model_validate_json(path.read_text())
+    records, _ = read_records(out_dir / RESULTS)
+    return summarize([(e.key, e.spec) for e in tournament.entrants], list(records.values()), tournament.episodes)
+
+
+def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
+    """The output folder for this tournament: new, or holding this same tournament (a resume).
+
+    The stored ``tournament.json`` shows specs with secrets masked; a fingerprint of the full
+    tournament decides whether a folder is the same tournament."""
+    stored = out_dir / TOURNAMENT_FILE
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SpecError(f"--out {out_dir} is a file, not a folder")
+    if stored.exists():
+        if stored.with_suffix(".fingerprint").read_text().strip() != tournament.fingerprint():
+            raise TournamentMismatch(
+                f"{out_dir} holds the results of another tournament (see its {TOURNAMENT_FILE}); "
+                "use another --out folder, or the same policies and settings to resume"
+            )
+        return out_dir
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stored.with_suffix(".fingerprint").write_text(tournament.fingerprint() + "\n")
+    write_atomically(stored, Tournament.model_validate(tournament.public()).model_dump_json(indent=2))
+    return out_dir
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent.resolve(), prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _failures(record: EpisodeRecord) -> int:
+    return sum(agent.status != "ok" for agent in record.agents)
+
+
+def _play(
+    tournament: Tournament,
+    folder: Path,
+    todo: list[int],
+    workers: int,
+    replays: bool,
+    finished: Callable[[EpisodeRecord], None],
+) -> dict[int, str]:
+    """Play ``todo`` on ``workers`` processes, at most one episode in flight per worker; the episodes
+    that failed ``MAX_ATTEMPTS`` times, with why. A lost worker breaks the pool: a new one takes over."""
+    attempts = dict.fromkeys(todo, 0)
+    queue = list(reversed(todo))
+    incomplete: dict[int, str] = {}
+    while queue:
+        with _pool(tournament, folder, workers, replays) as pool:
+            running: dict[Future[str], int] = {}
+            broken = False
+            while (queue or running) and not broken:
+                while queue and len(running) < workers:
+                    episode = queue.pop()
+                    attempts[episode] += 1
+                    running[pool.submit(play_episode, episode)] = episode
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    episode = running.pop(future)
+                    try:
+                        finished(EpisodeRecord.model_validate_json(future.result()))
+                    except Exception as exc:  # the machinery failed, not a policy: try again
+                        broken |= isinstance(exc, BrokenProcessPool)
+                        why = f"{type(exc).__name__}: {exc}"
+                        if attempts[episode] < MAX_ATTEMPTS:
+                            queue.append(episode)
+                        else:
+                            incomplete[episode] = why
+            queue.extend(running.values())  # in flight when the pool broke: played again
+    return incomplete
+
+
+@contextlib.contextmanager
+def _pool(tournament: Tournament, folder: Path, workers: int, replays: bool):
+    context = multiprocessing.get_context("spawn")  # a clean interpreter: the driver has threads
+    counter = context.Value("i", 0)
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(tournament.model_dump_json(), str(folder), replays, counter, os.getpid()),
+    )
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class _Worker:
+    """A worker process's state: the tournament, where to write logs, and its zygote (reused)."""
+
+    tournament: Tournament
+    folder: Path
+    replays: bool
+    seat_maps: list[list[int]]
+    zygote: Zygote | None = None
+
+    def zygote_for(self) -> Zygote | None:
+        settings = self.tournament.settings
+        if settings.mode != "process" or settings.launcher != "zygote":
+            return None
+        if self.zygote is None:
+            self.zygote = Zygote(tuple(settings.preload))
+        return self.zygote
+
+    def forget_zygote(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+
+
+_worker: _Worker | None = None
+
+
+def _start_worker(tournament_json: str, folder: str, replays: bool, counter, driver_pid: int) -> None:
+    """Die with the driver, take one CPU of this machine, hold the tournament."""
+    global _worker
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != driver_pid:
+        os._exit(1)
+    with counter.get_lock():
+        index = counter.value
+        counter.value += 1
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[index % len(cpus)]})  # its cells inherit it: wake-ups stay on one core
+    tournament = Tournament.model_validate_json(tournament_json)
+    _worker = _Worker(tournament, Path(folder), replays, tournament.seat_maps())
+
+
+def play_episode(episode: int) -> str:
+    """Play one episode of the worker's tournament; its EpisodeRecord as JSON."""
+    assert _worker is not None
+    tournament = _worker.tournament
+    seats = _worker.seat_maps[episode]
+    specs = [tournament.entrants[index].spec for index in seats]
+    update: dict = {"seed": tournament.episode_seed(episode)}
+    if _worker.replays:
+        (_worker.folder / "replays").mkdir(exist_ok=True)
+        update["replay"] = str(_worker.folder / "replays" / f"episode-{episode:05d}.json.z")
+    settings = tournament.settings.model_copy(update=update)
+    log_dir = _worker.folder / "logs" / f"episode-{episode:05d}"
+    try:
+        result = run_episode(specs, settings, log_dir, zygote=_worker.zygote_for())
+    except ZygoteError:
+        _worker.forget_zygote()  # the next episode starts a fresh one
+        raise
+    record = EpisodeRecord(
+        **result.model_dump(), episode=episode, seats=[tournament.entrants[index].key for index in seats]
+    )
+    return record.model_dump_json()

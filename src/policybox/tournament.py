@@ -1,0 +1,140 @@
+"""A tournament: which policies play how many episodes of what, and who sits where in each episode.
+
+Everything an episode needs is a pure function of the tournament and the episode's index, so any
+episode can be played again alone, by any worker, in any order, and come out the same:
+
+* its seed is derived from the tournament seed and its index only (``episode_seed``);
+* its seat map (the policy playing each agent) is fixed by the seating plan.
+
+``rotate`` seating deals the policies round-robin over the seats of episode after episode (so each
+episode holds as many different policies as it can), shifting by one after every P/gcd(K, P)
+episodes so that each seat cycles through every policy: with N episodes of K seats over P
+policies, every policy plays every seat equally often when P divides N, and otherwise no two
+policies' plays of a seat, or in all, differ by more than one (``tests/test_tournament.py`` checks
+all three properties over a grid of N, K and P). ``random`` seating shuffles the seats of each
+episode as MettaGrid's multi-episode runner does, from a generator seeded by that episode's seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from policybox.episode import EpisodeSettings
+from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+
+Seating = Literal["rotate", "random"]
+
+
+class Entrant(BaseModel):
+    """One policy of the tournament: its key (how every result names it), what the operator gave, its spec."""
+
+    key: str
+    source: str | dict[str, Any] = Field(description="The -p argument or spec mapping as the operator gave it")
+    spec: PolicySpec
+
+
+class Tournament(BaseModel):
+    """What to play. Stored in the output folder; a run into a folder of another tournament is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entrants: list[Entrant]
+    episodes: int = Field(ge=1, le=1_000_000)
+    agents: int = Field(ge=1, le=1024)
+    seating: Seating = "rotate"
+    settings: EpisodeSettings = Field(description="How each episode is played; its seed is the tournament's seed")
+
+    @property
+    def keys(self) -> list[str]:
+        return [entrant.key for entrant in self.entrants]
+
+    def fingerprint(self) -> str:
+        """A hash of everything that decides the episodes' results (secrets included, never shown)."""
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+    def public(self) -> dict[str, Any]:
+        """The tournament as stored and shown: every spec's env values replaced by ``***``."""
+        data = self.model_dump(mode="json")
+        for entrant in data["entrants"]:
+            entrant["spec"]["env"] = dict.fromkeys(entrant["spec"]["env"], "***")
+            if isinstance(entrant["source"], str) and "env." in entrant["source"]:
+                entrant["source"] = entrant["key"]  # an operator's -p string may carry a secret inline
+            elif isinstance(entrant["source"], dict) and entrant["source"].get("env"):
+                entrant["source"] = {**entrant["source"], "env": dict.fromkeys(entrant["source"]["env"], "***")}
+        return data
+
+    def episode_seed(self, episode: int) -> int:
+        return episode_seed(self.settings.seed, episode)
+
+    def seat_maps(self) -> list[list[int]]:
+        """For every episode, the index of the entrant in each seat."""
+        count = len(self.entrants)
+        if self.seating == "random":
+            return [random_seats(count, self.agents, self.episode_seed(e)) for e in range(self.episodes)]
+        return rotate_seats(count, self.agents, self.episodes)
+
+
+def episode_seed(seed: int, episode: int) -> int:
+    """Episode ``episode``'s seed: from the tournament seed and the index only (never the order played)."""
+    return int(np.random.SeedSequence([seed, episode]).generate_state(1)[0] >> 1)
+
+
+def rotate_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
+    """Balanced, well-mixed seating (see the module docstring): seat s of episode e."""
+    shift_every = policies // math.gcd(seats, policies)
+    return [[(e * seats + s + e // shift_every) % policies for s in range(seats)] for e in range(episodes)]
+
+
+def random_seats(policies: int, seats: int, seed: int) -> list[int]:
+    """MettaGrid's way: seats dealt to the policies in turn, then shuffled (here per episode seed)."""
+    dealt = [seat % policies for seat in range(seats)]
+    random.Random(seed).shuffle(dealt)
+    return dealt
+
+
+def entrants(sources: Sequence[str | dict[str, Any]], base_dir: Path | None = None) -> list[Entrant]:
+    """Parse the policies; each must have its own key (its label), or results could not tell them apart."""
+    found = [Entrant(key="", source=source, spec=_parse(source, base_dir)) for source in sources]
+    for entrant in found:
+        entrant.key = entrant.spec.display_name
+    keys = [entrant.key for entrant in found]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise SpecError(f"two policies are both called {key!r}: give one of them another name (,name=NAME)")
+    if not found:
+        raise SpecError("give at least one policy (-p SPEC)")
+    return found
+
+
+def _parse(source: str | dict[str, Any], base_dir: Path | None) -> PolicySpec:
+    if isinstance(source, str):
+        return parse_policy_arg(source, base_dir)
+    from policybox.spec import check_spec
+
+    try:
+        return check_spec(PolicySpec.model_validate(source), (base_dir or Path.cwd()).resolve())
+    except ValidationError as exc:
+        raise SpecError(f"policy {source!r} is not a valid spec: {exc.errors()[0]['msg']}") from None
+
+
+def load_tournament_file(path: Path) -> dict[str, Any]:
+    """A tournament file (YAML or JSON) as a mapping; its relative paths are relative to its folder."""
+    if not path.is_file():
+        raise SpecError(f"tournament file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError(f"tournament file {path} is not valid YAML/JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"tournament file {path} must be a mapping (policies, episodes, agents, ...)")
+    return raw

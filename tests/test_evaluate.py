@@ -1,0 +1,160 @@
+"""policybox evaluate as a user runs it: a tournament into a folder that survives SIGKILL, resumes,
+refuses another tournament's folder, and gives the same episodes whatever the number of workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from conftest import policy
+
+from policybox.episode import EpisodeSettings
+from policybox.evaluate import evaluate, load_summary
+from policybox.journal import read_records
+from policybox.tournament import Tournament, entrants
+
+SEEDED = policy("seeded_random.py:SeededRandom")
+STATEFUL = policy("stateful.py:Stateful")
+
+
+def policybox(*args: str, cwd=None, timeout=600) -> subprocess.CompletedProcess:
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
+    command = [sys.executable, "-m", "policybox", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+def outcomes(folder: Path) -> dict[int, tuple]:
+    """What must be identical between runs: per episode, its seed, seats, rewards and action digests."""
+    records, _ = read_records(folder / "results.jsonl")
+    return {
+        e: (r.seed, r.seats, [a.reward for a in r.agents], [a.action_digest for a in r.agents])
+        for e, r in records.items()
+    }
+
+
+def test_random_against_noop_prints_a_leaderboard(tmp_path):
+    out = tmp_path / "board"
+    run = policybox(
+        "evaluate", "-p", "random", "-p", "noop", "--episodes", "4", "--agents", "4", "--steps", "60", "--out", str(out)
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "random" in run.stdout and "noop" in run.stdout and "ci95" not in run.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes_done"] == 4
+    by_policy = {row["policy"]: row for row in summary["policies"]}
+    assert by_policy["random"]["seat_plays"] == by_policy["noop"]["seat_plays"] == 8
+    assert by_policy["random"]["seats"] == by_policy["noop"]["seats"] == [2, 2, 2, 2]
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["episode"] for line in lines) == [0, 1, 2, 3]
+    again = policybox("evaluate", "--summary", str(out))
+    assert again.returncode == 0 and "random" in again.stdout
+
+
+def test_sigkill_at_any_moment_then_resume_equals_an_uninterrupted_run(tmp_path):
+    args = [
+        "-p",
+        SEEDED,
+        "-p",
+        STATEFUL,
+        "-p",
+        "noop",
+        "--episodes",
+        "6",
+        "--agents",
+        "3",
+        "--steps",
+        "80",
+        "--seed",
+        "5",
+        "--workers",
+        "2",
+    ]
+    whole = policybox("evaluate", *args, "--out", str(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr
+    folder = tmp_path / "killed"
+    command = [sys.executable, "-m", "policybox", "evaluate", *args, "--out", str(folder)]
+    victim = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = folder / "results.jsonl"
+    give_up = time.monotonic() + 300
+    while time.monotonic() < give_up and len(_lines(results)) < 2:
+        time.sleep(0.02)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    with open(results, "ab") as torn:  # as if it died in the middle of a write
+        torn.write(b'{"episode": 5, "half a line')
+    resumed = policybox("evaluate", *args, "--out", str(folder))
+    assert resumed.returncode == 0, resumed.stderr
+    assert outcomes(folder) == outcomes(tmp_path / "whole")
+    assert len(_lines(results)) == 6  # nothing counted twice, the torn line gone
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return [line for line in path.read_text().splitlines() if line.endswith("}")]
+    except OSError:
+        return []
+
+
+def test_another_tournament_into_the_same_folder_is_refused_untouched(tmp_path):
+    out = tmp_path / "board"
+    first = policybox("evaluate", "-p", "noop", "--episodes", "1", "--agents", "2", "--steps", "5", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    second = policybox("evaluate", "-p", "noop", "--episodes", "1", "--agents", "2", "--steps", "6", "--out", str(out))
+    assert second.returncode == 2 and "another tournament" in second.stderr
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+
+
+def tournament(workers_seed: int = 3, episodes: int = 4) -> Tournament:
+    return Tournament(
+        entrants=entrants([SEEDED, STATEFUL]),
+        episodes=episodes,
+        agents=3,
+        settings=EpisodeSettings(steps=50, seed=workers_seed),
+    )
+
+
+def test_one_worker_and_two_give_the_same_episodes(tmp_path):
+    evaluate(tournament(), tmp_path / "one", workers=1)
+    evaluate(tournament(), tmp_path / "two", workers=2)
+    assert outcomes(tmp_path / "one") == outcomes(tmp_path / "two")
+    assert load_summary(tmp_path / "one").model_dump(exclude={"policies"}) == load_summary(tmp_path / "two").model_dump(
+        exclude={"policies"}
+    )
+
+
+def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
+    """SIGKILL a worker process mid-tournament: its episode is played again elsewhere, once."""
+    killed: list[int] = []
+
+    def kill_a_worker():
+        give_up = time.monotonic() + 120
+        while time.monotonic() < give_up and not killed:
+            for child in psutil.Process().children():
+                if "multiprocessing" in " ".join(child.cmdline()) and child.children():  # playing: it has a zygote
+                    time.sleep(0.3)
+                    os.kill(child.pid, signal.SIGKILL)
+                    killed.append(child.pid)
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_a_worker)
+    killer.start()
+    summary = evaluate(tournament(episodes=6), tmp_path / "board", workers=2)
+    killer.join()
+    assert killed, "no worker was found to kill"
+    assert summary.episodes_done == 6 and not summary.incomplete
+    assert sorted(outcomes(tmp_path / "board")) == list(range(6))
+    assert outcomes(tmp_path / "board") == {e: o for e, o in outcomes(_reference(tmp_path)).items()}
+
+
+def _reference(tmp_path: Path) -> Path:
+    evaluate(tournament(episodes=6), tmp_path / "reference", workers=1)
+    return tmp_path / "reference"
