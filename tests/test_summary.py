@@ -184,7 +184,8 @@ def test_render_shows_the_leaderboard_and_head_to_head():
     for table in tables:
         console.print(table)
     text = console.export_text()
-    assert len(tables) == 2
+    assert len(tables) == 3  # leaderboard, head-to-head, what they did
+    assert "what they did" in text
     assert "strong" in text and f"{entry(summary, 'strong').reward.mean:.4g}" in text
     assert "20-0-0" in text and "0-0-20" in text
     assert "incomplete: 20 (cell launch failed)" in text and "not played: 2" in text

@@ -8,7 +8,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 from pydantic import ValidationError
 from rich.console import Console
@@ -161,7 +160,7 @@ def _tournament_values(ctx: typer.Context, tournament_file: Path | None, episode
     explicit = {
         name: value
         for name, value in given.items()
-        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
     }
     return {**given, **from_file, **explicit}
 

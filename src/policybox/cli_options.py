@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -154,14 +155,21 @@ LIMIT_NAMES = frozenset(Limits.model_fields)
 
 def with_episode_options(command: Callable[..., None]) -> Callable[..., None]:
     """Give ``command`` the shared options; it receives their values as ``episode`` (a dict)."""
-    own = [p for p in inspect.signature(command).parameters.values() if p.name != "episode"]
+    hints = typing.get_type_hints(command, include_extras=True)  # resolved in the command's own module
+    own = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in inspect.signature(command).parameters.values()
+        if p.name != "episode"
+    ]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> None:
         episode = {name: kwargs.pop(name) for name in EPISODE_OPTION_NAMES}
         return command(episode=episode, **kwargs)
 
-    wrapper.__signature__ = inspect.Signature([*own, *EPISODE_OPTIONS])  # type: ignore[attr-defined]
+    parameters = [*own, *EPISODE_OPTIONS]
+    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     del wrapper.__wrapped__  # typer must read the new signature, not the command's own
     return wrapper
 

@@ -39,6 +39,7 @@ from policybox.spec import PolicySpec
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_BLOCK = 100  # resamples drawn at once: bounds memory to BLOCK x episodes indices
 BOOTSTRAP_SEED = 20_261_130  # fixed, so the same episodes always give the same interval
+STATS_SHOWN = 5
 DRAW_TOLERANCE = 1e-9
 INCOMPLETE_SHOWN = 5
 
@@ -90,6 +91,9 @@ class PolicySummary(BaseModel):
     timeouts: int = Field(description="Step deadlines its agents missed, in total")
     invalid_actions: int = Field(description="Invalid actions its agents returned, in total")
     latency: LatencySummary
+    stats: dict[str, float] = Field(
+        default_factory=dict, description="Mean over its agent results of each per-agent stat the game reports"
+    )
 
 
 class Summary(BaseModel):
@@ -215,7 +219,14 @@ def _policy_summary(
             p50_ms=_median([agent.latency.p50_ms for agent in agents]),
             p99_ms=_median([agent.latency.p99_ms for agent in agents]),
         ),
+        stats=_mean_stats(agents),
     )
+
+
+def _mean_stats(agents: list[AgentResult]) -> dict[str, float]:
+    """Each stat's mean over the agents (a stat an agent does not report counts as 0 for it)."""
+    names = sorted({name for agent in agents for name in agent.stats})
+    return {name: math.fsum(agent.stats.get(name, 0.0) for agent in agents) / len(agents) for name in names}
 
 
 def _reward(scores: list[float]) -> Reward | None:
@@ -271,8 +282,26 @@ def render(summary: Summary) -> list[Table]:
     """The leaderboard table (incomplete episodes in its caption), then head-to-head if there are >= 2 policies."""
     tables = [_leaderboard(summary)]
     if len(summary.policies) >= 2:
-        tables.append(_head_to_head_table(summary))
+        tables += [_head_to_head_table(summary), _behaviour_table(summary)]
     return tables
+
+
+def _behaviour_table(summary: Summary, rows: int = STATS_SHOWN) -> Table:
+    """What the policies did differently: the game's stats whose means differ most between them
+    (relative to their size), so two policies with the same reward can still be told apart."""
+
+    def spread(name: str) -> float:
+        values = [entry.stats.get(name, 0.0) for entry in summary.policies]
+        return (max(values) - min(values)) / (max(abs(v) for v in values) or 1.0)
+
+    names = sorted({name for entry in summary.policies for name in entry.stats}, key=lambda n: (-spread(n), n))
+    table = Table(title="what they did: the game stats that differ most between them, mean per agent")
+    table.add_column("stat")
+    for entry in summary.policies:
+        table.add_column(escape(entry.policy), justify="right")
+    for name in [name for name in names if spread(name) > 0][:rows]:
+        table.add_row(name, *(f"{entry.stats.get(name, 0.0):.4g}" for entry in summary.policies))
+    return table
 
 
 def _leaderboard(summary: Summary) -> Table:
