@@ -16,7 +16,7 @@ import psutil
 from conftest import policy
 
 from policybox.episode import EpisodeSettings
-from policybox.evaluate import evaluate, load_summary
+from policybox.evaluation import load_summary, play_tournament
 from policybox.journal import read_records
 from policybox.tournament import Tournament, entrants
 
@@ -122,8 +122,8 @@ def tournament(workers_seed: int = 3, episodes: int = 4) -> Tournament:
 
 
 def test_one_worker_and_two_give_the_same_episodes(tmp_path):
-    evaluate(tournament(), tmp_path / "one", workers=1)
-    evaluate(tournament(), tmp_path / "two", workers=2)
+    play_tournament(tournament(), tmp_path / "one", workers=1)
+    play_tournament(tournament(), tmp_path / "two", workers=2)
     assert outcomes(tmp_path / "one") == outcomes(tmp_path / "two")
     assert load_summary(tmp_path / "one").model_dump(exclude={"policies"}) == load_summary(tmp_path / "two").model_dump(
         exclude={"policies"}
@@ -147,7 +147,7 @@ def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
 
     killer = threading.Thread(target=kill_a_worker)
     killer.start()
-    summary = evaluate(tournament(episodes=6), tmp_path / "board", workers=2)
+    summary = play_tournament(tournament(episodes=6), tmp_path / "board", workers=2)
     killer.join()
     assert killed, "no worker was found to kill"
     assert summary.episodes_done == 6 and not summary.incomplete
@@ -156,5 +156,32 @@ def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
 
 
 def _reference(tmp_path: Path) -> Path:
-    evaluate(tournament(episodes=6), tmp_path / "reference", workers=1)
+    play_tournament(tournament(episodes=6), tmp_path / "reference", workers=1)
     return tmp_path / "reference"
+
+
+def test_a_tournament_file_with_options_the_command_line_overrides(tmp_path):
+    (tmp_path / "bots").mkdir()
+    (tmp_path / "bots" / "memo.py").write_text((Path(STATEFUL.split(":")[0])).read_text())
+    (tmp_path / "cup.yaml").write_text(
+        "policies: [noop, bots/memo.py:Stateful]\n"
+        "episodes: 4\nagents: 2\nsteps: 20\nseed: 9\nout: results\nact_timeout_ms: 700\n"
+    )
+    run = policybox("evaluate", str(tmp_path / "cup.yaml"), "--episodes", "2", cwd="/")
+    assert run.returncode == 0, run.stdout + run.stderr
+    stored = json.loads((tmp_path / "results" / "tournament.json").read_text())
+    assert stored["episodes"] == 2  # the command line wins
+    assert stored["settings"]["limits"]["act_timeout_ms"] == 700 and stored["settings"]["seed"] == 9
+    assert [e["key"] for e in stored["entrants"]] == ["noop", "Stateful"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policies: [noop]\nout: x\nepisods: 3\n")
+    run = policybox("evaluate", str(bad))
+    assert run.returncode == 2 and "unknown keys ['episods']" in run.stderr
+
+
+def test_the_python_api(tmp_path):
+    import policybox
+
+    summary = policybox.evaluate(["random", "noop"], out=tmp_path / "board", episodes=2, agents=2, steps=20, seed=1)
+    assert isinstance(summary, policybox.Summary) and summary.episodes_done == 2
+    assert policybox.load_summary(tmp_path / "board") == summary

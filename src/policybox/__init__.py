@@ -1,12 +1,40 @@
 """policybox: run every agent's policy of a multi-agent episode in its own sandboxed OS process.
 
-Entry points: ``policybox.episode.run_episode`` (one episode) and the ``policybox`` CLI.
-This module stays import-light: every cell imports it before anything else.
+The public API is named here and imported on first use (PEP 562), because this module must stay
+import-light: every cell imports it before anything else, and must not pull in the host's code.
+
+    import policybox
+    summary = policybox.evaluate(["random", "noop"], out="board", episodes=4, steps=100)
+    result = policybox.run_episode([policybox.parse_policy_arg("random")] * 2, policybox.EpisodeSettings(), "logs")
 """
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 try:
     __version__ = version("policybox")
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
+
+_EXPORTS = {
+    "evaluate": "policybox.evaluation",
+    "load_summary": "policybox.evaluation",
+    "run_episode": "policybox.episode",
+    "EpisodeSettings": "policybox.episode",
+    "Limits": "policybox.limits",
+    "PolicySpec": "policybox.spec",
+    "parse_policy_arg": "policybox.spec",
+    "EpisodeResult": "policybox.results",
+    "AgentResult": "policybox.results",
+    "EpisodeRecord": "policybox.results",
+    "Summary": "policybox.summary",
+    "Zygote": "policybox.host.zygote",
+}
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'policybox' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)

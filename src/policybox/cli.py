@@ -14,12 +14,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from policybox.cli_options import EPISODE_OPTION_NAMES, episode_settings, with_episode_options
+from policybox.cli_options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.envs import ConfigError
-from policybox.episode import assign_policies, run_episode
-from policybox.evaluate import Progress as EvaluationProgress
-from policybox.evaluate import evaluate as run_evaluation
-from policybox.evaluate import load_summary, write_atomically
+from policybox.episode import EpisodeSettings, assign_policies, run_episode
+from policybox.evaluation import Progress as EvaluationProgress
+from policybox.evaluation import load_summary, play_tournament, write_atomically
 from policybox.host.zygote import ZygoteError
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
@@ -69,7 +68,7 @@ def run(
     """
     try:
         specs = assign_policies([parse_policy_arg(text) for text in policies], episode["agents"])
-        settings = episode_settings(episode)
+        settings = EpisodeSettings.from_options(episode)
         _check_writable(out)
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{settings.seed}"
         _check_log_dir(logs)
@@ -177,7 +176,7 @@ def _tournament(values: dict[str, Any], tournament_file: Path | None) -> tuple[T
         episodes=values["episodes"],
         agents=values["agents"],
         seating=values["seating"],
-        settings=episode_settings({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES}),
+        settings=EpisodeSettings.from_options({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES}),
     )
     return tournament, out_dir
 
@@ -198,7 +197,7 @@ def _play_tournament(tournament: Tournament, out_dir: Path, workers: int | None,
             rate = f"{progress.done / elapsed:.2f}" if elapsed > 0 and progress.done else "-"
             bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)
 
-        return run_evaluation(tournament, out_dir, workers, replays, update)
+        return play_tournament(tournament, out_dir, workers, replays, update)
 
 
 def _show_summary(board: Summary) -> None:

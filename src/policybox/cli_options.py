@@ -2,7 +2,7 @@
 
 Typer reads a command's options from its signature; ``with_episode_options`` adds these to a
 command's own and hands the command one ``episode: dict`` of their values instead, which
-``episode_settings`` turns into ``EpisodeSettings``. The same names are the keys of a tournament file.
+``EpisodeSettings.from_options`` turns into settings. The same names are the keys of a tournament file.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from policybox.episode import EpisodeSettings, LauncherName, Mode, OnFailure
+from policybox.episode import LauncherName, Mode, OnFailure
 from policybox.limits import Limits
 from policybox.sandbox import SandboxLevel
 
@@ -150,7 +150,6 @@ EPISODE_OPTIONS = [
     ),
 ]
 EPISODE_OPTION_NAMES = frozenset(option.name for option in EPISODE_OPTIONS)
-LIMIT_NAMES = frozenset(Limits.model_fields)
 
 
 def with_episode_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -172,11 +171,3 @@ def with_episode_options(command: Callable[..., None]) -> Callable[..., None]:
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     del wrapper.__wrapped__  # typer must read the new signature, not the command's own
     return wrapper
-
-
-def episode_settings(values: dict[str, Any]) -> EpisodeSettings:
-    """EpisodeSettings from the shared options' values (pydantic checks them; ``agents`` is not one)."""
-    limits = Limits(**{name: values[name] for name in LIMIT_NAMES if name in values})
-    rest = {name: value for name, value in values.items() if name not in LIMIT_NAMES and name != "agents"}
-    rest["preload"] = rest.get("preload") or []
-    return EpisodeSettings(limits=limits, **rest)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -54,6 +54,18 @@ class EpisodeSettings(BaseModel):
         default="continue",
         description="continue: a failed agent plays no-op to the end; abort: the episode ends at the failure",
     )
+
+    @classmethod
+    def from_options(cls, values: dict[str, Any]) -> EpisodeSettings:
+        """Settings from flat option values, as the CLI and tournament files name them: the limits'
+        fields (``act_timeout_ms``, ...) beside the settings' own; ``agents`` is ignored here."""
+        limits = Limits(**{name: values[name] for name in Limits.model_fields if name in values})
+        own = {name: value for name, value in values.items() if name in cls.model_fields and name != "limits"}
+        own["preload"] = own.get("preload") or []
+        unknown = set(values) - set(Limits.model_fields) - set(cls.model_fields) - {"agents"}
+        if unknown:
+            raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
+        return cls(limits=limits, **own)
 
 
 @dataclass(frozen=True)

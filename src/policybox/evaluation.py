@@ -21,19 +21,20 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from policybox.episode import check_playable, run_episode
+from policybox.episode import EpisodeSettings, check_playable, run_episode
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.journal import RESULTS, ResultsJournal, read_records
 from policybox.results import EpisodeRecord
-from policybox.spec import SpecError
+from policybox.spec import PolicySpec, SpecError
 from policybox.summary import Summary, summarize
-from policybox.tournament import Tournament
+from policybox.tournament import Seating, Tournament, entrants
 
 TOURNAMENT_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
@@ -56,6 +57,32 @@ class Progress:
 
 
 def evaluate(
+    policies: Sequence[str | PolicySpec | dict[str, Any]],
+    out: str | Path,
+    episodes: int = 12,
+    agents: int = 4,
+    seating: Seating = "rotate",
+    workers: int | None = None,
+    replays: bool = False,
+    **settings: Any,
+) -> Summary:
+    """Play a tournament and return its leaderboard: the Python form of ``policybox evaluate``.
+
+    ``policies`` are ``-p`` strings, PolicySpecs or spec mappings; ``settings`` are the options of
+    ``policybox run`` by name (``steps=200``, ``seed=3``, ``act_timeout_ms=500``, ``sandbox="strict"``).
+    Calling it again with the same arguments resumes into ``out``."""
+    sources = [p.model_dump() if isinstance(p, PolicySpec) else p for p in policies]
+    tournament = Tournament(
+        entrants=entrants(sources),
+        episodes=episodes,
+        agents=agents,
+        seating=seating,
+        settings=EpisodeSettings.from_options(settings),
+    )
+    return play_tournament(tournament, Path(out), workers, replays)
+
+
+def play_tournament(
     tournament: Tournament,
     out_dir: Path,
     workers: int | None = None,
