@@ -90,25 +90,27 @@ def play_tournament(
     on_progress: Callable[[Progress], None] | None = None,
 ) -> Summary:
     """Play every episode of ``tournament`` not yet in ``out_dir`` and return the leaderboard."""
-    check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
-    folder = claim_folder(out_dir, tournament)
-    with ResultsJournal(folder) as journal:
-        todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
-        progress = Progress(total=tournament.episodes, done=len(journal.records))
-        progress.failures = sum(_failures(record) for record in journal.records.values())
-        if on_progress:
-            on_progress(progress)
-
-        def finished(record: EpisodeRecord) -> None:
-            if journal.append(record):
-                progress.done += 1
-                progress.failures += _failures(record)
+    count = max(1, min(workers or os.cpu_count() or 1, tournament.episodes))
+    # The workers start (and warm their zygotes) while this process checks the tournament.
+    with _Workers(tournament, out_dir, count, replays) as pool:
+        check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
+        folder = claim_folder(out_dir, tournament)
+        with ResultsJournal(folder) as journal:
+            todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
+            progress = Progress(total=tournament.episodes, done=len(journal.records))
+            progress.failures = sum(_failures(record) for record in journal.records.values())
             if on_progress:
                 on_progress(progress)
 
-        workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-        incomplete = _play(tournament, folder, todo, workers, replays, finished)
-        records = list(journal.records.values())
+            def finished(record: EpisodeRecord) -> None:
+                if journal.append(record):
+                    progress.done += 1
+                    progress.failures += _failures(record)
+                if on_progress:
+                    on_progress(progress)
+
+            incomplete = _play(pool, todo, finished)
+            records = list(journal.records.values())
     summary = summarize([(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete)
     write_atomically(folder / SUMMARY_FILE, summary.model_dump_json(indent=2))
     return summary
@@ -161,58 +163,74 @@ def _failures(record: EpisodeRecord) -> int:
     return sum(agent.status != "ok" for agent in record.agents)
 
 
-def _play(
-    tournament: Tournament,
-    folder: Path,
-    todo: list[int],
-    workers: int,
-    replays: bool,
-    finished: Callable[[EpisodeRecord], None],
-) -> dict[int, str]:
-    """Play ``todo`` on ``workers`` processes, at most one episode in flight per worker; the episodes
-    that failed ``MAX_ATTEMPTS`` times, with why. A lost worker breaks the pool: a new one takes over."""
+def _play(pool: _Workers, todo: list[int], finished: Callable[[EpisodeRecord], None]) -> dict[int, str]:
+    """Play ``todo``, at most one episode in flight per worker; the episodes that failed
+    ``MAX_ATTEMPTS`` times, with why. A lost worker breaks the pool: a new one takes over."""
     attempts = dict.fromkeys(todo, 0)
     queue = list(reversed(todo))
     incomplete: dict[int, str] = {}
-    while queue:
-        with _pool(tournament, folder, workers, replays) as pool:
-            running: dict[Future[str], int] = {}
-            broken = False
-            while (queue or running) and not broken:
-                while queue and len(running) < workers:
-                    episode = queue.pop()
-                    attempts[episode] += 1
-                    running[pool.submit(play_episode, episode)] = episode
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    episode = running.pop(future)
-                    try:
-                        finished(EpisodeRecord.model_validate_json(future.result()))
-                    except Exception as exc:  # the machinery failed, not a policy: try again
-                        broken |= isinstance(exc, BrokenProcessPool)
-                        why = f"{type(exc).__name__}: {exc}"
-                        if attempts[episode] < MAX_ATTEMPTS:
-                            queue.append(episode)
-                        else:
-                            incomplete[episode] = why
-            queue.extend(running.values())  # in flight when the pool broke: played again
+    running: dict[Future[str], int] = {}
+    while queue or running:
+        while queue and len(running) < pool.count:
+            episode = queue.pop()
+            attempts[episode] += 1
+            running[pool.submit(episode)] = episode
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        broken = False
+        for future in done:
+            episode = running.pop(future)
+            try:
+                finished(EpisodeRecord.model_validate_json(future.result()))
+            except Exception as exc:  # the machinery failed, not a policy: try again
+                broken |= isinstance(exc, BrokenProcessPool)
+                if attempts[episode] < MAX_ATTEMPTS:
+                    queue.append(episode)
+                else:
+                    incomplete[episode] = f"{type(exc).__name__}: {exc}"
+        if broken:
+            queue.extend(running.values())  # in flight in the broken pool: played again
+            running.clear()
+            pool.restart()
     return incomplete
 
 
-@contextlib.contextmanager
-def _pool(tournament: Tournament, folder: Path, workers: int, replays: bool):
-    context = multiprocessing.get_context("spawn")  # a clean interpreter: the driver has threads
-    counter = context.Value("i", 0)
-    pool = ProcessPoolExecutor(
-        workers,
-        mp_context=context,
-        initializer=_start_worker,
-        initargs=(tournament.model_dump_json(), str(folder), replays, counter, os.getpid()),
-    )
-    try:
-        yield pool
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+class _Workers:
+    """The worker processes, all started at once (each starts its zygote), replaced if one is lost."""
+
+    def __init__(self, tournament: Tournament, folder: Path, count: int, replays: bool) -> None:
+        self.count = count
+        self._context = multiprocessing.get_context("spawn")  # a clean interpreter: the driver has threads
+        self._initargs = (tournament.model_dump_json(), str(folder), replays)
+        self._pool = self._start()
+
+    def _start(self) -> ProcessPoolExecutor:
+        counter = self._context.Value("i", 0)
+        pool = ProcessPoolExecutor(
+            self.count,
+            mp_context=self._context,
+            initializer=_start_worker,
+            initargs=(*self._initargs, counter, os.getpid()),
+        )
+        for _ in range(self.count):
+            pool.submit(_ready)  # start every worker now, not at its first episode
+        return pool
+
+    def submit(self, episode: int) -> Future[str]:
+        return self._pool.submit(play_episode, episode)
+
+    def restart(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = self._start()
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ready() -> None:
+    """A task that only makes its worker start."""
 
 
 @dataclass
@@ -255,6 +273,8 @@ def _start_worker(tournament_json: str, folder: str, replays: bool, counter, dri
     os.sched_setaffinity(0, {cpus[index % len(cpus)]})  # its cells inherit it: wake-ups stay on one core
     tournament = Tournament.model_validate_json(tournament_json)
     _worker = _Worker(tournament, Path(folder), replays, tournament.seat_maps())
+    with contextlib.suppress(ZygoteError):  # started now, while the driver checks; if it fails, the
+        _worker.zygote_for()  # first episode tries again and reports why
 
 
 def play_episode(episode: int) -> str:

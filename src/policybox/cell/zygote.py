@@ -35,10 +35,11 @@ MAX_MESSAGE = 1 << 20
 def preload(modules: list[str]) -> None:
     for module in modules:
         importlib.import_module(module)
-    # MettaGrid's shorthand registry imports its bundled policy modules (library code, not users').
-    from policybox.envs.mettagrid import resolve_shorthand
+    # MettaGrid's shorthand registry, read from source (no policy module is imported): its cells
+    # look shorthands up without reading it again.
+    from policybox.envs.mettagrid import shorthand_registry
 
-    resolve_shorthand("random")
+    shorthand_registry()
     # Keep the imported objects out of the collector's reach: a collection in a forked cell would
     # otherwise touch (and so copy) every page holding them.
     gc.collect()

@@ -8,7 +8,10 @@ in the game's action order, followed by optional UTF-8 talk text.
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
+import importlib.util
 import json
 import struct
 from pathlib import Path
@@ -59,16 +62,80 @@ def _load_config_file(path: Path, model: Any) -> Any:
         raise ConfigError(f"{path} is not a valid MettaGridConfig: {exc}") from None
 
 
-def resolve_shorthand(name: str) -> str:
-    """The class path MettaGrid's policy registry has for a shorthand such as ``random``."""
-    from mettagrid.policy.loader import discover_and_register_policies
-    from mettagrid.policy.policy_registry import get_policy_registry
+# The packages MettaGrid's own discovery walks for policies with ``short_names``
+# (mettagrid.policy.loader.discover_and_register_policies).
+POLICY_PACKAGES = (
+    "mettagrid.policy",
+    "metta.agent.policy",
+    "metta.rl.training.cuda_teacher",
+    "cogames.policy",
+    "cogames_agents.policy",
+)
 
-    discover_and_register_policies()
-    registry = get_policy_registry()
+
+def resolve_shorthand(name: str) -> str:
+    """The class path a shorthand such as ``random`` names in MettaGrid's policy registry."""
+    registry = shorthand_registry()
     if name not in registry:
         raise LookupError(f"unknown policy shorthand {name!r}; MettaGrid knows: {', '.join(sorted(registry))}")
     return registry[name]
+
+
+@functools.cache
+def shorthand_registry() -> dict[str, str]:
+    """MettaGrid's shorthand registry, read from the source of its policy packages, not imported.
+
+    MettaGrid builds its registry by importing every module of those packages (its policies
+    register themselves with ``short_names`` when their class is created) -- torch included, for its
+    network policies. Reading the ``short_names`` of each class from the source gives the same
+    names without importing a single policy: a host, a zygote and a ``-p random`` cell stay free of
+    torch, and a policy whose module cannot be imported fails in its cell saying why, instead of
+    being an "unknown shorthand".
+    """
+    registry: dict[str, str] = {}
+    for package in POLICY_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(package)
+        except ImportError:
+            continue
+        for root in spec.submodule_search_locations or [] if spec else []:
+            for path in sorted(Path(root).rglob("*.py")):
+                module = ".".join([package, *path.relative_to(root).with_suffix("").parts])
+                if ".bindings" not in module:
+                    for cls, short_names in _declared_short_names(path):
+                        for short_name in short_names:
+                            registry.setdefault(short_name, f"{module.removesuffix('.__init__')}.{cls}")
+    return registry
+
+
+def _declared_short_names(path: Path) -> list[tuple[str, list[str]]]:
+    """(class name, short_names) for every top-level class of a module that lists its short names."""
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return []
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            for statement in node.body:
+                value = _short_names_value(statement)
+                if value:
+                    found.append((node.name, value))
+    return found
+
+
+def _short_names_value(statement: ast.stmt) -> list[str] | None:
+    if isinstance(statement, ast.Assign):
+        targets, value = statement.targets, statement.value
+    elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        targets, value = [statement.target], statement.value
+    else:
+        return None
+    if not any(isinstance(t, ast.Name) and t.id == "short_names" for t in targets):
+        return None
+    if not isinstance(value, (ast.List, ast.Tuple)):
+        return None
+    return [item.value for item in value.elts if isinstance(item, ast.Constant) and isinstance(item.value, str)]
 
 
 class MettaGridHost:

@@ -39,6 +39,8 @@ class OutputPump:
         self._sinks: dict[int, _Sink] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._wake_read, self._wake_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # ends a poll at close
+        self._poller.register(self._wake_read, select.EPOLLIN)
         self._thread = threading.Thread(target=self._run, name="policybox-output", daemon=True)
         self._thread.start()
 
@@ -63,7 +65,7 @@ class OutputPump:
                 for fd, _ in events:
                     if fd in self._sinks:
                         self._copy(fd)
-                if self._stopping.is_set() and (not events or not self._sinks):
+                if self._stopping.is_set() and (not self._sinks or all(fd == self._wake_read for fd, _ in events)):
                     return
 
     def _copy(self, fd: int) -> None:
@@ -98,11 +100,14 @@ class OutputPump:
         while self._sinks and time.monotonic() < give_up:
             time.sleep(0.01)
         self._stopping.set()
+        os.write(self._wake_write, b"x")
         self._thread.join()
         with self._lock:
             for fd in list(self._sinks):
                 self._retire(fd)
         self._poller.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
 
 
 def _write_all(fd: int, data: bytes) -> None:
