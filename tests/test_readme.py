@@ -31,3 +31,24 @@ def test_write_your_own_policy_example(tmp_path):
     assert all(
         agent["stats"]["action.move.success"] + agent["stats"].get("action.move.failed", 0) == 1000 for agent in greedy
     )
+
+
+def test_python_api_example(tmp_path):
+    code = block_after("### Python API", "python")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    printed = run.stdout.splitlines()
+    assert len(printed) == 2 and {line.split()[0] for line in printed} == {"random", "noop"}
+    assert (tmp_path / "board-api" / "summary.json").exists()
+
+
+def test_the_main_job_command(tmp_path):
+    """The README's first command, minus the set-up (the test suite runs inside that venv)."""
+    command = block_after("Set up and run the main job", "bash").strip().split(" && ")[-1]
+    words = [word.replace(".venv/bin", str(Path(sys.executable).parent)) for word in shlex.split(command)]
+    run = subprocess.run(words, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads((tmp_path / "board" / "summary.json").read_text())
+    assert summary["episodes_done"] == 4 and summary["ranking"]
+    random, noop = (next(p for p in summary["policies"] if p["policy"] == name) for name in ("random", "noop"))
+    assert random["stats"]["action.move.success"] > 0 == noop["stats"].get("action.move.success", 0)
