@@ -7,7 +7,6 @@ SandboxPlan for the layers the cell applies to itself (see ``policybox.cell.sand
 
 from __future__ import annotations
 
-import itertools
 import os
 import tempfile
 from pathlib import Path
@@ -16,6 +15,7 @@ import psutil
 
 from policybox.host.cgroup import CellCgroup, new_accounting_cgroup, new_kill_cgroup, new_limit_cgroup
 from policybox.host.remove import remove_tree
+from policybox.host.uids import UidLease, lease_uid
 from policybox.limits import Limits
 from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
 from policybox.spec import PolicySpec
@@ -24,11 +24,7 @@ MIB = 1024 * 1024
 # Variables a cell may inherit: locale, time zone, and thread-count knobs of numeric libraries.
 ENV_ALLOW = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 ENV_ALLOW_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_NUM_THREADS")
-# Cell uids are 1e6 + host pid * 1000 + cell number: far above real users, distinct across every
-# live host (pids are unique) and across up to 1000 live cells of one host.
-UID_BASE = 1_000_000
 HOST_SIDE = {Layer.ENVIRONMENT, Layer.MEMORY, Layer.PROCESSES, Layer.CPU}
-_cell_numbers = itertools.count()
 
 
 def wanted_layers(level: SandboxLevel, seccomp: bool) -> list[Layer]:
@@ -87,9 +83,11 @@ class CellSandbox:
         self._spec = spec
         self.statuses: dict[Layer, str] = {}
         self.uid = self.gid = None
+        self._uid_lease: UidLease | None = None
         if Layer.UID in layers:
-            if os.geteuid() == 0:
-                self.uid = self.gid = UID_BASE + os.getpid() * 1000 + next(_cell_numbers) % 1000
+            if os.geteuid() == 0:  # a uid no other live cell on the machine has, held until close()
+                self._uid_lease = lease_uid()
+                self.uid = self.gid = self._uid_lease.uid
             else:
                 self.statuses[Layer.UID] = "unavailable: not root, so cannot switch to another user"
         self.scratch: Path | None = None
@@ -201,3 +199,7 @@ class CellSandbox:
         for cgroup in [self.kill_cgroup, *self._limit_cgroups]:
             if cgroup is not None:
                 cgroup.kill_and_remove()
+        if self._uid_lease is not None:
+            if self.scratch is not None:
+                remove_tree(self.scratch)  # nothing owned by the uid may outlive its lease
+            self._uid_lease.release()

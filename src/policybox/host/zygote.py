@@ -14,6 +14,7 @@ import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -21,6 +22,8 @@ from policybox.host.sandbox import host_environment
 
 MAX_MESSAGE = 1 << 16
 START_TIMEOUT_S = 120.0  # torch can take a while to import on a loaded machine
+POLL_S = 0.001  # how long wait() reads with the lock held: only a message already there
+WAIT_SLICE_S = 0.05  # how long wait() sleeps without the lock before looking at the filed exits again
 
 
 class ZygoteError(RuntimeError):
@@ -28,6 +31,11 @@ class ZygoteError(RuntimeError):
 
 
 class Zygote:
+    """A running zygote. One Zygote may be shared by threads running episodes concurrently: a lock
+    makes each fork (the request and its "forked" reply) and each read of the control socket atomic,
+    and exit reports read by any thread are filed for the thread waiting for that cell. Close it only
+    once no episode uses it any more."""
+
     def __init__(self, preload: tuple[str, ...] = ()) -> None:
         self.preload = preload
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -43,6 +51,7 @@ class Zygote:
                 start_new_session=True,
             )
         self._exits: dict[int, int] = {}
+        self._lock = threading.Lock()  # held to fork, to read the control socket, and to close
         try:
             reply = self._receive(time.monotonic() + START_TIMEOUT_S)
         except TimeoutError:
@@ -64,24 +73,37 @@ class Zygote:
     def fork(self, env: dict[str, str], cwd: str | None, fds: list[int]) -> int:
         """A new cell with the given environment and folder, serving the cell socket in fds[0]."""
         try:
-            socket.send_fds(self._control, [json.dumps({"env": env, "cwd": cwd}).encode()], fds)
-            give_up = time.monotonic() + START_TIMEOUT_S
-            while "forked" not in (reply := self._receive(give_up)):
-                if "exited" not in reply:
-                    raise ZygoteError(f"unexpected zygote reply {reply!r}")
-        except (OSError, TimeoutError) as exc:
+            with self._lock:  # no other thread may read this fork's reply, nor fork meanwhile
+                socket.send_fds(self._control, [json.dumps({"env": env, "cwd": cwd}).encode()], fds)
+                give_up = time.monotonic() + START_TIMEOUT_S
+                while "forked" not in (reply := self._receive(give_up)):
+                    if "exited" not in reply:
+                        raise ZygoteError(f"unexpected zygote reply {reply!r}")
+        except (OSError, ValueError, TimeoutError) as exc:
             raise ZygoteError(f"the zygote cannot fork a cell ({exc}); it may have died") from None
         return int(reply["forked"])
 
     def wait(self, pid: int, timeout: float) -> int | None:
         """The exit code of cell ``pid`` (negative: killed by that signal), or None if still running."""
         give_up = time.monotonic() + timeout
-        while pid not in self._exits:
-            try:
-                self._receive(give_up)
-            except (TimeoutError, ZygoteError):
+        while True:
+            with self._lock:
+                if pid in self._exits:
+                    return self._exits.pop(pid)
+                try:  # only what is already there: never hold the lock while waiting
+                    self._receive(time.monotonic() + POLL_S)
+                except TimeoutError:
+                    pass
+                except (OSError, ValueError, ZygoteError):
+                    return None
+            remaining = give_up - time.monotonic()
+            if remaining <= 0:
+                with self._lock:
+                    return self._exits.pop(pid, None)
+            try:  # wait for the next message without the lock; whichever thread reads it files it
+                select.select([self._control], [], [], min(remaining, WAIT_SLICE_S))
+            except (OSError, ValueError):
                 return None
-        return self._exits.pop(pid)
 
     def _receive(self, give_up: float) -> dict[str, Any]:
         """The next message; exit reports are also filed for wait()."""
@@ -98,7 +120,8 @@ class Zygote:
 
     def close(self) -> None:
         """Stop the zygote: it exits when its control socket closes; killed if it does not."""
-        self._control.close()
+        with self._lock:
+            self._control.close()
         try:
             self._popen.wait(5)
         except subprocess.TimeoutExpired:
