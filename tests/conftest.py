@@ -35,14 +35,18 @@ def play(tmp_path: Path):
 def no_process_survives():
     """Every test must leave no child process behind (cells are reaped, not orphaned)."""
     yield
-    # multiprocessing's resource tracker (started by the evaluator's worker pool) lives as long as
-    # this process by design; it is not a cell.
-    children = [
+    children = descendants()
+    assert not children, f"processes left behind: {[(c.pid, c.cmdline()) for c in children]}"
+
+
+def descendants() -> list[psutil.Process]:
+    """This process's children, recursively, but for multiprocessing's resource tracker (started by
+    the evaluator's worker pool), which lives as long as this process by design: it is not a cell."""
+    return [
         child
         for child in psutil.Process().children(recursive=True)
         if "multiprocessing.resource_tracker" not in " ".join(_cmdline(child))
     ]
-    assert not children, f"processes left behind: {[(c.pid, c.cmdline()) for c in children]}"
 
 
 def _cmdline(process: psutil.Process) -> list[str]:

@@ -9,9 +9,8 @@ import re
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
-from conftest import policy
+from conftest import descendants, policy
 
 from policybox.doctor import diagnose
 from policybox.results import AgentStatus
@@ -49,6 +48,6 @@ def test_kernel_surface_is_refused(play):
     assert lines == {name: f"refused {err}" for name, err in EXPECTED.items()}
     # From outside: the attacker made its key readable by everyone (keyctl) had add_key worked; root sees none.
     assert description not in Path("/proc/keys").read_text()
-    assert not psutil.Process().children(recursive=True)  # no cloned child outlived the cell
+    assert not descendants()  # no cloned child outlived the cell
     assert attacker.status == victim.status == AgentStatus.OK
     assert victim.latency.count == 10

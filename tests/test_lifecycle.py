@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import policy
+from conftest import descendants, policy
 
 from policybox.envs.mettagrid import MettaGridHost
 from policybox.results import AgentStatus
@@ -50,7 +50,7 @@ def test_twenty_episodes_leave_no_process_and_no_fd(play):
     for seed in range(20):
         result = play(["random", policy("faults.py:ExitInStep")], agents=2, steps=12, seed=seed)
         assert [a.status for a in result.agents] == [AgentStatus.OK, AgentStatus.CRASHED]
-        assert me.children(recursive=True) == []
+        assert descendants() == []
     assert me.num_fds() == fds
 
 
