@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 from conftest import policy
 from mettagrid.util.file import read
+from test_cli import policybox
 from test_policies import digest_of
 
 from policybox.envs import ConfigError
@@ -95,3 +96,20 @@ def test_a_replay_into_a_missing_folder_is_refused_before_any_cell_starts(play, 
     with pytest.raises(ConfigError, match="replay folder .*missing does not exist"):
         play(["random"], agents=2, replay=str(tmp_path / "missing" / "r.json.z"))
     assert not (tmp_path / "logs").exists()  # made for the agents' logs just before their cells start
+
+
+def test_cli_writes_the_replay_and_names_it(tmp_path):
+    path = tmp_path / "r.json.z"
+    run = policybox(
+        "run", "-n", "2", "-p", "random", "--steps", "10", "--replay", str(path), "--log-dir", str(tmp_path)
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.rstrip().endswith(f"replay: {path}")
+    assert load_replay(path)["max_steps"] == 10
+
+
+def test_cli_refuses_a_replay_name_mettagrid_would_not_read(tmp_path):
+    run = policybox("run", "-p", "random", "--replay", str(tmp_path / "x.txt"), "--log-dir", str(tmp_path))
+    assert run.returncode == 2
+    assert "does not end in .json.z" in run.stderr
+    assert not (tmp_path / "x.txt").exists()

@@ -14,7 +14,15 @@ from rich.console import Console
 from rich.table import Table
 
 from policybox.envs import ConfigError
-from policybox.episode import EpisodeSettings, LauncherName, Mode, OnFailure, assign_policies, run_episode
+from policybox.episode import (
+    REPLAY_SUFFIX,
+    EpisodeSettings,
+    LauncherName,
+    Mode,
+    OnFailure,
+    assign_policies,
+    run_episode,
+)
 from policybox.host.zygote import ZygoteError
 from policybox.limits import Limits
 from policybox.results import AgentStatus, EpisodeResult
@@ -54,6 +62,10 @@ def run(
         Mode, typer.Option(help="process: each agent in its own process. inline: all in this process (debugging).")
     ] = "process",
     out: Annotated[Path | None, typer.Option(help="Write the episode result as JSON to this file.")] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(help="Write the episode as a MettaGrid replay to this .json.z file (MettaScope plays it)."),
+    ] = None,
     log_dir: Annotated[
         Path | None,
         typer.Option(
@@ -147,8 +159,10 @@ def run(
             sandbox=sandbox,
             seccomp=seccomp,
             on_agent_failure=on_agent_failure,
+            replay=str(replay) if replay is not None else None,
         )
         _check_writable(out)
+        _check_replay_name(replay)
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
         _check_log_dir(logs)
         with console.status(f"Playing {steps} steps with {agents} agents ({mode} mode)…"):
@@ -167,6 +181,8 @@ def run(
             errors.print(f"[bold red]error:[/] could not write --out {out}: {exc.strerror}", highlight=False)
             raise typer.Exit(2) from None
         console.print(f"result: {out}", highlight=False)
+    if replay is not None:
+        console.print(f"replay: {replay}", highlight=False)
     raise typer.Exit(0 if all(a.status == AgentStatus.OK for a in result.agents) else 1)
 
 
@@ -209,6 +225,12 @@ def _check_writable(out: Path | None) -> None:
         raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="--out")
     if not os.access(out.parent.resolve(), os.W_OK):
         raise typer.BadParameter(f"folder {out.parent} is not writable", param_hint="--out")
+
+
+def _check_replay_name(replay: Path | None) -> None:
+    """A replay file is named as MettaGrid names them, which is how MettaScope tells how to read it."""
+    if replay is not None and not replay.name.endswith(REPLAY_SUFFIX):
+        raise typer.BadParameter(f"{replay} does not end in {REPLAY_SUFFIX}", param_hint="--replay")
 
 
 def _write_atomically(path: Path, text: str) -> None:
