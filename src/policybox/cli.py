@@ -16,7 +16,7 @@ from rich.table import Table
 
 from policybox.cli_options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.envs import ConfigError
-from policybox.episode import EpisodeSettings, assign_policies, run_episode
+from policybox.episode import REPLAY_SUFFIX, EpisodeSettings, assign_policies, run_episode
 from policybox.evaluation import Progress as EvaluationProgress
 from policybox.evaluation import load_summary, play_tournament, write_atomically
 from policybox.host.zygote import ZygoteError
@@ -55,6 +55,10 @@ def run(
     policies: Annotated[list[str], typer.Option("--policy", "-p", help=POLICY_HELP)],
     episode: dict,
     out: Annotated[Path | None, typer.Option(help="Write the episode result as JSON to this file.")] = None,
+    replay: Annotated[
+        Path | None,
+        typer.Option(help="Write the episode as a MettaGrid replay to this .json.z file (MettaScope plays it)."),
+    ] = None,
     log_dir: Annotated[
         Path | None,
         typer.Option(
@@ -68,7 +72,8 @@ def run(
     """
     try:
         specs = assign_policies([parse_policy_arg(text) for text in policies], episode["agents"])
-        settings = EpisodeSettings.from_options(episode)
+        _check_replay_name(replay)
+        settings = EpisodeSettings.from_options({**episode, "replay": str(replay) if replay else None})
         _check_writable(out)
         logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{settings.seed}"
         _check_log_dir(logs)
@@ -87,6 +92,8 @@ def run(
             errors.print(f"[bold red]error:[/] could not write --out {out}: {exc.strerror}", highlight=False)
             raise typer.Exit(2) from None
         console.print(f"result: {out}", highlight=False)
+    if replay is not None:
+        console.print(f"replay: {replay}", highlight=False)
     raise typer.Exit(0 if all(a.status == AgentStatus.OK for a in result.agents) else 1)
 
 
@@ -249,6 +256,12 @@ def _check_writable(out: Path | None) -> None:
         raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="--out")
     if not os.access(out.parent.resolve(), os.W_OK):
         raise typer.BadParameter(f"folder {out.parent} is not writable", param_hint="--out")
+
+
+def _check_replay_name(replay: Path | None) -> None:
+    """A replay file is named as MettaGrid names them, which is how MettaScope tells how to read it."""
+    if replay is not None and not replay.name.endswith(REPLAY_SUFFIX):
+        raise typer.BadParameter(f"{replay} does not end in {REPLAY_SUFFIX}", param_hint="--replay")
 
 
 def _show(result: EpisodeResult) -> None:

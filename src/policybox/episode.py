@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 import policybox
-from policybox.envs import EnvHost, InvalidAction
+from policybox.envs import ConfigError, EnvHost, InvalidAction
 from policybox.envs.mettagrid import MettaGridHost, make_config, resolve_shorthand
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
@@ -32,6 +33,7 @@ Mode = Literal["process", "inline"]
 OnFailure = Literal["continue", "abort"]
 LauncherName = Literal["zygote", "spawn"]
 LOG_TAIL_BYTES = 4096
+REPLAY_SUFFIX = ".json.z"
 
 
 class EpisodeSettings(BaseModel):
@@ -53,6 +55,11 @@ class EpisodeSettings(BaseModel):
     on_agent_failure: OnFailure = Field(
         default="continue",
         description="continue: a failed agent plays no-op to the end; abort: the episode ends at the failure",
+    )
+    replay: str | None = Field(
+        default=None,
+        description="Write the episode here as a .json.z replay in MettaGrid's own format (MettaScope loads it); "
+        "an episode cut short is written as far as it was played",
     )
 
     @classmethod
@@ -114,6 +121,21 @@ def check_playable(specs: Sequence[PolicySpec], settings: EpisodeSettings, agent
     MettaGridHost(make_config(settings.env, agents, settings.steps, settings.seed), settings.seed).close()
 
 
+def check_replay(replay: str | None) -> None:
+    """Refuse, before any cell starts, a replay file that could not be written when the episode ends."""
+    if replay is None:
+        return
+    path = Path(replay)
+    if not replay.endswith(REPLAY_SUFFIX):
+        raise ConfigError(f"replay {replay} must be a {REPLAY_SUFFIX} file (MettaGrid's replay format)")
+    if path.is_dir():
+        raise ConfigError(f"replay {replay} is a folder; give a file name such as {path / ('episode' + REPLAY_SUFFIX)}")
+    if not path.parent.is_dir():
+        raise ConfigError(f"replay folder {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigError(f"replay {replay} is not writable")
+
+
 def run_episode(
     specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir: Path | None = None, zygote: Zygote | None = None
 ) -> EpisodeResult:
@@ -125,11 +147,13 @@ def run_episode(
     if settings.mode == "process" and log_dir is None:
         raise ValueError("process mode needs a log_dir for the agents' log files")
     check_shorthands(specs)
+    check_replay(settings.replay)
     if settings.sandbox == SandboxLevel.STRICT:
         check_strict(settings)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
-    env = MettaGridHost(make_config(settings.env, len(specs), settings.steps, settings.seed), settings.seed)
+    config = make_config(settings.env, len(specs), settings.steps, settings.seed)
+    env = MettaGridHost(config, settings.seed, settings.replay, [spec.display_name for spec in specs])
     with contextlib.ExitStack() as stack:
         stack.callback(env.close)
         launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
@@ -147,6 +171,7 @@ def run_episode(
             ready = time.monotonic()
             aborted = _play(env, pool, records, settings.on_agent_failure, deadline)
             timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
+        env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
         cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
         return _result(env, records, settings, started_at, timings, time.monotonic() - clock, cleanup, aborted)
 

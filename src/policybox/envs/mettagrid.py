@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import json
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,20 +140,32 @@ def _short_names_value(statement: ast.stmt) -> list[str] | None:
 
 
 class MettaGridHost:
-    """The host half: one MettaGrid simulation, fed action ids, read as raw token bytes."""
+    """The host half: one MettaGrid simulation, fed action ids, read as raw token bytes.
+
+    With ``replay``, MettaGrid's own replay writer records the simulation and ``write_replay``
+    saves it there: the ``.json.z`` file MettaGrid's runner writes and MettaScope loads.
+    """
 
     family = "mettagrid"
 
-    def __init__(self, config: Any, seed: int) -> None:
+    def __init__(self, config: Any, seed: int, replay: str | None = None, policy_names: Sequence[str] = ()) -> None:
         from mettagrid.policy.policy_env_interface import PolicyEnvInterface
         from mettagrid.simulator import Simulator
+        from mettagrid.simulator.replay_log_writer import InMemoryReplayWriter
 
         self._config = config
+        self._replay = replay
+        self._replay_writer = InMemoryReplayWriter() if replay is not None else None
+        simulator = Simulator()
+        if self._replay_writer is not None:  # attached as MettaGrid's Rollout attaches its event handlers
+            simulator.add_event_handler(self._replay_writer)
         try:
-            self._sim = Simulator().new_simulation(config, seed)
+            self._sim = simulator.new_simulation(config, seed)
         except Exception as exc:  # the game the user described cannot be built (e.g. too many agents)
             message = f"MettaGrid cannot build {config.label or 'this game'} for {config.game.num_agents} agents"
             raise ConfigError(f"{message}: {type(exc).__name__}: {exc}") from exc
+        # Rollout names each agent's policy here; the replay shows it as that agent's policy_infos.
+        self._sim._context["policy_infos"] = {i: {"policy_name": name} for i, name in enumerate(policy_names)}
         self._c_sim = self._sim._c_sim
         self._observations = self._c_sim.observations()  # persistent buffer, rewritten in place each step
         self._actions = self._c_sim.actions()
@@ -253,6 +266,19 @@ class MettaGridHost:
         stats = self._sim.episode_stats
         game = {k: float(v) for k, v in stats["game"].items()}
         return game, [{k: float(v) for k, v in agent.items()} for agent in stats["agent"]]
+
+    def write_replay(self) -> None:
+        """Save the recorded replay, if any: the whole game, or what was played of a game cut short.
+
+        MettaGrid completes a replay when the game ends; a game stopped early (aborted, out of time)
+        never ends, so its replay is completed here, as the game's end would have.
+        """
+        if self._replay_writer is None:
+            return
+        if not self._replay_writer.get_completed_replays():
+            self._replay_writer.on_episode_end()
+        (replay,) = self._replay_writer.get_completed_replays()
+        replay.write_replay(Path(self._replay).resolve().as_uri())  # as mettagrid's run_episode_local does
 
     def close(self) -> None:
         self._sim.close()
