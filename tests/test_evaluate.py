@@ -185,3 +185,14 @@ def test_the_python_api(tmp_path):
     summary = policybox.evaluate(["random", "noop"], out=tmp_path / "board", episodes=2, agents=2, steps=20, seed=1)
     assert isinstance(summary, policybox.Summary) and summary.episodes_done == 2
     assert policybox.load_summary(tmp_path / "board") == summary
+
+
+def test_replays_are_written_per_episode(tmp_path):
+    from test_replays import load_replay
+
+    run = policybox("evaluate", "-p", "random", "-p", "noop", "--episodes", "2", "--agents", "2", "--steps", "15",
+                    "--out", str(tmp_path / "board"), "--replays")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    for episode in (0, 1):
+        replay = load_replay(tmp_path / "board" / "replays" / f"episode-{episode:05d}.json.z")
+        assert replay["num_agents"] == 2 and replay["max_steps"] == 15
