@@ -138,7 +138,8 @@ def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
         give_up = time.monotonic() + 120
         while time.monotonic() < give_up and not killed:
             for child in psutil.Process().children():
-                if "multiprocessing" in " ".join(child.cmdline()) and child.children():  # playing: it has a zygote
+                playing = any(zygote.children() for zygote in child.children())  # its zygote has cells
+                if "multiprocessing" in " ".join(child.cmdline()) and playing:
                     time.sleep(0.3)
                     os.kill(child.pid, signal.SIGKILL)
                     killed.append(child.pid)

@@ -39,6 +39,7 @@ from policybox.tournament import Seating, Tournament, entrants
 TOURNAMENT_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
 MAX_ATTEMPTS = 3
+IN_FLIGHT_PER_WORKER = 2
 PR_SET_PDEATHSIG = 1
 
 
@@ -91,9 +92,8 @@ def play_tournament(
 ) -> Summary:
     """Play every episode of ``tournament`` not yet in ``out_dir`` and return the leaderboard."""
     count = max(1, min(workers or os.cpu_count() or 1, tournament.episodes))
-    # The workers start (and warm their zygotes) while this process checks the tournament.
     with _Workers(tournament, out_dir, count, replays) as pool:
-        check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
+        pool.check()  # a misspelt shorthand or a game that cannot be built: refused before anything is touched
         folder = claim_folder(out_dir, tournament)
         with ResultsJournal(folder) as journal:
             todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
@@ -164,14 +164,15 @@ def _failures(record: EpisodeRecord) -> int:
 
 
 def _play(pool: _Workers, todo: list[int], finished: Callable[[EpisodeRecord], None]) -> dict[int, str]:
-    """Play ``todo``, at most one episode in flight per worker; the episodes that failed
-    ``MAX_ATTEMPTS`` times, with why. A lost worker breaks the pool: a new one takes over."""
+    """Play ``todo``; the episodes that failed ``MAX_ATTEMPTS`` times, with why. Each worker has one
+    episode queued behind the one it plays, so it never waits for this process to write a result; a
+    lost worker breaks the pool, a new one takes over and the episodes in flight are played again."""
     attempts = dict.fromkeys(todo, 0)
     queue = list(reversed(todo))
     incomplete: dict[int, str] = {}
     running: dict[Future[str], int] = {}
     while queue or running:
-        while queue and len(running) < pool.count:
+        while queue and len(running) < IN_FLIGHT_PER_WORKER * pool.count:
             episode = queue.pop()
             attempts[episode] += 1
             running[pool.submit(episode)] = episode
@@ -211,9 +212,22 @@ class _Workers:
             initializer=_start_worker,
             initargs=(*self._initargs, counter, os.getpid()),
         )
-        for _ in range(self.count):
-            pool.submit(_ready)  # start every worker now, not at its first episode
+        # Start every worker now, not at its first episode: each checks the tournament (importing and
+        # building what its episodes need) while starting its zygote.
+        self._checks = [pool.submit(_check) for _ in range(self.count)]
         return pool
+
+    def check(self) -> None:
+        """Wait for the first worker's check of the tournament; raise what it found wrong, if anything.
+        A worker lost meanwhile is the machinery's failure: the pool is started again."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            done, _ = wait(self._checks, return_when=FIRST_COMPLETED)
+            try:
+                return next(iter(done)).result()
+            except BrokenProcessPool:
+                if attempt == MAX_ATTEMPTS:
+                    raise
+                self.restart()
 
     def submit(self, episode: int) -> Future[str]:
         return self._pool.submit(play_episode, episode)
@@ -229,8 +243,11 @@ class _Workers:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _ready() -> None:
-    """A task that only makes its worker start."""
+def _check() -> None:
+    """Check the worker's tournament as an episode would, before any: the errors a user can make."""
+    assert _worker is not None
+    tournament = _worker.tournament
+    check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
 
 
 @dataclass

@@ -28,7 +28,15 @@ import sys
 
 from policybox.cell.__main__ import die_with_parent, run_cell
 
-DEFAULT_PRELOAD = ("numpy", "policybox.cell.runtime", "policybox.envs.mettagrid", "mettagrid.simulator")
+# The cell's own sandbox modules too: imported once here rather than in every cell.
+DEFAULT_PRELOAD = (
+    "numpy",
+    "policybox.cell.runtime",
+    "policybox.cell.seccomp",
+    "policybox.cell.landlock",
+    "policybox.envs.mettagrid",
+    "mettagrid.simulator",
+)
 MAX_MESSAGE = 1 << 20
 
 

@@ -27,6 +27,7 @@ from policybox.host.launcher import CellProcess, Launcher
 from policybox.host.output import OutputPump
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import CellSandbox, ScratchRoot, wanted_layers
+from policybox.host.uids import lease_uids
 from policybox.host.verify import verified_statuses
 from policybox.limits import Limits
 from policybox.results import AgentStatus, Failure
@@ -239,10 +240,13 @@ class ProcessPool:
 
     def start(self, setups: list[dict[str, Any]]) -> None:
         """Launch every cell at once, hand each its SETUP, then wait for all READY replies."""
-        for record in self._records:
+        # One scan of the machine's processes for all the uids, not one per cell.
+        wants_uids = Layer.UID in self._layers and os.geteuid() == 0
+        leases = lease_uids(len(self._records)) if wants_uids else [None] * len(self._records)
+        for record, lease in zip(self._records, leases, strict=True):
             assert record.log_path is not None
             root = self._scratch.path if self._scratch else Path()
-            sandbox = CellSandbox(record.agent_id, record.spec, self._level, self._layers, self._limits, root)
+            sandbox = CellSandbox(record.agent_id, record.spec, self._level, self._layers, self._limits, root, lease)
             output = self._output.open(record.log_path)
             try:
                 process = self._launcher.launch(output, sandbox)

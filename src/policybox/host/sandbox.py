@@ -75,8 +75,16 @@ def _sweep_scratch() -> None:
 
 class CellSandbox:
     def __init__(
-        self, agent_id: int, spec: PolicySpec, level: SandboxLevel, layers: list[Layer], limits: Limits, root: Path
+        self,
+        agent_id: int,
+        spec: PolicySpec,
+        level: SandboxLevel,
+        layers: list[Layer],
+        limits: Limits,
+        root: Path,
+        uid_lease: UidLease | None = None,
     ) -> None:
+        """``uid_lease``: the cell's uid, when the caller leased several at once; else one is leased here."""
         self.level = level
         self.layers = layers
         self._limits = limits
@@ -86,7 +94,7 @@ class CellSandbox:
         self._uid_lease: UidLease | None = None
         if Layer.UID in layers:
             if os.geteuid() == 0:  # a uid no other live cell on the machine has, held until close()
-                self._uid_lease = lease_uid()
+                self._uid_lease = uid_lease or lease_uid()
                 self.uid = self.gid = self._uid_lease.uid
             else:
                 self.statuses[Layer.UID] = "unavailable: not root, so cannot switch to another user"
