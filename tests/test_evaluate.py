@@ -138,8 +138,7 @@ def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
         give_up = time.monotonic() + 120
         while time.monotonic() < give_up and not killed:
             for child in psutil.Process().children():
-                playing = any(zygote.children() for zygote in child.children())  # its zygote has cells
-                if "multiprocessing" in " ".join(child.cmdline()) and playing:
+                if _playing_worker(child):
                     time.sleep(0.3)
                     os.kill(child.pid, signal.SIGKILL)
                     killed.append(child.pid)
@@ -154,6 +153,14 @@ def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
     assert summary.episodes_done == 6 and not summary.incomplete
     assert sorted(outcomes(tmp_path / "board")) == list(range(6))
     assert outcomes(tmp_path / "board") == {e: o for e, o in outcomes(_reference(tmp_path)).items()}
+
+
+def _playing_worker(process: psutil.Process) -> bool:
+    """A worker process in the middle of an episode: its zygote has cells."""
+    try:
+        return "multiprocessing" in " ".join(process.cmdline()) and any(z.children() for z in process.children())
+    except psutil.Error:
+        return False
 
 
 def _reference(tmp_path: Path) -> Path:
