@@ -276,7 +276,7 @@ def _result(
             AgentResult(
                 agent_id=record.agent_id,
                 policy=record.spec.display_name,
-                spec=redacted(record.spec),
+                spec=record.spec.redacted(),
                 reward=rewards[record.agent_id],
                 stats=agent_stats[record.agent_id],
                 status=record.status,
@@ -309,11 +309,6 @@ def _result(
         startup_s=round(timings.startup_s, 4),
         play_s=round(timings.play_s, 4),
     )
-
-
-def redacted(spec: PolicySpec) -> PolicySpec:
-    """The spec as results show it: the names of the variables it passes its cells, never their values."""
-    return spec.model_copy(update={"env": dict.fromkeys(spec.env, "***")}) if spec.env else spec
 
 
 def _tail(path: Path) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import multiprocessing
 import os
 import signal
@@ -145,7 +146,7 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
         raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     stored.with_suffix(".fingerprint").write_text(tournament.fingerprint() + "\n")
-    write_atomically(stored, Tournament.model_validate(tournament.public()).model_dump_json(indent=2))
+    write_atomically(stored, json.dumps(tournament.public(), indent=2))
     return out_dir
 
 

@@ -86,6 +86,10 @@ class PolicySpec(BaseModel):
     )
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables passed to its cells")
 
+    def redacted(self) -> PolicySpec:
+        """The spec as results show it: the names of the variables it passes its cells, never their values."""
+        return self.model_copy(update={"env": dict.fromkeys(self.env, "***")}) if self.env else self
+
     @property
     def display_name(self) -> str:
         if self.name:

@@ -32,7 +32,6 @@ from pydantic import BaseModel, Field
 from rich.markup import escape
 from rich.table import Table
 
-from policybox.episode import redacted
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord
 from policybox.spec import PolicySpec
 
@@ -206,7 +205,7 @@ def _policy_summary(
     statuses = Counter(agent.status for agent in agents)
     return PolicySummary(
         policy=key,
-        spec=redacted(spec),
+        spec=spec.redacted(),
         episodes=len(scores),
         seat_plays=len(agents),
         seats=[seats[seat] for seat in range(seat_count)],

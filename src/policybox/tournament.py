@@ -42,6 +42,16 @@ class Entrant(BaseModel):
     source: str | dict[str, Any] = Field(description="The -p argument or spec mapping as the operator gave it")
     spec: PolicySpec
 
+    def public(self) -> Entrant:
+        """Without secrets: the spec's env values masked, and a -p string that may hold one inline
+        (``env.TOKEN=...``) replaced by the key."""
+        source = self.source
+        if isinstance(source, str) and "env." in source:
+            source = self.key
+        elif isinstance(source, dict) and source.get("env"):
+            source = {**source, "env": dict.fromkeys(source["env"], "***")}
+        return self.model_copy(update={"spec": self.spec.redacted(), "source": source})
+
 
 class Tournament(BaseModel):
     """What to play. Stored in the output folder; a run into a folder of another tournament is refused."""
@@ -63,15 +73,9 @@ class Tournament(BaseModel):
         return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
     def public(self) -> dict[str, Any]:
-        """The tournament as stored and shown: every spec's env values replaced by ``***``."""
-        data = self.model_dump(mode="json")
-        for entrant in data["entrants"]:
-            entrant["spec"]["env"] = dict.fromkeys(entrant["spec"]["env"], "***")
-            if isinstance(entrant["source"], str) and "env." in entrant["source"]:
-                entrant["source"] = entrant["key"]  # an operator's -p string may carry a secret inline
-            elif isinstance(entrant["source"], dict) and entrant["source"].get("env"):
-                entrant["source"] = {**entrant["source"], "env": dict.fromkeys(entrant["source"]["env"], "***")}
-        return data
+        """The tournament as stored and shown: every secret a spec passes its cells replaced by ``***``."""
+        entrants = [entrant.public() for entrant in self.entrants]
+        return self.model_copy(update={"entrants": entrants}).model_dump(mode="json")
 
     def episode_seed(self, episode: int) -> int:
         return episode_seed(self.settings.seed, episode)
