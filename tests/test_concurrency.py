@@ -150,3 +150,17 @@ def test_a_uid_a_running_process_has_is_skipped():
     finally:
         orphan.kill()
         orphan.wait()
+
+
+def test_uids_handed_to_rootless_containers_are_skipped(monkeypatch, tmp_path):
+    """A uid in /etc/subuid or /etc/subgid may later run a container's process: never a cell's."""
+    import policybox.host.uids as uids
+
+    with lease_uid() as probe:
+        start = probe.uid - UID_BASE
+    subuid = tmp_path / "subuid"
+    subuid.write_text(f"someone:{UID_BASE + start}:10\nbroken line\n")
+    real = uids.subordinate_ids
+    monkeypatch.setattr(uids, "subordinate_ids", lambda: real((str(subuid),)))
+    with lease_uid(start=start) as lease:
+        assert lease.uid == UID_BASE + start + 10

@@ -6,7 +6,9 @@ folder only root may enter) for as long as the cell lives. So no two live cells 
 machine share a uid -- not two agents of one host, not two hosts, not two threads of one host
 (flock locks belong to an open file description, and each lease opens its own) -- and a host that
 is SIGKILLed leaks nothing: the kernel drops its locks with its file descriptors. A uid that some
-running process still has (an orphan of a killed host, or anything else) is skipped too.
+running process still has (an orphan of a killed host, or anything else) is skipped too, and so
+is every uid that ``/etc/subuid`` or ``/etc/subgid`` hands to a user for rootless containers (a
+process in such a container could otherwise run as a cell's uid later).
 
 Lock files are removed on release, under the lock; a leaser checks after locking that the file it
 locked is still the one at that path (else someone released and removed it meanwhile, and it tries
@@ -82,10 +84,11 @@ def lease_uids(count: int, start: int | None = None) -> list[UidLease]:
     try:
         while len(leases) < count:
             batch: list[UidLease] = []
+            reserved = subordinate_ids()
             while len(leases) + len(batch) < count and tried < UID_COUNT:
                 uid = UID_BASE + (offset + tried) % UID_COUNT
                 tried += 1
-                lease = _try_lock(uid, folder)
+                lease = None if any(uid in ids for ids in reserved) else _try_lock(uid, folder)
                 if lease is not None:
                     batch.append(lease)
             if not batch:
@@ -101,6 +104,21 @@ def lease_uids(count: int, start: int | None = None) -> list[UidLease]:
             lease.release()
         raise
     return leases
+
+
+def subordinate_ids(files: tuple[str, ...] = ("/etc/subuid", "/etc/subgid")) -> list[range]:
+    """The id ranges handed to users for their containers (``user:start:count`` lines)."""
+    ranges = []
+    for name in files:
+        try:
+            lines = Path(name).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.strip().split(":")
+            if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                ranges.append(range(int(fields[1]), int(fields[1]) + int(fields[2])))
+    return ranges
 
 
 def running_uids() -> set[int]:
