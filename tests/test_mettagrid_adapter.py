@@ -45,3 +45,17 @@ def test_inline_episode_equals_mettagrids_rollout(play):
     assert ours.game_stats == {k: float(v) for k, v in theirs["game"].items()}
     assert [a.stats for a in ours.agents] == [{k: float(v) for k, v in s.items()} for s in theirs["agent"]]
     assert [a.reward for a in ours.agents] == [float(r) for r in rollout._sim.episode_rewards]
+
+
+def test_observation_tokens_are_built_when_first_read():
+    """A policy that never reads its tokens does not pay for them; one that does gets them, once."""
+    from mettagrid.simulator.interface import AgentObservation
+
+    host = MettaGridHost(make_config("arena", 2, 5, seed=1), seed=1)
+    cell = MettaGridCell(host.cell_setup())
+    observation = cell.decode_observation(0, bytes(host.observation(0)))
+    assert isinstance(observation, AgentObservation) and observation.agent_id == 0
+    assert observation._tokens is None  # nothing built yet
+    tokens = observation.tokens
+    assert tokens and observation.tokens is tokens  # built once, then kept
+    host.close()

@@ -284,6 +284,32 @@ class MettaGridHost:
         self._sim.close()
 
 
+@functools.cache
+def _lazy_observation_class() -> type:
+    """MettaGrid's ``AgentObservation`` with ``tokens`` built on first read (made once, on first use,
+    so that importing this module does not import MettaGrid)."""
+    from mettagrid.simulator.interface import AgentObservation
+
+    class LazyAgentObservation(AgentObservation):
+        def __init__(self, agent_id: int, talk: tuple, build: Any) -> None:  # noqa: D107 - see the class
+            self.agent_id = agent_id
+            self.talk = talk
+            self._build = build
+            self._tokens: list | None = None
+
+        @property
+        def tokens(self) -> list:
+            if self._tokens is None:
+                self._tokens, self._build = self._build(), None
+            return self._tokens
+
+        @tokens.setter
+        def tokens(self, value: list) -> None:
+            self._tokens = value
+
+    return LazyAgentObservation
+
+
 class MettaGridCell:
     """The cell half: bytes in, MettaGrid ``AgentObservation`` out; a policy's action in, bytes out."""
 
@@ -324,8 +350,23 @@ class MettaGridCell:
         minimum = int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
         return agent, minimum
 
-    def decode_observation(self, agent_id: int, payload: bytearray | bytes) -> Any:
-        from mettagrid.simulator.interface import AgentObservation, Location, ObservationToken, VisibleTalk
+    def decode_observation(self, agent_id: int, payload: bytes) -> Any:
+        """MettaGrid's ``AgentObservation`` for an observation payload (which must not change after:
+        ``bytes``). Its tokens are built the first time a policy reads them, so a policy that never
+        does (random, noop, many scripted ones) does not pay for them; one that does gets exactly
+        the list MettaGrid's ``SimulationAgent.observation`` builds."""
+        talk: tuple = ()
+        if self._talk:
+            from mettagrid.simulator.interface import Location, VisibleTalk
+
+            talk = tuple(
+                VisibleTalk(agent_id=a, text=text, location=Location(r, c), remaining_steps=left)
+                for a, text, r, c, left in json.loads(bytes(payload[self._token_bytes :]))
+            )
+        return _lazy_observation_class()(agent_id, talk, lambda: self._tokens(payload))
+
+    def _tokens(self, payload: bytes) -> list[Any]:
+        from mettagrid.simulator.interface import ObservationToken
 
         raw = np.frombuffer(payload, dtype=np.uint8, count=self._token_bytes).reshape(self._token_shape)
         # The same tokens as mettagrid.simulator.SimulationAgent.observation builds (rows up to the
@@ -333,17 +374,10 @@ class MettaGridCell:
         count = raw[:, 1].tobytes().find(b"\xff")
         valid = raw if count < 0 else raw[:count]
         features = self._features
-        tokens = [
+        return [
             ObservationToken(feature=features[feature_id], value=value, raw_token=row)
             for feature_id, value, row in zip(valid[:, 1].tolist(), valid[:, 2].tolist(), list(valid), strict=True)
         ]
-        talk: tuple = ()
-        if self._talk:
-            talk = tuple(
-                VisibleTalk(agent_id=a, text=text, location=Location(r, c), remaining_steps=left)
-                for a, text, r, c, left in json.loads(bytes(payload[self._token_bytes :]))
-            )
-        return AgentObservation(agent_id=agent_id, tokens=tokens, talk=talk)
 
     def encode_action(self, action: Any) -> bytes:
         """A MettaGrid Action, an action name or a flat action index -> action payload."""
