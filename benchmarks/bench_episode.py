@@ -9,7 +9,7 @@ noisy shared machine shifts both sides of each ratio alike. Sections:
 
 * throughput: env steps/s of the stepping phase (start-up excluded) for 4 and 24 agents, with
   MettaGrid's random policy and with a policy that burns ~1 ms of CPU per step; the zygote runner
-  once more with the seccomp filter on, for the filter's cost per syscall;
+  once more without the seccomp filter (on by default), for the filter's cost per syscall;
 * start-up: seconds until every cell is ready (policy constructed, handshake done), numpy-only and
   with torch preloaded (when torch is installed: ``pip install torch==2.13.0``);
 * memory: peak RSS and unique (USS) memory per cell, spawned vs forked from the zygote;
@@ -112,7 +112,7 @@ def _throughput_runs(bench: Bench, agents: int, policy: str, steps: int) -> dict
         "policybox inline": lambda: policybox("inline"),
         "policybox process, spawn": lambda: policybox("process", "spawn"),
         "policybox process, zygote": lambda: policybox("process", "zygote"),
-        "policybox process, zygote, seccomp": lambda: policybox("process", "zygote", seccomp=True),
+        "policybox process, zygote, --no-seccomp": lambda: policybox("process", "zygote", seccomp=False),
     }
 
 
