@@ -250,3 +250,18 @@ def test_a_policy_cannot_rewrite_its_own_files(play, tmp_path):
     assert "edit policy file: refused" in log(agent) and "edit checkpoint: refused" in log(agent)
     assert (bot / "weights.bin").read_text() == "original weights"
     assert (bot / "hostile.py").read_text() == source
+
+
+def test_nested_policy_folders_are_all_read_only(play, tmp_path):
+    """A policy file in a folder inside its own import root: both are bound back read-only."""
+    needs(Layer.FILESYSTEM)
+    inner = tmp_path / "outer" / "inner"
+    inner.mkdir(parents=True)
+    source = (Path(__file__).parent / "policies" / "hostile.py").read_text()
+    (inner / "hostile.py").write_text(source)
+    (inner / "weights.bin").write_text("original weights")
+    spec = f"{inner}/hostile.py:SelfEdit,data={inner}/weights.bin,path={tmp_path / 'outer'}"
+    agent = play([spec], agents=1, steps=2).agents[0]
+    assert agent.sandbox["filesystem"].startswith("active"), agent.sandbox["filesystem"]
+    assert "edit policy file: refused" in log(agent) and (inner / "hostile.py").read_text() == source
+    assert (inner / "weights.bin").read_text() == "original weights"

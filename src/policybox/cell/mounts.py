@@ -75,12 +75,11 @@ def private_view(needed: Iterable[str], read_only: Iterable[str]) -> list[str]:
         holder = next((folder for folder in shared if folder in path.parents), None) or closed_ancestor(path)
         if holder is not None:
             masks.setdefault(holder, set()).add(path)
-    bound = set()
+    bound: set[Path] = set()
     for folder, inside in masks.items():
-        _mask(folder, sorted(inside))
-        bound |= inside
+        bound |= _mask(folder, sorted(inside))
     for path in sorted(frozen):
-        if path not in bound:
+        if path not in bound:  # a mount point of its own, so that it alone can be made read-only
             _bind(path, path)
         mount(None, str(path), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     return [str(folder) for folder in masks]
@@ -90,8 +89,9 @@ def _is_real_folder(path: str) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
 
 
-def _mask(folder: Path, inside: list[Path]) -> None:
-    """Cover ``folder`` with an empty tmpfs, then bind each path of ``inside`` back in place."""
+def _mask(folder: Path, inside: list[Path]) -> set[Path]:
+    """Cover ``folder`` with an empty tmpfs, then bind each path of ``inside`` back in place (those
+    inside another come back with it); the paths bound, each now a mount point."""
     outermost = [p for p in inside if not any(other in p.parents for other in inside)]
     # Hold each path open so it can still be bound after the tmpfs hides it.
     handles = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in outermost]
@@ -102,6 +102,7 @@ def _mask(folder: Path, inside: list[Path]) -> None:
             _bind(Path(f"/proc/self/fd/{handle}"), path)
         finally:
             os.close(handle)
+    return set(outermost)
 
 
 def _make_mount_point(path: Path, is_dir: bool, under: Path) -> None:
