@@ -156,6 +156,8 @@ def test_no_channel_to_the_host_or_view_of_other_processes(play, tmp_path, unix_
     assert "peer's open file: refused" in text and "peer's open socket: refused" in text
     for path in paths:
         assert f"unix stream {path}: refused" in text and f"unix datagram {path}.dgram: refused" in text
+    for shared in ("/dev/shm", "/tmp", "/var/tmp", "/run"):  # nothing reached the machine's shared folders
+        assert f"drop {shared}: refused" in text and not Path(shared, "policybox-meeting-point").exists()
     for sock in sockets:  # the host's listeners got nothing
         with pytest.raises(BlockingIOError):
             sock.accept() if sock.type == socket.SOCK_STREAM else sock.recv(64)

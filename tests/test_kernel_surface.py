@@ -40,7 +40,6 @@ def test_kernel_surface_is_refused(play):
         [policy("kernel_surface.py:Attack", **{"kw.key_description": f'"{description}"'}), VICTIM],
         agents=2,
         steps=10,
-        seccomp=True,
     ).agents
 
     assert attacker.sandbox["seccomp"].startswith("active"), attacker.sandbox

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -70,7 +72,7 @@ def run(
 
     Exit code 0 when every agent ended with status ok, 1 when any did not, 2 for bad input.
     """
-    try:
+    with _guarded("every cell was stopped; no result written"):
         specs = assign_policies([parse_policy_arg(text) for text in policies], episode["agents"])
         _check_replay_name(replay)
         settings = EpisodeSettings.from_options({**episode, "replay": str(replay) if replay else None})
@@ -79,11 +81,6 @@ def run(
         _check_log_dir(logs)
         with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
             result = run_episode(specs, settings, logs)
-    except USER_ERRORS as exc:
-        _refuse(exc)
-    except KeyboardInterrupt:
-        errors.print("[yellow]interrupted: every cell was stopped; no result written[/]")
-        raise typer.Exit(130) from None
     _show(result)
     if out is not None:
         try:
@@ -133,7 +130,7 @@ def evaluate(
     Re-running the same command resumes: finished episodes are kept, the rest are played. Exit code 0
     when every episode finished, 1 when some could not, 2 for bad input (nothing is touched).
     """
-    try:
+    with _guarded("finished episodes are kept; run the same command to resume"):
         if summary is not None:
             _show_summary(load_summary(summary))
             raise typer.Exit(0)
@@ -141,11 +138,6 @@ def evaluate(
         tournament, out_dir = _tournament(values, tournament_file)
         _check_log_dir(out_dir)
         board = _play_tournament(tournament, out_dir, values.get("workers"), bool(values.get("replays")))
-    except USER_ERRORS as exc:
-        _refuse(exc)
-    except KeyboardInterrupt:
-        errors.print("[yellow]interrupted: finished episodes are kept; run the same command to resume[/]")
-        raise typer.Exit(130) from None
     _show_summary(board)
     console.print(f"results: {out_dir}", highlight=False)
     raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
@@ -212,9 +204,17 @@ def _show_summary(board: Summary) -> None:
         console.print(renderable)
 
 
-def _refuse(exc: Exception) -> NoReturn:
-    errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-    raise typer.Exit(2) from None
+@contextlib.contextmanager
+def _guarded(after_interrupt: str) -> Iterator[None]:
+    """A user's mistake: one clear message and exit 2. Ctrl-C: say what was kept, exit 130."""
+    try:
+        yield
+    except USER_ERRORS as exc:
+        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
+        raise typer.Exit(130) from None
 
 
 @app.command()

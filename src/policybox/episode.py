@@ -137,15 +137,20 @@ def check_replay(replay: str | None) -> None:
 
 
 def run_episode(
-    specs: Sequence[PolicySpec], settings: EpisodeSettings, log_dir: Path | None = None, zygote: Zygote | None = None
+    specs: Sequence[PolicySpec],
+    settings: EpisodeSettings,
+    log_dir: str | Path | None = None,
+    zygote: Zygote | None = None,
 ) -> EpisodeResult:
     """Play one episode with ``specs[i]`` controlling agent i; cells are gone when this returns.
 
+    ``log_dir`` gets one log file per agent (process mode needs it).
     With the zygote launcher, pass a running ``zygote`` to reuse it across episodes; without one, a
     zygote is started for this episode and stopped after it.
     """
     if settings.mode == "process" and log_dir is None:
         raise ValueError("process mode needs a log_dir for the agents' log files")
+    log_dir = None if log_dir is None else Path(log_dir)
     check_shorthands(specs)
     check_replay(settings.replay)
     if settings.sandbox == SandboxLevel.STRICT:

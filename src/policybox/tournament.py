@@ -108,6 +108,8 @@ def random_seats(policies: int, seats: int, seed: int) -> list[int]:
 
 def entrants(sources: Sequence[str | dict[str, Any]], base_dir: Path | None = None) -> list[Entrant]:
     """Parse the policies; each must have its own key (its label), or results could not tell them apart."""
+    if isinstance(sources, (str, dict)) or not all(isinstance(source, (str, dict)) for source in sources):
+        raise SpecError(f"policies must be a list of -p strings or spec mappings, not {sources!r}")
     found = [Entrant(key="", source=source, spec=_parse(source, base_dir)) for source in sources]
     for entrant in found:
         entrant.key = entrant.spec.display_name

@@ -114,6 +114,8 @@ class Snoop(NoopPolicy):
         if log_path:
             attempt("other agent's log", lambda: Path(log_path).read_text())
             attempt("log folder", lambda: os.listdir(Path(log_path).parent))
+        for shared in ("/dev/shm", "/tmp", "/var/tmp", "/run"):  # where cells could leave notes for each other
+            attempt(f"drop {shared}", lambda shared=shared: Path(shared, "policybox-meeting-point").write_text("hi"))
         peer = Path(os.environ["HOME"]).parent / "agent-1"
         attempt("peer's open file", lambda: (peer / "open.txt").read_text())
         attempt("peer's open socket", lambda: _connect(str(peer / "open.sock")))
