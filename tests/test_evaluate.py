@@ -204,3 +204,11 @@ def test_replays_are_written_per_episode(tmp_path):
     for episode in (0, 1):
         replay = load_replay(tmp_path / "board" / "replays" / f"episode-{episode:05d}.json.z")
         assert replay["num_agents"] == 2 and replay["max_steps"] == 15
+
+
+def test_user_mistakes_found_by_the_workers_are_exit_2_and_touch_nothing(tmp_path):
+    for mistake in (["--preload", "policybox_no_such_module"], ["-p", "no_such_shorthand"]):
+        out = tmp_path / mistake[1]
+        run = policybox("evaluate", "-p", "random", *mistake, "--episodes", "1", "--steps", "2", "--out", str(out))
+        assert run.returncode == 2 and mistake[1] in run.stderr and "Traceback" not in run.stderr
+        assert not out.exists()

@@ -136,7 +136,8 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecError(f"--out {out_dir} is a file, not a folder")
     if stored.exists():
-        if stored.with_suffix(".fingerprint").read_text().strip() != tournament.fingerprint():
+        fingerprint = stored.with_suffix(".fingerprint")
+        if not fingerprint.is_file() or fingerprint.read_text().strip() != tournament.fingerprint():
             raise TournamentMismatch(
                 f"{out_dir} holds the results of another tournament (see its {TOURNAMENT_FILE}); "
                 "use another --out folder, or the same policies and settings to resume"
@@ -248,6 +249,7 @@ def _check() -> None:
     """Check the worker's tournament as an episode would, before any: the errors a user can make."""
     assert _worker is not None
     tournament = _worker.tournament
+    _worker.zygote_for()  # a --preload that cannot be imported is the user's to fix: ZygoteError says so
     check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
 
 
