@@ -124,7 +124,10 @@ def load_summary(out_dir: Path) -> Summary:
         raise SpecError(f"{out_dir} holds no tournament (no {TOURNAMENT_FILE})")
     tournament = Tournament.model_validate_json(path.read_text())
     records, _ = read_records(out_dir / RESULTS)
-    return summarize([(e.key, e.spec) for e in tournament.entrants], list(records.values()), tournament.episodes)
+    try:
+        return summarize([(e.key, e.spec) for e in tournament.entrants], list(records.values()), tournament.episodes)
+    except ValueError as exc:  # results that do not belong to this tournament (edited by hand?)
+        raise SpecError(f"{out_dir / RESULTS} does not match its {TOURNAMENT_FILE}: {exc}") from None
 
 
 def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
