@@ -5,6 +5,7 @@ import socket
 from pathlib import Path
 
 from policybox.host.launcher import SpawnLauncher
+from policybox.host.record import AgentRecord
 from policybox.host.sandbox import CellSandbox
 from policybox.limits import Limits
 from policybox.sandbox import SandboxLevel
@@ -13,7 +14,8 @@ from policybox.wire import CELL_TO_HOST, MAX_CELL_FRAME, FrameDecoder, FrameType
 
 
 def launch(tmp_path):
-    unsandboxed = CellSandbox(0, PolicySpec(class_path="noop"), SandboxLevel.OFF, [], Limits(), Path())
+    record = AgentRecord(0, PolicySpec(class_path="noop"), threads=1)
+    unsandboxed = CellSandbox(record, SandboxLevel.OFF, [], Limits(), Path())
     with open(tmp_path / "cell.log", "wb") as output:
         return SpawnLauncher().launch(output.fileno(), unsandboxed)
 

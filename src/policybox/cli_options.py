@@ -81,6 +81,19 @@ EPISODE_OPTIONS = [
         None,
     ),
     _option(
+        "threads_per_cell",
+        Annotated[
+            int | None,
+            typer.Option(
+                min=1,
+                max=1024,
+                help="Threads each cell's torch/OpenMP/BLAS may use. Default: the cores divided among the cells, "
+                "at least 1 (a policy's env.OMP_NUM_THREADS wins).",
+            ),
+        ],
+        None,
+    ),
+    _option(
         "sandbox",
         Annotated[
             SandboxLevel,

@@ -27,6 +27,7 @@ from policybox.limits import Limits
 from policybox.results import AgentResult, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
 from policybox.spec import PolicySpec, SpecError
+from policybox.threads import cell_threads
 from policybox.wire import PROTOCOL_VERSION, FrameType
 
 Mode = Literal["process", "inline"]
@@ -48,6 +49,13 @@ class EpisodeSettings(BaseModel):
         default="zygote", description="zygote: cells forked from a pre-warmed process; spawn: fresh interpreters"
     )
     preload: list[str] = Field(default_factory=list, description="Extra modules the zygote imports (e.g. torch)")
+    threads_per_cell: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="Threads each cell's torch/OpenMP/BLAS may use; default: this machine's cores divided "
+        "among the episode's cells, at least 1 (a policy's own env.OMP_NUM_THREADS wins)",
+    )
     sandbox: SandboxLevel = Field(default=SandboxLevel.STANDARD, description="strict, standard or off")
     seccomp: bool = Field(
         default=True, description="The seccomp layer in standard mode (strict always has it); False opts out"
@@ -162,7 +170,7 @@ def run_episode(
     with contextlib.ExitStack() as stack:
         stack.callback(env.close)
         launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
-        records = [AgentRecord(i, spec, _log_path(log_dir, i, settings.mode)) for i, spec in enumerate(specs)]
+        records = [_record(i, spec, settings, len(specs), log_dir) for i, spec in enumerate(specs)]
         cell_env = env.cell_setup()  # the same for every agent: built once
         setups = [_setup(cell_env, record, settings) for record in records]
         pool = (
@@ -191,6 +199,11 @@ def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextli
     return ZygoteLauncher(zygote)
 
 
+def _record(agent_id: int, spec: PolicySpec, settings: EpisodeSettings, cells: int, logs: Path | None) -> AgentRecord:
+    threads = cell_threads(spec.env, settings.threads_per_cell, cells)
+    return AgentRecord(agent_id, spec, threads, _log_path(logs, agent_id, settings.mode))
+
+
 def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
     """Where agent ``agent_id``'s output goes: a 0600 file (made by the host's output pump) in a 0700
     folder, so that nothing -- another cell included -- reads an agent's output but the operator."""
@@ -206,6 +219,7 @@ def _setup(cell_env: dict, record: AgentRecord, settings: EpisodeSettings) -> di
         "protocol": PROTOCOL_VERSION,
         "agent_id": record.agent_id,
         "seed": settings.seed,
+        "threads": record.threads,
         "log_limit_bytes": settings.limits.log_limit_bytes,
         "spec": record.spec.model_dump(mode="json"),
         "env": cell_env,
@@ -290,6 +304,7 @@ def _result(
                 timeouts=record.timeouts,
                 invalid_actions=record.invalid_actions,
                 minimum_action_timeout_ms=record.minimum_action_timeout_ms,
+                threads=record.threads,
                 latency=record.latency(),
                 sandbox=record.sandbox,
                 action_digest=record.action_digest,

@@ -75,6 +75,7 @@ class AgentResult(BaseModel):
     timeouts: int = 0
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0
+    threads: int | None = Field(default=None, description="Threads its torch/OpenMP/BLAS were allowed")
     latency: Latency
     sandbox: dict[str, str] = Field(
         default_factory=dict, description="Each sandbox layer of this agent's cell: active, or why not"

@@ -1,30 +1,24 @@
 """One agent's policy at run time: build it from a SETUP message, turn observation bytes into actions.
 
 The same code runs inside a cell process and, in ``inline`` mode, inside the host -- which is what
-makes the two modes give identical results. The only difference is the random state: a cell owns
-its process-wide ``random``/``numpy.random`` state, while inline agents share the host's, so inline
-runtimes swap in their own state around every call into policy code.
+makes the two modes give identical results. The only difference is the process-wide state (random
+streams, thread budget, ``policybox.cell.agent_state``): a cell owns its process and sets it once,
+while inline agents share the host, so inline runtimes swap theirs in around every call into
+policy code.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
-import numpy as np
-
+from policybox.cell.agent_state import AgentState
 from policybox.cell.loader import load_policy_class
 from policybox.cell.report import PolicyFailure, failure_report
 from policybox.envs import InvalidAction, cell_half
 from policybox.spec import PolicySpec
 from policybox.wire import PROTOCOL_VERSION, FrameType, check_protocol
-
-
-def agent_seed(seed: int, agent_id: int) -> int:
-    """A per-agent seed for the global RNGs, independent of how many agents there are."""
-    return int(np.random.SeedSequence([seed, agent_id]).generate_state(1)[0])
 
 
 class AgentRuntime:
@@ -35,19 +29,20 @@ class AgentRuntime:
         self.agent_id = int(setup["agent_id"])
         self.spec = PolicySpec.model_validate(setup["spec"])
         self._env_setup = setup["env"]
-        seed = agent_seed(int(setup["seed"]), self.agent_id)
+        threads = setup.get("threads")
+        self._state = AgentState(int(setup["seed"]), self.agent_id, None if threads is None else int(threads))
         self._owns_process = owns_process
-        self._rng_state = (random.Random(seed).getstate(), _numpy_state(seed))
         if owns_process:
-            _set_rng_state(self._rng_state)
+            self._state.apply()
         self._agent: Any = None
         self._env: Any = None
 
     def start(self) -> dict[str, Any]:
         """Import, construct and load the policy; the READY report."""
-        with self._policy_call("init"):
+        with self._policy_call("init"):  # importing it: torch, if it brings it, is seeded before it is built
             self._env = cell_half(self._env_setup)
             policy_class = load_policy_class(self.spec, self._env.resolve_shorthand)
+        with self._policy_call("init"):
             self._agent, minimum_ms = self._env.build_agent(policy_class, self.spec, self.agent_id)
         return {"protocol": PROTOCOL_VERSION, "policy": self.spec.display_name, "minimum_action_timeout_ms": minimum_ms}
 
@@ -58,6 +53,7 @@ class AgentRuntime:
                 action = self._agent.step(self._env.decode_observation(self.agent_id, payload))
             except (Exception, SystemExit) as exc:
                 raise PolicyFailure(failure_report(exc, "step")) from exc
+            self._state.notice_torch()
         else:
             with self._policy_call("step"):
                 action = self._agent.step(self._env.decode_observation(self.agent_id, payload))
@@ -68,27 +64,10 @@ class AgentRuntime:
 
     @contextmanager
     def _policy_call(self, phase: str) -> Iterator[None]:
-        if not self._owns_process:
-            host_state = _get_rng_state()
-            _set_rng_state(self._rng_state)
         try:
-            yield
+            with self._state.active() if not self._owns_process else nullcontext():
+                yield
+            if self._owns_process:
+                self._state.notice_torch()
         except (Exception, SystemExit) as exc:  # sys.exit() in a policy is its failure too
             raise PolicyFailure(failure_report(exc, phase)) from exc
-        finally:
-            if not self._owns_process:
-                self._rng_state = _get_rng_state()
-                _set_rng_state(host_state)
-
-
-def _numpy_state(seed: int) -> Any:
-    return np.random.RandomState(seed).get_state()
-
-
-def _get_rng_state() -> tuple[Any, Any]:
-    return random.getstate(), np.random.get_state()
-
-
-def _set_rng_state(state: tuple[Any, Any]) -> None:
-    random.setstate(state[0])
-    np.random.set_state(state[1])

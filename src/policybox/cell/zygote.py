@@ -31,6 +31,7 @@ from policybox.cell.__main__ import die_with_parent, run_cell
 # The cell's own sandbox modules too: imported once here rather than in every cell.
 DEFAULT_PRELOAD = (
     "numpy",
+    "threadpoolctl",
     "policybox.cell.runtime",
     "policybox.cell.seccomp",
     "policybox.cell.landlock",

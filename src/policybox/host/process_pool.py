@@ -246,7 +246,7 @@ class ProcessPool:
         for record, lease in zip(self._records, leases, strict=True):
             assert record.log_path is not None
             root = self._scratch.path if self._scratch else Path()
-            sandbox = CellSandbox(record.agent_id, record.spec, self._level, self._layers, self._limits, root, lease)
+            sandbox = CellSandbox(record, self._level, self._layers, self._limits, root, lease)
             output = self._output.open(record.log_path)
             try:
                 process = self._launcher.launch(output, sandbox)

@@ -19,6 +19,7 @@ NOOP_MARK = b"\x00noop"
 class AgentRecord:
     agent_id: int
     spec: PolicySpec
+    threads: int  # the thread budget of its cell (policybox.threads)
     log_path: Path | None = None
     status: AgentStatus = AgentStatus.OK
     failure: Failure | None = None

@@ -14,14 +14,16 @@ from pathlib import Path
 import psutil
 
 from policybox.host.cgroup import CellCgroup, new_accounting_cgroup, new_kill_cgroup, new_limit_cgroup
+from policybox.host.record import AgentRecord
 from policybox.host.remove import remove_tree
 from policybox.host.uids import UidLease, lease_uid
 from policybox.limits import Limits
 from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
-from policybox.spec import PolicySpec
+from policybox.threads import thread_environment
 
 MIB = 1024 * 1024
-# Variables a cell may inherit: locale, time zone, and thread-count knobs of numeric libraries.
+# Variables a cell may inherit: locale, time zone, and knobs of numeric libraries (its thread budget,
+# policybox.threads, is set over the host's thread counts).
 ENV_ALLOW = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 ENV_ALLOW_PREFIXES = ("LC_", "OMP_", "MKL_", "OPENBLAS_NUM_THREADS")
 HOST_SIDE = {Layer.ENVIRONMENT, Layer.MEMORY, Layer.PROCESSES, Layer.CPU}
@@ -76,8 +78,7 @@ def _sweep_scratch() -> None:
 class CellSandbox:
     def __init__(
         self,
-        agent_id: int,
-        spec: PolicySpec,
+        record: AgentRecord,
         level: SandboxLevel,
         layers: list[Layer],
         limits: Limits,
@@ -88,7 +89,9 @@ class CellSandbox:
         self.level = level
         self.layers = layers
         self._limits = limits
-        self._spec = spec
+        self._spec = record.spec
+        self._threads = record.threads
+        agent_id = record.agent_id
         self.statuses: dict[Layer, str] = {}
         self.uid = self.gid = None
         self._uid_lease: UidLease | None = None
@@ -111,13 +114,14 @@ class CellSandbox:
         self.cpu_cgroup: CellCgroup | None = None
 
     def environment(self) -> dict[str, str]:
-        """What the cell starts with: the allow-list, its HOME and the spec's variables (or, with no
-        environment layer, the host's own)."""
+        """What the cell starts with: the allow-list, its HOME, its thread budget and the spec's
+        variables (with no environment layer, the host's own instead of the allow-list and HOME)."""
+        budget = {**thread_environment(self._threads), **self._spec.env}
         if Layer.ENVIRONMENT not in self.layers:
-            return dict(os.environ)
+            return {**os.environ, **budget}
         home = str(self.scratch)
         user = f"policybox-agent-{self.uid if self.uid is not None else os.getuid()}"
-        return {**host_environment(), "HOME": home, "TMPDIR": home, "USER": user, "LOGNAME": user, **self._spec.env}
+        return {**host_environment(), "HOME": home, "TMPDIR": home, "USER": user, "LOGNAME": user, **budget}
 
     def attach(self, pid: int) -> None:
         """Put the new cell (which runs no policy code yet) into its cgroups."""
