@@ -52,3 +52,20 @@ def test_the_main_job_command(tmp_path):
     assert summary["episodes_done"] == 4 and summary["ranking"]
     random, noop = (next(p for p in summary["policies"] if p["policy"] == name) for name in ("random", "noop"))
     assert random["stats"]["action.move.success"] > 0 == noop["stats"].get("action.move.success", 0)
+
+
+def test_neural_network_example(tmp_path):
+    """The README's LSTM example: a checkpoint from MettaGrid's own save_policy_data, played in cells."""
+    venv_bin = str(Path(sys.executable).parent)
+    block = block_after("A checkpoint made by the policy's own", "bash")
+    make, run = block.strip().split("\n.venv/bin/policybox")
+    made = subprocess.run(
+        shlex.split(make.replace(".venv/bin", venv_bin)), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    command = [*shlex.split(f"{venv_bin}/policybox{run}"), "--out", "result.json"]
+    played = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert played.returncode == 0, played.stdout + played.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert [agent["status"] for agent in result["agents"]] == ["ok"] * 4
+    assert len({agent["action_digest"] for agent in result["agents"]}) == 4

@@ -23,8 +23,22 @@ def load_policy_class(spec: PolicySpec, resolve_shorthand: Any) -> Any:
     file_class = spec.file_and_class
     if file_class:
         return _attribute(_import_file(Path(file_class[0])), file_class[1], spec.class_path)
-    class_path = resolve_shorthand(spec.class_path) if spec.is_shorthand else spec.class_path
-    return _import_dotted(class_path)
+    if not spec.is_shorthand:
+        return _import_dotted(spec.class_path)
+    class_path = resolve_shorthand(spec.class_path)
+    try:
+        return _import_dotted(class_path)
+    except ImportError as exc:  # a bundled policy whose optional dependencies are not installed
+        raise ImportError(_missing_dependency(spec.class_path, class_path, exc)) from exc
+
+
+def _missing_dependency(shorthand: str, class_path: str, exc: ImportError) -> str:
+    needs = f"needs {exc.name!r}" if isinstance(exc, ModuleNotFoundError) and exc.name else "cannot be imported"
+    return (
+        f"policy shorthand {shorthand!r} ({class_path}) {needs}: {exc}. For MettaGrid's network policies "
+        "(lstm, stateless, puffer...) install policybox's torch extra, as the README's "
+        "'Neural-network policies' section shows"
+    )
 
 
 def _import_file(path: Path) -> Any:
