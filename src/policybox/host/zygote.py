@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from policybox.host.sandbox import host_environment
+from policybox.threads import thread_environment
 
 MAX_MESSAGE = 1 << 16
 START_TIMEOUT_S = 120.0  # torch can take a while to import on a loaded machine
@@ -47,7 +48,10 @@ class Zygote:
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                env=host_environment(),  # it forks the cells: it must hold none of the host's secrets
+                # It forks the cells: it must hold none of the host's secrets. One thread for what it
+                # preloads: a cell raises its budget where it has more; lowering it later would start
+                # a thread (OpenBLAS does, after a fork) that the cell does not need.
+                env={**host_environment(), **thread_environment(1)},
                 start_new_session=True,
             )
         self._exits: dict[int, int] = {}
