@@ -6,6 +6,9 @@
 * ``socketpair_round_trip_us`` / ``socketpair_round_trip_payload_us``: the floor of a blocking round trip
   between two processes on this machine.
 
+The MettaGrid baselines take a policy (a name in ``CLASS_PATHS`` or a class path) and, for a policy with weights,
+an optional checkpoint (``data_path``) that MettaGrid's ``load_policy_data`` reads.
+
 Import with ``benchmarks/`` on ``sys.path`` (``import baselines``); ``busy_policy`` must be importable the same
 way. Every function reaps what it starts. Run this file to print each measurement once.
 """
@@ -15,8 +18,10 @@ import json
 import logging
 import os
 import random
+import shutil
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -24,24 +29,42 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
-from busy_policy import Busy1msPolicy
 from mettagrid.builder.envs import make_arena
 from mettagrid.config.mettagrid_config import MettaGridConfig
 from mettagrid.map_builder.random_map import RandomMapBuilder
 from mettagrid.policy.policy import MultiAgentPolicy
 from mettagrid.policy.policy_env_interface import PolicyEnvInterface
-from mettagrid.policy.random_agent import RandomMultiAgentPolicy
+from mettagrid.policy.submission import POLICY_SPEC_FILENAME, SubmissionPolicySpec, write_submission_policy_spec
 from mettagrid.runner.episode_runner import run_episode_isolated
 from mettagrid.runner.policy_server.manager import launch_local_policy_server
 from mettagrid.runner.policy_server.websocket_transport import WebSocketPolicyServerClient
 from mettagrid.runner.types import EpisodeSpec
 from mettagrid.simulator.rollout import Rollout
+from mettagrid.util.module import load_symbol
 
 BENCH_DIR = Path(__file__).resolve().parent
-POLICIES: dict[str, type[MultiAgentPolicy]] = {"random": RandomMultiAgentPolicy, "busy1ms": Busy1msPolicy}
-# Class paths the policy server loads (metta://policy/<class path>): the parent checks them with load_symbol,
-# the server imports them, so busy_policy must be importable in both (see _server_env).
-CLASS_PATHS = {"random": "mettagrid.policy.random_agent.RandomMultiAgentPolicy", "busy1ms": "busy_policy.Busy1msPolicy"}
+# The policies the benchmarks name, by class path: loaded here with load_symbol (so torch is imported only for a
+# policy that needs it) and by the policy server (metta://policy/<class path>, or a submission's policy_spec.json),
+# so busy_policy must be importable in both (see _server_env). Any other name is taken as a class path itself.
+CLASS_PATHS = {
+    "random": "mettagrid.policy.random_agent.RandomMultiAgentPolicy",
+    "busy1ms": "busy_policy.Busy1msPolicy",
+    "lstm": "mettagrid.policy.lstm.LSTMPolicy",
+}
+
+
+def class_path(policy: str) -> str:
+    """The class path of ``policy``: a name in ``CLASS_PATHS``, or a class path already."""
+    return CLASS_PATHS.get(policy, policy)
+
+
+def make_policy(policy: str, env_info: PolicyEnvInterface, data_path: str | Path | None = None) -> MultiAgentPolicy:
+    """``policy``'s ``MultiAgentPolicy`` as MettaGrid builds one: the class on ``env_info``, then
+    ``load_policy_data(data_path)`` when a checkpoint is given."""
+    multi = load_symbol(class_path(policy))(env_info)
+    if data_path is not None:
+        multi.load_policy_data(str(data_path))
+    return multi
 
 
 def arena_config(num_agents: int, steps: int, seed: int) -> MettaGridConfig:
@@ -61,28 +84,68 @@ def arena_config(num_agents: int, steps: int, seed: int) -> MettaGridConfig:
     return config
 
 
-def rollout_steps_per_s(num_agents: int, steps: int, seed: int, policy: str) -> float:
+def rollout_steps_per_s(
+    num_agents: int,
+    steps: int,
+    seed: int,
+    policy: str,
+    data_path: str | Path | None = None,
+    torch_threads: int | None = None,
+) -> float:
     """Env steps per second of ``mettagrid.simulator.rollout.Rollout`` stepping ``policy`` in this process.
 
-    One ``AgentPolicy`` per agent from one ``MultiAgentPolicy`` ("random" = MettaGrid's
-    ``RandomMultiAgentPolicy``, "busy1ms" = ``busy_policy.Busy1msPolicy``); no ``policy_group_keys``, so agents
-    are stepped one after another as a user's plain ``Rollout`` does. Times ``run_until_done()`` only.
-    Python's ``random`` is seeded with ``seed`` for the run (and restored after) so the random policy repeats.
+    One ``AgentPolicy`` per agent from one ``MultiAgentPolicy`` (``make_policy``: "random" = MettaGrid's
+    ``RandomMultiAgentPolicy``, "busy1ms" = ``busy_policy.Busy1msPolicy``, "lstm" = MettaGrid's ``LSTMPolicy``
+    with the checkpoint ``data_path``); no ``policy_group_keys``, so agents are stepped one after another as a
+    user's plain ``Rollout`` does. Times ``run_until_done()`` only.
+    Python's ``random`` and, when the policy uses torch, torch's global generator are seeded with ``seed`` for
+    the run (and restored after) so a sampling policy repeats. Torch runs with its default thread count (what a
+    MettaGrid user gets), or ``torch_threads`` for the run.
     """
     config = arena_config(num_agents, steps, seed)
-    multi = POLICIES[policy](PolicyEnvInterface.from_mg_cfg(config))
+    multi = make_policy(policy, PolicyEnvInterface.from_mg_cfg(config), data_path)
     rollout = Rollout(config, [multi.agent_policy(i) for i in range(num_agents)], seed=seed)
-    saved_random = random.getstate()
-    random.seed(seed)
     try:
-        start = time.perf_counter()
-        rollout.run_until_done()
-        elapsed = time.perf_counter() - start
+        with _seeded(seed), _torch_threads(torch_threads):
+            start = time.perf_counter()
+            rollout.run_until_done()
+            elapsed = time.perf_counter() - start
         # Steps actually taken, read as MettaGrid's own single_episode_rollout does.
         return rollout._sim.current_step / elapsed
     finally:
-        random.setstate(saved_random)
         rollout._simulator.close()
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Seed Python's ``random`` and, if imported, torch's global generator for the block; restore both after."""
+    torch = sys.modules.get("torch")
+    saved_random = random.getstate()
+    saved_torch = torch.random.get_rng_state() if torch is not None else None
+    random.seed(seed)
+    if torch is not None:
+        torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(saved_random)
+        if torch is not None:
+            torch.random.set_rng_state(saved_torch)
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with torch's intra-op thread count at ``threads`` (None: leave it), then restore it."""
+    torch = sys.modules.get("torch") if threads is not None else None
+    if torch is None:
+        yield
+        return
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
 
 
 @contextlib.contextmanager
@@ -154,24 +217,49 @@ def _server_env() -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(paths)}
 
 
-def _timeout_s(num_agents: int, steps: int) -> float:
-    return 120.0 + steps * num_agents * 0.01  # startup + 10 ms per agent-step: far above any healthy run
+def _timeout_s(num_agents: int, steps: int, data_path: str | Path | None = None) -> float:
+    # startup + 10 ms per agent-step (100 ms for a network, which on a busy machine with torch's default
+    # threads can take tens of ms per agent): far above any healthy run
+    return 120.0 + steps * num_agents * (0.1 if data_path is not None else 0.01)
 
 
-def _run_isolated(num_agents: int, steps: int, seed: int, policy: str, debug_dir: Path | None) -> float:
+def policy_uri(policy: str, data_path: str | Path | None, folder: Path) -> str:
+    """The URI MettaGrid's runner and policy server load ``policy`` from.
+
+    Without a checkpoint: ``metta://policy/<class path>``. With one: MettaGrid has no URI that names a class
+    and a checkpoint, so this writes a submission folder in its own format into ``folder`` -- the checkpoint
+    copied in, and a ``policy_spec.json`` (``SubmissionPolicySpec``) naming the class and the checkpoint
+    relative to the folder -- and returns its ``file://`` URI. The runner localizes that URI as is, the server's
+    ``policy_spec_from_uri`` reads the spec (``load_policy_spec_from_path``) and ``initialize_or_load_policy``
+    calls ``load_policy_data`` with the checkpoint's path.
+    """
+    if data_path is None:
+        return f"metta://policy/{class_path(policy)}"
+    submission = folder / "submission"
+    submission.mkdir()
+    checkpoint = Path(data_path)
+    shutil.copyfile(checkpoint, submission / checkpoint.name)
+    spec = SubmissionPolicySpec(class_path=class_path(policy), data_path=checkpoint.name)
+    write_submission_policy_spec(submission / POLICY_SPEC_FILENAME, spec)
+    return submission.as_uri()
+
+
+def _run_isolated(
+    num_agents: int, steps: int, seed: int, policy: str, debug_dir: Path | None, data_path: str | Path | None = None
+) -> float:
     """Run one episode through ``run_episode_isolated``; return its wall time in seconds."""
-    spec = EpisodeSpec(
-        policy_uris=[f"metta://policy/{CLASS_PATHS[policy]}"],
-        assignments=[0] * num_agents,  # every agent on policy 0 -> one server, stepped as one batch
-        env=arena_config(num_agents, steps, seed),
-        seed=seed,
-    )
     # EPISODE_RUNNER_USE_ISOLATED_VENVS=0: serve the policy with this Python instead of a fresh venv (manager.py).
     with (
         tempfile.TemporaryDirectory(prefix="baselines-") as tmp,
-        _bounded(_timeout_s(num_agents, steps)),
+        _bounded(_timeout_s(num_agents, steps, data_path)),
         _env(EPISODE_RUNNER_USE_ISOLATED_VENVS="0"),
     ):
+        spec = EpisodeSpec(
+            policy_uris=[policy_uri(policy, data_path, Path(tmp))],
+            assignments=[0] * num_agents,  # every agent on policy 0 -> one server, stepped as one batch
+            env=arena_config(num_agents, steps, seed),
+            seed=seed,
+        )
         start = time.perf_counter()
         run_episode_isolated(
             spec,
@@ -183,23 +271,29 @@ def _run_isolated(num_agents: int, steps: int, seed: int, policy: str, debug_dir
         return time.perf_counter() - start
 
 
-def policy_server_steps_per_s(num_agents: int, steps: int, seed: int, policy: str) -> float:
+def policy_server_steps_per_s(
+    num_agents: int, steps: int, seed: int, policy: str, data_path: str | Path | None = None
+) -> float:
     """Env steps per second of the stepping phase of MettaGrid's policy-server episode.
 
     Runs ``run_episode_isolated`` (what ``python -m mettagrid.runner.executor`` runs) with
     ``EPISODE_RUNNER_USE_ISOLATED_VENVS=0``: one policy server process for the single policy (all agents share
     it), then an episode subprocess whose ``Rollout`` sends all agents' observations to the server in one
-    WebSocket ``BatchStepRequest`` per step. The stepping phase is not visible from here, so the episode runs
-    with a ``debug_dir``, which makes MettaGrid write its per-step trace (``agent_step``/``env_step`` spans);
+    WebSocket ``BatchStepRequest`` per step. (The server then calls each agent's ``AgentPolicy.step`` in turn:
+    the batch is one message per step, not one batched call into the policy; see
+    ``LocalPolicyServer.batch_step``.) A checkpoint reaches the server as a submission folder (``policy_uri``).
+    The stepping phase is not visible from here, so the episode runs with a ``debug_dir``, which makes MettaGrid
+    write its per-step trace (``agent_step``/``env_step`` spans);
     timed = first policy step start -> last ``env_step`` end, i.e. every step's server round trip, action
     decoding and env step, but not server launch, policy preparation, env construction or results writing.
     Tracing costs a JSON line per agent per step (~6.6 us each here, i.e. ~3-4% of a step at 4 or 24 agents
     with the random policy, so the rate is that much low), and debug_dir also sets ``PYTHONPERFSUPPORT=1``.
     Returns env steps taken (``env_step`` spans) / that time.
-    The server's random policy is not seeded (MettaGrid gives it no seed), so its actions vary per run.
+    The server's policy is not seeded (MettaGrid gives it no seed), so a sampling policy's actions vary per run;
+    torch in the server runs with its default thread count.
     """
     with tempfile.TemporaryDirectory(prefix="baselines-trace-") as debug_dir:
-        _run_isolated(num_agents, steps, seed, policy, Path(debug_dir))
+        _run_isolated(num_agents, steps, seed, policy, Path(debug_dir), data_path)
         events = json.loads((Path(debug_dir) / "trace.json").read_text())
     env_steps = [e for e in events if e.get("name") == "env_step"]
     first_us = min(e["ts"] for e in events if e.get("name") in ("agent_step", "env_step"))
@@ -207,29 +301,37 @@ def policy_server_steps_per_s(num_agents: int, steps: int, seed: int, policy: st
     return len(env_steps) / ((last_us - first_us) / 1e6)
 
 
-def policy_server_episode_s(num_agents: int, steps: int, seed: int, policy: str) -> float:
+def policy_server_episode_s(
+    num_agents: int, steps: int, seed: int, policy: str, data_path: str | Path | None = None
+) -> float:
     """Wall seconds of one whole ``run_episode_isolated`` call, no tracing: everything the user waits for.
 
     Includes starting the policy server (a fresh Python importing MettaGrid, polled for readiness every
     100 ms), starting the episode subprocess (another fresh Python), policy preparation, env construction,
     stepping, writing and reading results.json, and shutting the server down.
     """
-    return _run_isolated(num_agents, steps, seed, policy, None)
+    return _run_isolated(num_agents, steps, seed, policy, None, data_path)
 
 
-def policy_server_startup_s(num_agents: int, policy: str = "random") -> float:
+def policy_server_startup_s(num_agents: int, policy: str = "random", data_path: str | Path | None = None) -> float:
     """Seconds until a MettaGrid policy server can take its first step for ``num_agents`` agents.
 
     Timed: ``launch_local_policy_server`` (spawn ``python -m mettagrid.runner.policy_server.server``, wait for
     its ready file; MettaGrid polls it every 100 ms, so this is quantised up to 0.1 s) plus connecting
-    ``WebSocketPolicyServerClient``, whose PreparePolicy request makes the server load the policy and build
-    the agents' policies; the same two calls ``run_episode_isolated`` and ``episode_subprocess`` make.
-    Not timed: closing the connection and shutting the server down.
+    ``WebSocketPolicyServerClient``, whose PreparePolicy request makes the server load the policy (and its
+    checkpoint, if any) and build the agents' policies; the same two calls ``run_episode_isolated`` and
+    ``episode_subprocess`` make. Not timed: writing the submission folder, closing the connection and shutting
+    the server down.
     """
     env_info = PolicyEnvInterface.from_mg_cfg(arena_config(num_agents, 1, 0))
-    with _bounded(_timeout_s(num_agents, 0)), _env(EPISODE_RUNNER_USE_ISOLATED_VENVS="0"):
+    with (
+        tempfile.TemporaryDirectory(prefix="baselines-") as tmp,
+        _bounded(_timeout_s(num_agents, 0)),
+        _env(EPISODE_RUNNER_USE_ISOLATED_VENVS="0"),
+    ):
+        uri = policy_uri(policy, data_path, Path(tmp))
         start = time.perf_counter()
-        server = launch_local_policy_server(f"metta://policy/{CLASS_PATHS[policy]}", extra_env=_server_env())
+        server = launch_local_policy_server(uri, extra_env=_server_env())
         try:
             client = WebSocketPolicyServerClient(env_info, url=server.base_url, agent_ids=list(range(num_agents)))
             elapsed = time.perf_counter() - start
@@ -312,7 +414,7 @@ if __name__ == "__main__":
         print(f"socketpair round trip 16 B -> 16 B,  {where:8s}: {socketpair_round_trip_us(pin=pin):8.1f} us")
         print(f"socketpair round trip 1500 B -> 4 B, {where:8s}: {socketpair_round_trip_payload_us(pin=pin):8.1f} us")
     for agents in (4, 24):
-        for name in POLICIES:
+        for name in ("random", "busy1ms"):
             label = f"{agents:2d} agents, {name:7s}, {STEPS} steps"
             print(f"Rollout in-process          {label}: {rollout_steps_per_s(agents, STEPS, SEED, name):8.1f} steps/s")
             sps = policy_server_steps_per_s(agents, STEPS, SEED, name)

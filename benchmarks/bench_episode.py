@@ -59,14 +59,16 @@ class Bench:
         self.torch_zygote: Zygote | None = None
 
     def episode(
-        self, agents: int, steps: int, policy: str, mode: str, launcher: str = "zygote", **extra
+        self, agents: int, steps: int, policy: str | PolicySpec, mode: str, launcher: str = "zygote", **extra
     ) -> EpisodeResult:
+        """One episode, every agent playing ``policy`` (a class path, or a whole spec); ``extra``: more
+        ``EpisodeSettings``. With ``preload=["torch"]`` the cells fork from ``torch_zygote`` (start it first)."""
         config = baselines.arena_config(agents, steps, SEED)
         env_file = self.folder / f"arena-{agents}.json"
         env_file.write_text(config.model_dump_json())
         settings = EpisodeSettings(env=str(env_file), steps=steps, seed=SEED, mode=mode, launcher=launcher, **extra)
         zygote = self.torch_zygote if "torch" in extra.get("preload", []) else self.zygote
-        specs = [PolicySpec(class_path=policy)] * agents
+        specs = [policy if isinstance(policy, PolicySpec) else PolicySpec(class_path=policy)] * agents
         return run_episode(specs, settings, self.folder / "logs", zygote=zygote if launcher == "zygote" else None)
 
     def close(self) -> None:
