@@ -17,9 +17,9 @@ turn; the tables show medians and ratios. Contenders (env steps/s of the steppin
 * MettaGrid policy server: ``run_episode_isolated`` with the checkpoint in a submission folder
   (``baselines.policy_uri``), all agents on one server, one WebSocket request per step;
 * policybox inline, and policybox process: default settings, and with ``preload=["torch"]`` (the zygote imports
-  torch once; cells are forked from it); timed by the result's ``play_s``. If ``EpisodeSettings`` has
-  ``threads_per_cell``, also every cell with as many torch threads as cores (the behaviour before that setting);
-  if it has not, a preview of it: ``env.OMP_NUM_THREADS=1`` in the spec, spawned cells.
+  torch once; cells are forked from it); timed by the result's ``play_s``. Both with each cell's default
+  thread budget; and once with every cell given as many threads as cores (``threads_per_cell``), as before the
+  budget existed.
 
 policybox runs with MettaGrid's deadlines instead of its own (an act deadline of 10 s, as ``Rollout`` and the
 runner's ``max_action_time_ms``; 300 s to start, as the policy server's ``startup_timeout``), so that a slow step
@@ -55,7 +55,6 @@ sys.path.insert(0, str(BENCH))
 import baselines  # noqa: E402
 from bench_episode import SEED, Bench, interleaved  # noqa: E402
 
-from policybox.episode import EpisodeSettings  # noqa: E402
 from policybox.host.zygote import Zygote  # noqa: E402
 from policybox.limits import Limits  # noqa: E402
 from policybox.results import EpisodeResult  # noqa: E402
@@ -63,7 +62,6 @@ from policybox.spec import parse_policy_arg  # noqa: E402
 
 STEPS = {4: 300, 24: 300}
 CORES = os.cpu_count() or 1
-THREADS_PER_CELL = "threads_per_cell" in EpisodeSettings.model_fields
 LIMITS = Limits(act_timeout_ms=10_000, init_timeout_s=300)
 ROLLOUT, SERVER = "MettaGrid Rollout (in-process)", "MettaGrid policy server (batched)"
 BATCH_AGENTS, BATCH_ROUNDS, WARM_STEPS = 24, 200, 20
@@ -129,15 +127,8 @@ def contenders(bench: Bench, agents: int, checkpoint: Path, outcomes: Outcomes) 
         "policybox process": {"mode": "process"},
         "policybox process, preload torch": {"mode": "process", "preload": ["torch"]},
     }
-    if THREADS_PER_CELL:
-        named[f"policybox process, threads-per-cell={CORES}"] = {"mode": "process", "threads_per_cell": CORES}
-    else:
-        one_thread = parse_policy_arg(f"lstm,data={checkpoint},env.OMP_NUM_THREADS=1")
-        named["policybox process, spawn, env.OMP_NUM_THREADS=1"] = {
-            "mode": "process",
-            "launcher": "spawn",
-            "policy": one_thread,
-        }
+    # Every cell with as many threads as the machine has cores: what cells did before the thread budget.
+    named[f"policybox process, threads-per-cell={CORES}"] = {"mode": "process", "threads_per_cell": CORES}
     for name, settings in named.items():
         runs[name] = policybox(name, **settings)
     return runs
@@ -297,8 +288,7 @@ def main() -> None:
             torch_zygote_s = time.perf_counter() - started
             console.print(
                 f"policybox NN benchmark: {psutil.cpu_count()} CPUs, {bench.reps} repetitions, seed {SEED}, "
-                f"torch {torch.__version__} ({torch.get_num_threads()} threads by default), "
-                f"threads_per_cell {'present' if THREADS_PER_CELL else 'absent'}; "
+                f"torch {torch.__version__} ({torch.get_num_threads()} threads by default); "
                 f"zygote started in {zygote_s:.2f} s, zygote with torch in {torch_zygote_s:.2f} s (once per host)"
             )
             checkpoints = {agents: make_checkpoint(agents, Path(folder)) for agents in (4, 24)}
