@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 import policybox
-from policybox.envs import ConfigError, EnvHost, InvalidAction
+from policybox.envs import ActionSink, ConfigError, EnvHost, InvalidAction
 from policybox.envs.mettagrid import MettaGridHost, make_config, resolve_shorthand
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
@@ -169,24 +169,56 @@ def run_episode(
     env = MettaGridHost(config, settings.seed, settings.replay, [spec.display_name for spec in specs])
     with contextlib.ExitStack() as stack:
         stack.callback(env.close)
-        launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
-        records = [_record(i, spec, settings, len(specs), log_dir) for i, spec in enumerate(specs)]
-        cell_env = env.cell_setup()  # the same for every agent: built once
-        setups = [_setup(cell_env, record, settings) for record in records]
-        pool = (
-            ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp, launcher)
-            if launcher is not None
-            else InlinePool(records)
-        )
+        records = agent_records(specs, settings, log_dir)
         deadline = None if settings.limits.episode_timeout_s is None else clock + settings.limits.episode_timeout_s
-        with pool:
-            pool.start(setups)
+        with contextlib.ExitStack() as cells:
+            pool = start_pool(records, env.cell_setup(), settings, zygote, cells)
             ready = time.monotonic()
             aborted = _play(env, pool, records, settings.on_agent_failure, deadline)
             timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
         env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
         cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
         return _result(env, records, settings, started_at, timings, time.monotonic() - clock, cleanup, aborted)
+
+
+def agent_records(
+    specs: Sequence[PolicySpec],
+    settings: EpisodeSettings,
+    log_dir: Path | None,
+    agent_ids: Sequence[int] | None = None,
+) -> list[AgentRecord]:
+    """One record per agent, ``specs[i]`` for agent ``agent_ids[i]`` (default: i), with its cell's
+    thread budget and log file."""
+    ids = range(len(specs)) if agent_ids is None else agent_ids
+    return [
+        AgentRecord(
+            agent_id,
+            spec,
+            cell_threads(spec.env, settings.threads_per_cell, len(specs)),
+            _log_path(log_dir, agent_id, settings.mode),
+        )
+        for agent_id, spec in zip(ids, specs, strict=True)
+    ]
+
+
+def start_pool(
+    records: list[AgentRecord],
+    cell_env: dict[str, Any],
+    settings: EpisodeSettings,
+    zygote: Zygote | None,
+    stack: contextlib.ExitStack,
+) -> ProcessPool | InlinePool:
+    """Start every record's cell (or inline runtime) and wait until each is ready or has failed; they
+    are stopped when ``stack`` closes. ``cell_env`` is the environment's setup for its cell half."""
+    launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
+    pool = (
+        ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp, launcher)
+        if launcher is not None
+        else InlinePool(records)
+    )
+    stack.enter_context(pool)
+    pool.start([_setup(cell_env, record, settings) for record in records])
+    return pool
 
 
 def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextlib.ExitStack) -> Launcher:
@@ -197,11 +229,6 @@ def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextli
     elif set(settings.preload) - set(zygote.preload):
         raise ValueError(f"the zygote given preloads {zygote.preload}, not {settings.preload}")
     return ZygoteLauncher(zygote)
-
-
-def _record(agent_id: int, spec: PolicySpec, settings: EpisodeSettings, cells: int, logs: Path | None) -> AgentRecord:
-    threads = cell_threads(spec.env, settings.threads_per_cell, cells)
-    return AgentRecord(agent_id, spec, threads, _log_path(logs, agent_id, settings.mode))
 
 
 def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
@@ -244,9 +271,9 @@ def _play(
         # Keep collector pauses off the step path (as MettaGrid's Rollout does); collect between steps.
         gc.disable()
         try:
-            replies = pool.act(step, [env.observation(i) for i in agent_ids])
+            replies = pool.act(step, {i: env.observation(i) for i in agent_ids})
             for record, reply in zip(records, replies, strict=True):
-                _apply(env, record, step, reply)
+                apply_reply(env, record, step, reply)
             env.step()
         finally:
             gc.enable()
@@ -260,7 +287,8 @@ def _first_terminal_failure(records: list[AgentRecord]) -> str | None:
     return None
 
 
-def _apply(env: EnvHost, record: AgentRecord, step: int, reply: Reply | None) -> None:
+def apply_reply(env: ActionSink, record: AgentRecord, step: int, reply: Reply | None) -> None:
+    """Give the env an agent's reply (its action) or, for no reply or an invalid one, its no-op; record it."""
     agent_id = record.agent_id
     if reply is not None and reply[0] == FrameType.ACTION:
         try:

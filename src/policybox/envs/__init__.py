@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from policybox.envs.base import ConfigError, EnvCell, EnvHost, InvalidAction
+from policybox.envs.base import ActionSink, ConfigError, EnvCell, EnvHost, InvalidAction
 
-__all__ = ["ConfigError", "EnvCell", "EnvHost", "InvalidAction", "cell_half"]
+__all__ = ["ActionSink", "ConfigError", "EnvCell", "EnvHost", "InvalidAction", "cell_half"]
 
 
 def cell_half(setup: dict[str, Any]) -> EnvCell:

@@ -139,6 +139,45 @@ def _short_names_value(statement: ast.stmt) -> list[str] | None:
     return [item.value for item in value.elts if isinstance(item, ast.Constant) and isinstance(item.value, str)]
 
 
+def cell_setup(policy_env: Any) -> dict[str, Any]:
+    """What the cell half needs to rebuild MettaGrid's own policy-facing objects, from the game's
+    ``PolicyEnvInterface`` (whose ``all_action_names`` are the simulation's action order)."""
+    return {
+        "family": "mettagrid",
+        "policy_env": policy_env.model_dump(mode="json"),
+        "action_names": list(policy_env.all_action_names),
+        "talk": policy_env.talk.enabled,
+    }
+
+
+def encode_observation(observation: Any, token_shape: tuple[int, int], talk: bool) -> bytes:
+    """The observation payload of a MettaGrid ``AgentObservation`` built by MettaGrid itself (the
+    caller runs the game): its tokens' raw rows, the empty rows after them, and its talk."""
+    buffer = np.full(token_shape, 0xFF, dtype=np.uint8)
+    tokens = observation.tokens[: token_shape[0]]
+    if tokens:
+        buffer[: len(tokens)] = np.stack([token.raw_token for token in tokens])
+    return buffer.tobytes() + (_talk_payload(observation.talk) if talk else b"")
+
+
+def _talk_payload(visible_talk: Any) -> bytes:
+    talk = [[t.agent_id, t.text, t.location.row, t.location.col, t.remaining_steps] for t in visible_talk]
+    return json.dumps(talk).encode()
+
+
+def parse_action(payload: bytes, action_count: int, vibe_ids: frozenset[int]) -> tuple[int, int, bytes]:
+    """(action id, vibe id or NO_VIBE, talk bytes) of an untrusted action payload; InvalidAction if
+    it is not one of a game with ``action_count`` actions whose vibe actions are ``vibe_ids``."""
+    if len(payload) < ACTION.size:
+        raise InvalidAction(f"action payload of {len(payload)} bytes, expected at least {ACTION.size}")
+    action_id, vibe_id = ACTION.unpack_from(payload)
+    if not 0 <= action_id < action_count:
+        raise InvalidAction(f"action id {action_id} out of range 0..{action_count - 1}")
+    if vibe_id != NO_VIBE and vibe_id not in vibe_ids:
+        raise InvalidAction(f"vibe id {vibe_id} is not a vibe action")
+    return action_id, vibe_id, bytes(payload[ACTION.size :])
+
+
 class MettaGridHost:
     """The host half: one MettaGrid simulation, fed action ids, read as raw token bytes.
 
@@ -175,6 +214,8 @@ class MettaGridHost:
         self._noop_id = self._sim.action_ids[config.game.actions.noop.Noop().name]
         self._talk_enabled = config.game.talk.enabled
         self._policy_env = PolicyEnvInterface.from_mg_cfg(config)
+        if list(self._policy_env.all_action_names) != list(self._action_names):  # cells name actions by it
+            raise ConfigError(f"{config.label}: MettaGrid's policy interface orders its actions unlike the game")
         self._map_digest = self._digest_map()
         self.num_agents = config.game.num_agents
 
@@ -184,13 +225,7 @@ class MettaGridHost:
         return hashlib.sha256(json.dumps(objects).encode()).hexdigest()[:16]
 
     def cell_setup(self) -> dict[str, Any]:
-        """What the cell half needs to rebuild MettaGrid's own policy-facing objects."""
-        return {
-            "family": self.family,
-            "policy_env": self._policy_env.model_dump(mode="json"),
-            "action_names": self._action_names,
-            "talk": self._talk_enabled,
-        }
+        return cell_setup(self._policy_env)
 
     def describe(self) -> dict[str, Any]:
         game = self._config.game
@@ -208,22 +243,11 @@ class MettaGridHost:
         tokens = memoryview(self._observations[agent_id]).cast("B")
         if not self._talk_enabled:
             return tokens
-        talk = [
-            [t.agent_id, t.text, t.location.row, t.location.col, t.remaining_steps]
-            for t in self._sim._visible_talk(agent_id)
-        ]
-        return bytes(tokens) + json.dumps(talk).encode()
+        return bytes(tokens) + _talk_payload(self._sim._visible_talk(agent_id))
 
     def apply_action(self, agent_id: int, payload: bytes) -> None:
         """Set an agent's action from an untrusted action payload; InvalidAction if it is not one."""
-        if len(payload) < ACTION.size:
-            raise InvalidAction(f"action payload of {len(payload)} bytes, expected at least {ACTION.size}")
-        action_id, vibe_id = ACTION.unpack_from(payload)
-        if not 0 <= action_id < len(self._action_names):
-            raise InvalidAction(f"action id {action_id} out of range 0..{len(self._action_names) - 1}")
-        if vibe_id != NO_VIBE and vibe_id not in self._vibe_ids:
-            raise InvalidAction(f"vibe id {vibe_id} is not a vibe action")
-        talk = payload[ACTION.size :]
+        action_id, vibe_id, talk = parse_action(payload, len(self._action_names), self._vibe_ids)
         if talk:
             self._queue_talk(agent_id, talk)
         # Same buffer writes as mettagrid.simulator.SimulationAgent.set_action.

@@ -8,7 +8,7 @@ a policy in the same process) and it isolates nothing; use it to debug and to ch
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from policybox.cell.report import PolicyFailure, failure_report
@@ -45,11 +45,13 @@ class InlinePool:
             record.minimum_action_timeout_ms = ready["minimum_action_timeout_ms"]
             self._runtimes[index] = runtime
 
-    def act(self, step: int, observations: Sequence[bytes | memoryview]) -> list[Reply | None]:
+    def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> list[Reply | None]:
+        """Step every agent of ``observations`` (by agent id), one after another; replies in the
+        records' order (None: not asked, or failed)."""
         replies: list[Reply | None] = []
         for record, runtime in zip(self._records, self._runtimes, strict=True):
             reply = None
-            if runtime is not None and record.playing:
+            if runtime is not None and record.playing and record.agent_id in observations:
                 started = time.monotonic_ns()
                 try:
                     reply = runtime.step(bytes(observations[record.agent_id]))

@@ -19,7 +19,7 @@ import os
 import select
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -273,19 +273,20 @@ class ProcessPool:
                 cell.record.fail(AgentStatus.DISABLED, failure)
         self._retire_failed()
 
-    def act(self, step: int, observations: Sequence[bytes | memoryview]) -> list[Reply | None]:
-        """Send every agent that is free its observation, then gather replies until the deadline."""
+    def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> list[Reply | None]:
+        """Send every agent of ``observations`` (by agent id) that is free its observation, then gather
+        replies until the deadline; the replies, in the records' order (None: no answer in time)."""
         deadline = time.monotonic_ns() + int(self._limits.act_timeout_ms * 1e6)
         for cell in self._cells:
             cell.reply = None
-            if cell.record.playing and cell.in_flight is None:
-                payload = observations[cell.record.agent_id]
+            payload = observations.get(cell.record.agent_id)
+            if payload is not None and cell.record.playing and cell.in_flight is None:
                 self._send(cell, [encode_header(FrameType.OBSERVATION, step, len(payload)), payload], step)
         self._gather(deadline, step)
         now = time.monotonic_ns()
         check_cpu = self._cpu_check_due()
         for cell in self._cells:
-            if cell.reply is None and cell.record.playing:
+            if cell.reply is None and cell.record.playing and cell.record.agent_id in observations:
                 cell.record.missed_deadline(step, self._limits.act_timeout_ms)
                 cell.check_overdue(now)
             if check_cpu and cell.record.playing:

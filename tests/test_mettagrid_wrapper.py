@@ -1,0 +1,211 @@
+"""SandboxedPolicy inside MettaGrid's own tools: its Rollout and run_multi_episode_rollout, unchanged."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from conftest import POLICIES, descendants
+from mettagrid.policy.policy import PolicySpec as MettaGridPolicySpec
+from mettagrid.policy.policy_env_interface import PolicyEnvInterface
+from mettagrid.runner.rollout import run_multi_episode_rollout
+from mettagrid.simulator.rollout import Rollout
+
+from policybox.envs.mettagrid import make_config
+from policybox.mettagrid import SandboxedPolicy, initialize_or_load_policy
+from policybox.spec import SpecError
+
+WRAPPER = "policybox.mettagrid.SandboxedPolicy"
+STATEFUL = f"{POLICIES / 'stateful.py'}:Stateful"
+STEPS = 60
+
+
+def game(agents: int = 4, steps: int = STEPS):
+    return make_config("arena", agents, steps, 5)
+
+
+def in_process(class_path: str) -> MettaGridPolicySpec:
+    """The policy as MettaGrid loads it itself: a file path is importable by MettaGrid as module:Class."""
+    return MettaGridPolicySpec(class_path=class_path)
+
+
+def sandboxed(policy: str, **options) -> MettaGridPolicySpec:
+    return MettaGridPolicySpec(class_path=WRAPPER, init_kwargs={"policy": policy, **options})
+
+
+def multi_episode(specs: list[MettaGridPolicySpec], assignments: list[int], episodes: int = 2):
+    result, _ = run_multi_episode_rollout(
+        policy_specs=specs, assignments=assignments, env_cfg=game(), episodes=episodes, seed=9, max_action_time_ms=10000
+    )
+    gc.collect()  # the runner drops its policies after each episode: their cells stop with them
+    return [(episode.assignments, episode.rewards, episode.stats) for episode in result.episodes]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stateful_importable():
+    """MettaGrid's own loader imports the in-process reference by dotted path."""
+    sys.path.insert(0, str(POLICIES))
+    yield
+    sys.path.remove(str(POLICIES))
+
+
+def test_run_multi_episode_rollout_gives_identical_results_with_one_class_path_changed():
+    plain = multi_episode([in_process("stateful.Stateful"), in_process("noop")], [0, 0, 1, 1])
+    boxed = multi_episode([sandboxed(STATEFUL), sandboxed("noop")], [0, 0, 1, 1])
+    assert boxed == plain
+    assert plain[0][2]["agent"][0] != plain[0][2]["agent"][2]  # the stateful agents really moved
+    assert not descendants()
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_rollout_with_and_without_the_wrapper_is_identical(grouped):
+    config = game()
+    env_info = PolicyEnvInterface.from_mg_cfg(config)
+    from stateful import Stateful
+
+    def play(policy) -> list:
+        agents = [policy.agent_policy(i) for i in range(4)]
+        rollout = Rollout(config, agents, seed=5, policy_group_keys=[0] * 4 if grouped else None)
+        rollout.run_until_done()
+        return [rollout._sim.episode_rewards.tolist(), rollout._sim.episode_stats["agent"], agents]
+
+    wrapped = SandboxedPolicy(env_info, policy=STATEFUL)
+    try:
+        *outcome, agents = play(wrapped)
+        assert [agent.infos for agent in agents] == [{"policybox_status": "ok"}] * 4
+    finally:
+        wrapped.close()
+    assert outcome == play(Stateful(env_info))[:2]
+    assert not descendants()
+
+
+@pytest.mark.parametrize(
+    "fault, status",
+    [("RaiseInStep", "error"), ("SegfaultInStep", "crashed"), ("InfiniteLoopInStep", "disabled")],
+)
+def test_a_failing_inner_policy_plays_noop_and_the_mettagrid_episode_completes(fault, status):
+    """Agents 0 and 1 run a policy that fails at its tenth step; it plays noop before that, and MettaGrid's
+    no-op after, so the whole game equals one where they played noop -- the others acted exactly the same."""
+    faulty = sandboxed(f"{POLICIES / 'faults.py'}:{fault}", act_timeout_ms=300, time_bank_ms=600)
+    mixed = multi_episode([faulty, in_process("stateful.Stateful")], [0, 0, 1, 1], episodes=1)
+    reference = multi_episode([in_process("noop"), in_process("stateful.Stateful")], [0, 0, 1, 1], episodes=1)
+    assert mixed == reference
+    config = game()
+    policy = SandboxedPolicy(PolicyEnvInterface.from_mg_cfg(config), **faulty.init_kwargs)
+    try:
+        agents = [policy.agent_policy(i) for i in range(2)]
+        Rollout(config, [*agents, *(policy.agent_policy(i) for i in (2, 3))], seed=5).run_until_done()
+        assert agents[0].infos["policybox_status"] == status
+        assert "step 10" in agents[0].infos["policybox_failure"]
+    finally:
+        policy.close()
+
+
+def test_grouped_agents_are_asked_at_once(tmp_path):
+    """Four agents that each take ~1 s per step: grouped, a step takes ~1 s, not ~4 s."""
+    config = game(steps=3)
+    policy = SandboxedPolicy(
+        PolicyEnvInterface.from_mg_cfg(config),
+        policy=f"{POLICIES / 'sleepy.py'}:Sleepy,kw.sleep_s=1",
+        act_timeout_ms=5000,
+    )
+    try:
+        agents = [policy.agent_policy(i) for i in range(4)]
+        rollout = Rollout(config, agents, seed=5, policy_group_keys=[0] * 4)
+        agents[0].step_group([(i, rollout._agents[i].observation) for i in range(4)])  # cells started, then timed:
+        started = time.monotonic()
+        rollout.run_until_done()
+        assert time.monotonic() - started < 3 * 2.5  # one after another would take 3 x 4 s
+        assert [agent.infos for agent in agents] == [{"policybox_status": "ok"}] * 4
+    finally:
+        policy.close()
+
+
+def cell_pids() -> set[int]:
+    """The cells: forked by the zygote, which is this process's child."""
+    return {p.pid for p in descendants() if p.ppid() != os.getpid()}
+
+
+def test_reset_gives_fresh_cells_and_close_and_garbage_collection_stop_them():
+    config = game(steps=5)
+    policy = SandboxedPolicy(PolicyEnvInterface.from_mg_cfg(config), policy=STATEFUL)
+    agents = [policy.agent_policy(i) for i in range(2)]
+    rollout = Rollout(config, [*agents, *(policy.agent_policy(i) for i in (2, 3))], seed=5)
+    rollout.step()
+    first = cell_pids()
+    assert len(first) == 4
+    agents[0].reset()  # MettaGrid resets each agent policy before an episode: the first restarts them
+    agents[1].reset()
+    rollout.step()
+    second = cell_pids()
+    assert len(second) == 4 and not first & second
+    policy.close()
+    assert not descendants()
+    rollout.step()  # a closed policy starts again when it is used
+    assert len(cell_pids()) == 4
+    del policy, agents, rollout
+    gc.collect()
+    assert not descendants()
+
+
+def test_cells_stop_when_the_interpreter_exits(tmp_path):
+    script = f"""
+import json, psutil, sys
+sys.path.insert(0, {str(POLICIES)!r})
+from mettagrid.policy.policy_env_interface import PolicyEnvInterface
+from mettagrid.simulator.rollout import Rollout
+from policybox.envs.mettagrid import make_config
+from policybox.mettagrid import SandboxedPolicy
+config = make_config("arena", 2, 5, 5)
+policy = SandboxedPolicy(PolicyEnvInterface.from_mg_cfg(config), policy={STATEFUL!r})
+Rollout(config, [policy.agent_policy(i) for i in range(2)], seed=5).step()
+print(json.dumps([p.pid for p in psutil.Process().children(recursive=True)]))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    pids = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(pids) >= 3  # the zygote and two cells
+    time.sleep(1)
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+
+
+def test_initialize_or_load_policy_with_sandbox_and_a_checkpoint(tmp_path):
+    import numpy
+
+    config = game(agents=2, steps=20)
+    env_info = PolicyEnvInterface.from_mg_cfg(config)
+    checkpoint = str(tmp_path / "weights.npz")
+    numpy.savez(checkpoint, weights=numpy.array([0.0, 3.0, 1.0, 1.0, 1.0]))
+    spec = MettaGridPolicySpec(class_path=f"{POLICIES / 'weights.py'}:Weights", data_path=checkpoint)
+    policy = initialize_or_load_policy(env_info, spec, sandbox=True)
+    try:
+        assert isinstance(policy, SandboxedPolicy) and policy.spec.data_path == checkpoint
+        agents = [policy.agent_policy(i) for i in range(2)]
+        rollout = Rollout(config, agents, seed=5)
+        rollout.run_until_done()
+        assert [agent.infos for agent in agents] == [{"policybox_status": "ok"}] * 2
+        moves = [
+            stats.get("action.move.success", 0) + stats.get("action.move.failed", 0)
+            for stats in rollout._sim.episode_stats["agent"]
+        ]
+        assert moves == [20, 20]  # the checkpoint prefers a move: it was loaded in the cells
+    finally:
+        policy.close()
+
+
+def test_bad_input_is_one_clear_error():
+    env_info = PolicyEnvInterface.from_mg_cfg(game())
+    with pytest.raises(SpecError, match="unknown policy shorthand 'rnadom'"):
+        SandboxedPolicy(env_info, policy="rnadom")
+    with pytest.raises(SpecError, match="does not exist"):
+        SandboxedPolicy(env_info, policy={"class_path": "random", "data_path": "/nowhere/ckpt.pt"})
+    with pytest.raises(ValueError, match="steps belong to the episode MettaGrid runs"):
+        SandboxedPolicy(env_info, policy="random", steps=10)
+    with pytest.raises(ValueError, match="act_timeout_ms"):
+        SandboxedPolicy(env_info, policy="random", act_timeout_ms=-1)
