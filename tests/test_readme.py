@@ -69,3 +69,10 @@ def test_neural_network_example(tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     assert [agent["status"] for agent in result["agents"]] == ["ok"] * 4
     assert len({agent["action_digest"] for agent in result["agents"]}) == 4
+
+
+def test_inside_mettagrids_own_tools_example(tmp_path):
+    code = block_after("## Inside MettaGrid's own tools", "python")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.split() == ["200", "True", "200", "True"]
