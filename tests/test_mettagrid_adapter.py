@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mettagrid.simulator.rollout import Rollout
 
-from policybox.envs.mettagrid import MettaGridCell, MettaGridHost, make_config
+from policybox.envs.mettagrid import MettaGridCell, MettaGridHost, encode_observation, make_config
 
 
 def test_cell_rebuilds_mettagrids_own_observations():
@@ -59,3 +59,20 @@ def test_observation_tokens_are_built_when_first_read():
     tokens = observation.tokens
     assert tokens and observation.tokens is tokens  # built once, then kept
     host.close()
+
+
+def test_an_observation_mettagrid_built_encodes_to_the_bytes_the_host_sends():
+    """SandboxedPolicy gets MettaGrid's own AgentObservation; its payload must be the host's, talk included."""
+    config = make_config("arena", 4, 10, 0)
+    config.game.talk.enabled = True
+    host = MettaGridHost(config, 0)
+    try:
+        host._sim.agent(1).set_talk("hello there")
+        host.step()
+        shape = tuple(host._policy_env.observation_shape)
+        observations = [host._sim.agent(i).observation for i in range(4)]
+        assert any(obs.talk for obs in observations)
+        for i, obs in enumerate(observations):
+            assert encode_observation(obs, shape, talk=True) == bytes(host.observation(i))
+    finally:
+        host.close()
