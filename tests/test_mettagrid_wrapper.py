@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -132,8 +134,13 @@ def cell_pids() -> set[int]:
     return {p.pid for p in descendants() if p.ppid() != os.getpid()}
 
 
+def temporary_log_folders() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("policybox-mettagrid-*"))
+
+
 def test_reset_gives_fresh_cells_and_close_and_garbage_collection_stop_them():
     config = game(steps=5)
+    before = temporary_log_folders()
     policy = SandboxedPolicy(PolicyEnvInterface.from_mg_cfg(config), policy=STATEFUL)
     agents = [policy.agent_policy(i) for i in range(2)]
     rollout = Rollout(config, [*agents, *(policy.agent_policy(i) for i in (2, 3))], seed=5)
@@ -145,13 +152,14 @@ def test_reset_gives_fresh_cells_and_close_and_garbage_collection_stop_them():
     rollout.step()
     second = cell_pids()
     assert len(second) == 4 and not first & second
+    assert len(temporary_log_folders() - before) == 1  # the agents' logs, one folder per episode in it
     policy.close()
-    assert not descendants()
+    assert not descendants() and temporary_log_folders() == before
     rollout.step()  # a closed policy starts again when it is used
     assert len(cell_pids()) == 4
     del policy, agents, rollout
     gc.collect()
-    assert not descendants()
+    assert not descendants() and temporary_log_folders() == before
 
 
 def test_cells_stop_when_the_interpreter_exits(tmp_path):
@@ -183,7 +191,7 @@ def test_initialize_or_load_policy_with_sandbox_and_a_checkpoint(tmp_path):
     checkpoint = str(tmp_path / "weights.npz")
     numpy.savez(checkpoint, weights=numpy.array([0.0, 3.0, 1.0, 1.0, 1.0]))
     spec = MettaGridPolicySpec(class_path=f"{POLICIES / 'weights.py'}:Weights", data_path=checkpoint)
-    policy = initialize_or_load_policy(env_info, spec, sandbox=True)
+    policy = initialize_or_load_policy(env_info, spec, sandbox=True, log_dir=tmp_path / "logs")
     try:
         assert isinstance(policy, SandboxedPolicy) and policy.spec.data_path == checkpoint
         agents = [policy.agent_policy(i) for i in range(2)]
@@ -197,6 +205,8 @@ def test_initialize_or_load_policy_with_sandbox_and_a_checkpoint(tmp_path):
         assert moves == [20, 20]  # the checkpoint prefers a move: it was loaded in the cells
     finally:
         policy.close()
+    # Logs given a folder stay there: the cell printed what it loaded.
+    assert "loaded weights [0.0, 3.0" in (tmp_path / "logs" / "episode-0" / "agent-1.log").read_text()
 
 
 def test_bad_input_is_one_clear_error():

@@ -8,7 +8,8 @@ in its own policybox cell::
 
 ``policy`` is any policybox spec (a ``-p`` string, or a dict of PolicySpec fields); the other
 keyword arguments are ``policybox run``'s limits and sandbox settings (``act_timeout_ms=500``,
-``sandbox="strict"``, ``preload=["torch"]``, ``threads_per_cell=1``, ``log_dir=...``).
+``sandbox="strict"``, ``preload=["torch"]``, ``threads_per_cell=1``), and ``log_dir``: where the agents'
+logs go (one folder per episode); by default a temporary folder, removed when the policy is closed.
 
 MettaGrid runs the game and builds each observation as usual; the agent policies send it to their
 cells and return the action the cell chose. A crashed, hung or invalid agent plays MettaGrid's
@@ -36,6 +37,7 @@ from mettagrid.simulator import Action, AgentObservation
 from policybox.envs.mettagrid import cell_setup, encode_observation, parse_action
 from policybox.episode import EpisodeSettings, agent_records, apply_reply, check_shorthands, check_strict, start_pool
 from policybox.host.record import AgentRecord
+from policybox.host.remove import remove_tree
 from policybox.host.zygote import Zygote
 from policybox.sandbox import SandboxLevel
 from policybox.spec import PolicySpec, SpecError, check_spec, parse_policy_arg
@@ -67,7 +69,7 @@ class SandboxedPolicy(MultiAgentPolicy):
         check_shorthands([self._spec])
         if self._settings.sandbox == SandboxLevel.STRICT:
             check_strict(self._settings)
-        self._log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="policybox-mettagrid-"))
+        self._log_dir = Path(log_dir) if log_dir else None  # None: a temporary folder, removed on close
         self._agent_ids: list[int] = []
         self._state = _CellsHolder(self._settings)
         weakref.finalize(self, self._state.close)  # on garbage collection and at interpreter exit
@@ -102,7 +104,7 @@ class SandboxedPolicy(MultiAgentPolicy):
         """One action per agent of ``observations``: all are sent before any reply is awaited."""
         return self._state.start(self._start_args(), renew=False).act(observations)
 
-    def _start_args(self) -> tuple[PolicySpec, list[int], PolicyEnvInterface, Path]:
+    def _start_args(self) -> tuple[PolicySpec, list[int], PolicyEnvInterface, Path | None]:
         return self._spec, sorted(self._agent_ids), self.policy_env_info, self._log_dir
 
     def agent_infos(self, agent_id: int) -> dict[str, Any]:
@@ -180,9 +182,10 @@ class _CellsHolder:
         self._zygote: Zygote | None = None
         self._cells: _Cells | None = None
         self._episodes = 0
+        self._temporary_logs: Path | None = None
         self.stale = True  # the running cells (if any) are not the policy's current agents or spec
 
-    def start(self, args: tuple[PolicySpec, list[int], PolicyEnvInterface, Path], renew: bool) -> _Cells:
+    def start(self, args: tuple[PolicySpec, list[int], PolicyEnvInterface, Path | None], renew: bool) -> _Cells:
         """The cells to step: the running ones, unless there are none, they are stale, or (``renew``)
         they have already played."""
         if self._cells is not None and not self.stale and not (renew and self._cells.used):
@@ -193,6 +196,10 @@ class _CellsHolder:
         settings = self._settings.model_copy(update={"seed": self._settings.seed + self._episodes})
         if settings.mode == "process" and settings.launcher == "zygote" and self._zygote is None:
             self._zygote = Zygote(tuple(settings.preload))
+        if log_dir is None:
+            if self._temporary_logs is None:
+                self._temporary_logs = Path(tempfile.mkdtemp(prefix="policybox-mettagrid-"))
+            log_dir = self._temporary_logs
         log_folder = log_dir / f"episode-{self._episodes}"
         self._cells = _Cells(spec, settings, policy_env, agent_ids, log_folder, self._zygote)
         self._episodes += 1
@@ -214,6 +221,9 @@ class _CellsHolder:
             zygote, self._zygote = self._zygote, None
             if zygote is not None:
                 zygote.close()
+            logs, self._temporary_logs = self._temporary_logs, None
+            if logs is not None:
+                remove_tree(logs)
 
 
 class _Cells:
