@@ -224,7 +224,7 @@ def main() -> None:
             zygotes += f", with torch {zygote_start_s(('torch',)):.2f} s"
         console.print(
             f"policybox SandboxedPolicy benchmark: {psutil.cpu_count()} CPUs, {args.reps} repetitions, seed {SEED}; "
-            f"{zygotes} (included in a fresh SandboxedPolicy's start-up)"
+            f"{zygotes} (in a fresh SandboxedPolicy's start-up)"
         )
         for name in chosen:
             for policy, agents, steps in CASES[name]:
