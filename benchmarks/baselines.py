@@ -1,6 +1,8 @@
 """Baseline measurements to compare policybox against, each taken in the calling process.
 
-* ``rollout_steps_per_s``: MettaGrid's in-process ``Rollout`` (what MettaGrid users run today).
+* ``rollout_steps_per_s`` / ``rollout_run``: MettaGrid's in-process ``Rollout`` (what MettaGrid users run today);
+  ``run_rollout`` / ``start_rollout``: the same ``Rollout`` around any ``MultiAgentPolicy`` (e.g. policybox's
+  ``SandboxedPolicy``), optionally with ``policy_group_keys``.
 * ``policy_server_steps_per_s`` / ``policy_server_episode_s`` / ``policy_server_startup_s``: MettaGrid's own
   policy-server isolation (``mettagrid.runner``), one batched WebSocket policy server for all agents.
 * ``socketpair_round_trip_us`` / ``socketpair_round_trip_payload_us``: the floor of a blocking round trip
@@ -25,7 +27,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -84,6 +87,60 @@ def arena_config(num_agents: int, steps: int, seed: int) -> MettaGridConfig:
     return config
 
 
+@dataclass(frozen=True)
+class RolloutRun:
+    """One ``Rollout`` episode: its stepping rate, its constructor's time and what the episode ended with."""
+
+    steps_per_s: float  # env steps taken / seconds of run_until_done()
+    startup_s: float  # seconds of the Rollout(...) constructor (makes the game, resets every agent policy)
+    rewards: tuple[float, ...]  # each agent's episode reward
+    stats: str  # the episode's stats (game and per-agent), as sorted JSON: equal episodes give equal strings
+    timeouts: int  # agent steps Rollout replaced by a no-op for exceeding max_action_time_ms
+
+
+def start_rollout(
+    config: MettaGridConfig, multi: MultiAgentPolicy, seed: int, group_keys: Sequence[object] | None = None
+) -> tuple[Rollout, float]:
+    """MettaGrid's ``Rollout`` of ``config`` with ``multi.agent_policy(i)`` for every agent, and the seconds its
+    constructor took (it builds the game and calls ``reset()`` on each agent policy). ``group_keys`` is
+    ``Rollout``'s ``policy_group_keys``: None steps agents one after another. Close it with ``_simulator.close()``."""
+    agents = [multi.agent_policy(i) for i in range(config.game.num_agents)]
+    start = time.perf_counter()
+    rollout = Rollout(config, agents, seed=seed, policy_group_keys=group_keys)
+    return rollout, time.perf_counter() - start
+
+
+def run_rollout(
+    config: MettaGridConfig,
+    multi: MultiAgentPolicy,
+    seed: int,
+    group_keys: Sequence[object] | None = None,
+    torch_threads: int | None = None,
+) -> RolloutRun:
+    """One episode of ``start_rollout(config, multi, seed, group_keys)``; times ``run_until_done()`` (and, apart,
+    the constructor). Python's ``random`` and, when the policy uses torch, torch's global generator are seeded
+    with ``seed`` for the run (and restored after) so an in-process sampling policy repeats. Torch runs with its
+    default thread count (what a MettaGrid user gets), or ``torch_threads`` for the run. The caller owns ``multi``
+    (and closes it, if it holds resources)."""
+    rollout, startup_s = start_rollout(config, multi, seed, group_keys)
+    try:
+        with _seeded(seed), _torch_threads(torch_threads):
+            start = time.perf_counter()
+            rollout.run_until_done()
+            elapsed = time.perf_counter() - start
+        sim = rollout._sim
+        return RolloutRun(
+            # Steps actually taken, read as MettaGrid's own single_episode_rollout does.
+            steps_per_s=sim.current_step / elapsed,
+            startup_s=startup_s,
+            rewards=tuple(float(reward) for reward in sim.episode_rewards),
+            stats=json.dumps(sim.episode_stats, sort_keys=True, default=str),
+            timeouts=sum(rollout.timeout_counts),
+        )
+    finally:
+        rollout._simulator.close()
+
+
 def rollout_steps_per_s(
     num_agents: int,
     steps: int,
@@ -97,23 +154,23 @@ def rollout_steps_per_s(
     One ``AgentPolicy`` per agent from one ``MultiAgentPolicy`` (``make_policy``: "random" = MettaGrid's
     ``RandomMultiAgentPolicy``, "busy1ms" = ``busy_policy.Busy1msPolicy``, "lstm" = MettaGrid's ``LSTMPolicy``
     with the checkpoint ``data_path``); no ``policy_group_keys``, so agents are stepped one after another as a
-    user's plain ``Rollout`` does. Times ``run_until_done()`` only.
-    Python's ``random`` and, when the policy uses torch, torch's global generator are seeded with ``seed`` for
-    the run (and restored after) so a sampling policy repeats. Torch runs with its default thread count (what a
-    MettaGrid user gets), or ``torch_threads`` for the run.
+    user's plain ``Rollout`` does. Times ``run_until_done()`` only; seeding and threads as ``run_rollout``.
     """
+    return rollout_run(num_agents, steps, seed, policy, data_path, torch_threads).steps_per_s
+
+
+def rollout_run(
+    num_agents: int,
+    steps: int,
+    seed: int,
+    policy: str,
+    data_path: str | Path | None = None,
+    torch_threads: int | None = None,
+) -> RolloutRun:
+    """As ``rollout_steps_per_s``, with the whole ``RolloutRun`` (start-up, rewards, stats)."""
     config = arena_config(num_agents, steps, seed)
     multi = make_policy(policy, PolicyEnvInterface.from_mg_cfg(config), data_path)
-    rollout = Rollout(config, [multi.agent_policy(i) for i in range(num_agents)], seed=seed)
-    try:
-        with _seeded(seed), _torch_threads(torch_threads):
-            start = time.perf_counter()
-            rollout.run_until_done()
-            elapsed = time.perf_counter() - start
-        # Steps actually taken, read as MettaGrid's own single_episode_rollout does.
-        return rollout._sim.current_step / elapsed
-    finally:
-        rollout._simulator.close()
+    return run_rollout(config, multi, seed, torch_threads=torch_threads)
 
 
 @contextlib.contextmanager
