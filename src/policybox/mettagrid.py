@@ -94,7 +94,8 @@ class SandboxedPolicy(MultiAgentPolicy):
         """Start the agents' cells for the next episode -- fresh ones once the last have played, so no
         state survives from one episode to the next. MettaGrid resets every agent policy before an
         episode, untimed: the cells start there, not in the first (timed) step."""
-        self._state.start(self._start_args(), renew=True)
+        if self._agent_ids:  # no agent policy asked for yet: nothing to start
+            self._state.start(self._start_args(), renew=True)
 
     def close(self) -> None:
         """Stop every cell (and the zygote they fork from); a later step starts them again."""
