@@ -10,8 +10,8 @@ Every message is one frame: a 12-byte little-endian header followed by ``length`
 
 Conversation (host on the left, one cell on the right)::
 
-    SETUP  {protocol, agent_id, seed, log_limit_bytes,
-            spec, env, sandbox}               ->
+    SETUP  {protocol, agent_id, seed, threads,
+            log_limit_bytes, spec, env, sandbox} ->
                                                <-  READY {protocol, policy, minimum_action_timeout_ms,
                                                           sandbox: {layer: status}}
                                                or  ERROR {phase: "init", type, message, traceback}
