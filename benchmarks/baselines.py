@@ -1,6 +1,6 @@
 """Baseline measurements to compare policybox against, each taken in the calling process.
 
-* ``rollout_steps_per_s`` / ``rollout_run``: MettaGrid's in-process ``Rollout`` (what MettaGrid users run today);
+* ``rollout_run``: MettaGrid's in-process ``Rollout`` (what MettaGrid users run today);
   ``run_rollout`` / ``start_rollout``: the same ``Rollout`` around any ``MultiAgentPolicy`` (e.g. policybox's
   ``SandboxedPolicy``), optionally with ``policy_group_keys``.
 * ``policy_server_steps_per_s`` / ``policy_server_episode_s`` / ``policy_server_startup_s``: MettaGrid's own
@@ -141,24 +141,6 @@ def run_rollout(
         rollout._simulator.close()
 
 
-def rollout_steps_per_s(
-    num_agents: int,
-    steps: int,
-    seed: int,
-    policy: str,
-    data_path: str | Path | None = None,
-    torch_threads: int | None = None,
-) -> float:
-    """Env steps per second of ``mettagrid.simulator.rollout.Rollout`` stepping ``policy`` in this process.
-
-    One ``AgentPolicy`` per agent from one ``MultiAgentPolicy`` (``make_policy``: "random" = MettaGrid's
-    ``RandomMultiAgentPolicy``, "busy1ms" = ``busy_policy.Busy1msPolicy``, "lstm" = MettaGrid's ``LSTMPolicy``
-    with the checkpoint ``data_path``); no ``policy_group_keys``, so agents are stepped one after another as a
-    user's plain ``Rollout`` does. Times ``run_until_done()`` only; seeding and threads as ``run_rollout``.
-    """
-    return rollout_run(num_agents, steps, seed, policy, data_path, torch_threads).steps_per_s
-
-
 def rollout_run(
     num_agents: int,
     steps: int,
@@ -167,7 +149,14 @@ def rollout_run(
     data_path: str | Path | None = None,
     torch_threads: int | None = None,
 ) -> RolloutRun:
-    """As ``rollout_steps_per_s``, with the whole ``RolloutRun`` (start-up, rewards, stats)."""
+    """MettaGrid's ``mettagrid.simulator.rollout.Rollout`` stepping ``policy`` in this process (``.steps_per_s``:
+    env steps per second of ``run_until_done()``; also start-up, rewards, stats).
+
+    One ``AgentPolicy`` per agent from one ``MultiAgentPolicy`` (``make_policy``: "random" = MettaGrid's
+    ``RandomMultiAgentPolicy``, "busy1ms" = ``busy_policy.Busy1msPolicy``, "lstm" = MettaGrid's ``LSTMPolicy``
+    with the checkpoint ``data_path``); no ``policy_group_keys``, so agents are stepped one after another as a
+    user's plain ``Rollout`` does; seeding and threads as ``run_rollout``.
+    """
     config = arena_config(num_agents, steps, seed)
     multi = make_policy(policy, PolicyEnvInterface.from_mg_cfg(config), data_path)
     return run_rollout(config, multi, seed, torch_threads=torch_threads)
@@ -473,7 +462,8 @@ if __name__ == "__main__":
     for agents in (4, 24):
         for name in ("random", "busy1ms"):
             label = f"{agents:2d} agents, {name:7s}, {STEPS} steps"
-            print(f"Rollout in-process          {label}: {rollout_steps_per_s(agents, STEPS, SEED, name):8.1f} steps/s")
+            rollout = rollout_run(agents, STEPS, SEED, name).steps_per_s
+            print(f"Rollout in-process          {label}: {rollout:8.1f} steps/s")
             sps = policy_server_steps_per_s(agents, STEPS, SEED, name)
             print(f"policy server, stepping     {label}: {sps:8.1f} steps/s")
             wall = policy_server_episode_s(agents, STEPS, SEED, name)

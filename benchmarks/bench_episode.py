@@ -109,7 +109,7 @@ def _throughput_runs(bench: Bench, agents: int, policy: str, steps: int) -> dict
         return result.steps / result.play_s
 
     return {
-        "MettaGrid Rollout (in-process)": lambda: baselines.rollout_steps_per_s(agents, steps, SEED, policy),
+        "MettaGrid Rollout (in-process)": lambda: baselines.rollout_run(agents, steps, SEED, policy).steps_per_s,
         "MettaGrid policy server (batched)": lambda: baselines.policy_server_steps_per_s(agents, steps, SEED, policy),
         "policybox inline": lambda: policybox("inline"),
         "policybox process, spawn": lambda: policybox("process", "spawn"),

@@ -116,9 +116,9 @@ def contenders(bench: Bench, agents: int, checkpoint: Path, outcomes: Outcomes) 
         return run
 
     runs = {
-        ROLLOUT: lambda: baselines.rollout_steps_per_s(agents, steps, SEED, "lstm", checkpoint),
-        "MettaGrid Rollout, torch 1 thread": lambda: baselines.rollout_steps_per_s(
-            agents, steps, SEED, "lstm", checkpoint, torch_threads=1
+        ROLLOUT: lambda: baselines.rollout_run(agents, steps, SEED, "lstm", checkpoint).steps_per_s,
+        "MettaGrid Rollout, torch 1 thread": lambda: (
+            baselines.rollout_run(agents, steps, SEED, "lstm", checkpoint, torch_threads=1).steps_per_s
         ),
         SERVER: lambda: baselines.policy_server_steps_per_s(agents, steps, SEED, "lstm", checkpoint),
     }
