@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -219,3 +220,36 @@ def test_bad_input_is_one_clear_error():
         SandboxedPolicy(env_info, policy="random", steps=10)
     with pytest.raises(ValueError, match="act_timeout_ms"):
         SandboxedPolicy(env_info, policy="random", act_timeout_ms=-1)
+
+
+@pytest.mark.parametrize("attack", ["KillOthers", "Snoop"])
+def test_an_attack_from_inside_the_wrapper_stays_in_its_cell(tmp_path, monkeypatch, attack):
+    """The wrapper runs inside the user's MettaGrid process, which holds the secrets and the other
+    policies: a hostile inner policy tries to kill that process and its neighbours' cells, or read its
+    environment. Judged from outside: this process is alive, the victim (another SandboxedPolicy)
+    answered every step, the host-written log shows the attempts refused, and the host's own /proc check
+    of the attacker's cell found its layers."""
+    if os.geteuid() != 0:
+        pytest.skip("the uid layer needs root")
+    monkeypatch.setenv("POLICYBOX_TEST_SECRET", "hunter2-api-key")
+    config = game(agents=2, steps=30)
+    env_info = PolicyEnvInterface.from_mg_cfg(config)
+    options = {"host_pid": os.getpid(), **({"secret_name": "POLICYBOX_TEST_SECRET"} if attack == "Snoop" else {})}
+    spec = ",".join([f"{POLICIES / 'escapes.py'}:{attack}", *(f"kw.{key}={value}" for key, value in options.items())])
+    attacker = SandboxedPolicy(env_info, policy=spec, log_dir=tmp_path / "attacker")
+    victim = SandboxedPolicy(env_info, policy=f"{POLICIES / 'escapes.py'}:Diarist", log_dir=tmp_path / "victim")
+    try:
+        agents = [attacker.agent_policy(0), victim.agent_policy(1)]
+        Rollout(config, agents, seed=5, policy_group_keys=[0, 1]).run_until_done()
+        assert [agent.infos for agent in agents] == [{"policybox_status": "ok"}] * 2
+        assert attacker._state.record(0).sandbox["uid"].startswith("active")  # verified from /proc by the host
+        assert victim._state.record(1).latency().count == 30
+    finally:
+        attacker.close()
+        victim.close()
+    text = (tmp_path / "attacker" / "episode-0" / "agent-0.log").read_text()
+    if attack == "KillOthers":
+        assert "kill host: refused PermissionError" in text and "killed: []" in text
+    else:
+        assert "hunter2-api-key" not in text and "own env secret: None" in text
+        assert re.search("host environ: refused (PermissionError|FileNotFoundError)", text)
