@@ -66,8 +66,8 @@ def test_run_multi_episode_rollout_gives_identical_results_with_one_class_path_c
     assert not descendants()
 
 
-@pytest.mark.parametrize("grouped", [False, True])
-def test_rollout_with_and_without_the_wrapper_is_identical(grouped):
+@pytest.mark.parametrize("grouped, mode", [(False, "process"), (True, "process"), (True, "inline")])
+def test_rollout_with_and_without_the_wrapper_is_identical(grouped, mode):
     config = game()
     env_info = PolicyEnvInterface.from_mg_cfg(config)
     from stateful import Stateful
@@ -78,7 +78,7 @@ def test_rollout_with_and_without_the_wrapper_is_identical(grouped):
         rollout.run_until_done()
         return [rollout._sim.episode_rewards.tolist(), rollout._sim.episode_stats["agent"], agents]
 
-    wrapped = SandboxedPolicy(env_info, policy=STATEFUL)
+    wrapped = SandboxedPolicy(env_info, policy=STATEFUL, mode=mode)
     try:
         *outcome, agents = play(wrapped)
         assert [agent.infos for agent in agents] == [{"policybox_status": "ok"}] * 4
@@ -120,8 +120,7 @@ def test_grouped_agents_are_asked_at_once(tmp_path):
     )
     try:
         agents = [policy.agent_policy(i) for i in range(4)]
-        rollout = Rollout(config, agents, seed=5, policy_group_keys=[0] * 4)
-        agents[0].step_group([(i, rollout._agents[i].observation) for i in range(4)])  # cells started, then timed:
+        rollout = Rollout(config, agents, seed=5, policy_group_keys=[0] * 4)  # its reset() starts the cells
         started = time.monotonic()
         rollout.run_until_done()
         assert time.monotonic() - started < 3 * 2.5  # one after another would take 3 x 4 s

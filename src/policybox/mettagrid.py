@@ -53,7 +53,7 @@ class SandboxedPolicy(MultiAgentPolicy):
     def __init__(
         self,
         policy_env_info: PolicyEnvInterface,
-        policy: str | Mapping[str, Any],
+        policy: str | Mapping[str, Any] | PolicySpec,
         device: str = "cpu",
         log_dir: str | Path | None = None,
         **options: Any,
@@ -146,17 +146,19 @@ class SandboxedAgentPolicy(AgentPolicy):
         self._parent.reset()
 
 
-def inner_spec(policy: str | Mapping[str, Any]) -> PolicySpec:
-    """A checked PolicySpec from a ``-p`` string or a mapping of its fields; SpecError if it is not one."""
+def inner_spec(policy: str | Mapping[str, Any] | PolicySpec) -> PolicySpec:
+    """A checked PolicySpec from a ``-p`` string, a PolicySpec or a mapping of its fields; SpecError if
+    it is none of them."""
     if isinstance(policy, str):
         return parse_policy_arg(policy)
     if isinstance(policy, Mapping):
         try:
-            spec = PolicySpec.model_validate(dict(policy))
+            policy = PolicySpec.model_validate(dict(policy))
         except ValueError as exc:
             raise SpecError(f"SandboxedPolicy: invalid policy spec: {exc}") from None
-        return check_spec(spec, Path.cwd())
-    raise SpecError(f"SandboxedPolicy: policy must be a spec string or a mapping, not {type(policy).__name__}")
+    if isinstance(policy, PolicySpec):
+        return check_spec(policy, Path.cwd())
+    raise SpecError(f"SandboxedPolicy: policy must be a spec string or mapping, not {type(policy).__name__}")
 
 
 def initialize_or_load_policy(
