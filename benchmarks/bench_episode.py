@@ -77,6 +77,15 @@ class Bench:
             self.torch_zygote.close()
 
 
+def same_every_rep(runs: list | None) -> str:
+    """ "yes" when every repetition of a contender played the same episode (``runs``: one hashable
+    fingerprint per repetition), else how many distinct ones; "-" when there is nothing to compare."""
+    if not runs:
+        return "-"
+    distinct = len(set(runs))
+    return "yes" if distinct == 1 else f"no ({distinct} distinct of {len(runs)})"
+
+
 def interleaved(reps: int, runs: dict[str, Callable[[], float]]) -> dict[str, list[float]]:
     """Each run once per repetition, in turn, so that machine noise falls on all of them alike."""
     samples: dict[str, list[float]] = defaultdict(list)

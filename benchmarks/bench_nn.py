@@ -53,7 +53,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import baselines  # noqa: E402
-from bench_episode import SEED, Bench, interleaved  # noqa: E402
+from bench_episode import SEED, Bench, interleaved, same_every_rep  # noqa: E402
 
 from policybox.host.zygote import Zygote  # noqa: E402
 from policybox.limits import Limits  # noqa: E402
@@ -97,11 +97,7 @@ class Outcomes:
         return result.steps / result.play_s
 
     def repeat(self, name: str) -> str:
-        runs = self.digests.get(name)
-        if not runs:
-            return "-"
-        distinct = len(set(runs))
-        return "yes" if distinct == 1 else f"no ({distinct} of {len(runs)} differ)"
+        return same_every_rep(self.digests.get(name))
 
 
 def contenders(bench: Bench, agents: int, checkpoint: Path, outcomes: Outcomes) -> dict[str, Callable[[], float]]:

@@ -48,7 +48,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import baselines  # noqa: E402
-from bench_episode import SEED, interleaved  # noqa: E402
+from bench_episode import SEED, interleaved, same_every_rep  # noqa: E402
 
 from policybox.host.zygote import Zygote  # noqa: E402
 from policybox.mettagrid import SandboxedPolicy  # noqa: E402
@@ -88,11 +88,7 @@ class Outcomes:
         return run.steps_per_s
 
     def repeat(self, name: str) -> str:
-        runs = self.episodes.get(name)
-        if not runs:
-            return "-"
-        distinct = len(set(runs))
-        return "yes" if distinct == 1 else f"no ({distinct} distinct)"
+        return same_every_rep(self.episodes.get(name))
 
     def same_as_rollout(self, name: str) -> str:
         runs, reference = self.episodes.get(name), set(self.episodes.get(ROLLOUT, []))
