@@ -38,7 +38,6 @@ EXACT, NP_SCALAR, PY_INT, PY_FLOAT, PY_BOOL, ARRAY, SCALAR = range(7)
 INT64 = struct.Struct("<q")
 FLOAT64 = struct.Struct("<d")
 BOOL = struct.Struct("<?")
-BYTE = struct.Struct("<B")
 PYTHON_SCALARS = {int: (PY_INT, INT64), float: (PY_FLOAT, FLOAT64), bool: (PY_BOOL, BOOL)}
 PYTHON_TAGS = dict(PYTHON_SCALARS.values())
 ACTION_INT = np.dtype("<i8")
@@ -165,9 +164,9 @@ def space_from_description(d: dict[str, Any]) -> spaces.Space:
 class _Reader:
     """A cursor over a payload; every array it returns is a copy.
 
-    Copying (``frombuffer(...).copy()``) costs one memcpy per leaf and buys arrays that own their
+    Copying (``ndarray(buffer=...).copy()``) costs one memcpy per leaf and buys arrays that own their
     memory: the payload buffer may be reused by the caller, a leaf may sit at an unaligned offset,
-    and a frombuffer view of ``bytes`` would be read-only -- a policy writing into its observation
+    and a view of ``bytes`` would be read-only -- a policy writing into its observation
     would crash. Converting the whole payload to ``bytes`` first would cost a copy as well and still
     hand out read-only, possibly unaligned views.
     """
@@ -176,19 +175,26 @@ class _Reader:
         self.view = memoryview(payload).cast("B")  # counted in bytes whatever the buffer's item format
         self.pos = 0
 
-    def take(self, size: int) -> memoryview:
-        end = self.pos + size
-        if end > len(self.view):
+    def _advance(self, size: int) -> int:
+        """The offset of the next ``size`` bytes, which the cursor moves past."""
+        start, self.pos = self.pos, self.pos + size
+        if self.pos > len(self.view):
             raise ValueError(f"payload of {len(self.view)} bytes ends inside a value")
-        chunk, self.pos = self.view[self.pos : end], end
-        return chunk
+        return start
+
+    def byte(self) -> int:
+        return self.view[self._advance(1)]
 
     def unpack(self, layout: struct.Struct) -> Any:
-        return layout.unpack(self.take(layout.size))[0]
+        return layout.unpack_from(self.view, self._advance(layout.size))[0]
+
+    def text(self, size: int) -> str:
+        start = self._advance(size)
+        return str(self.view[start : self.pos], "ascii")
 
     def array(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-        chunk = self.take(math.prod(shape) * dtype.itemsize)
-        return np.frombuffer(chunk, dtype).reshape(shape).copy()
+        start = self._advance(math.prod(shape) * dtype.itemsize)
+        return np.ndarray(shape, dtype, self.view, start).copy()  # one call: faster than frombuffer().reshape()
 
     def finish(self) -> None:
         if self.pos != len(self.view):
@@ -232,7 +238,7 @@ def _encode_self_described(out: bytearray, value: np.ndarray | np.generic, path:
 
 
 def _decode_leaf(reader: _Reader, space: Any) -> Any:
-    tag = reader.unpack(BYTE)
+    tag = reader.byte()
     if tag == EXACT:
         return reader.array(space.dtype, space.shape)
     if tag == NP_SCALAR:
@@ -241,10 +247,10 @@ def _decode_leaf(reader: _Reader, space: Any) -> Any:
         return reader.unpack(PYTHON_TAGS[tag])
     if tag not in (ARRAY, SCALAR):
         raise ValueError(f"unknown observation leaf tag {tag}")
-    dtype = np.dtype(bytes(reader.take(reader.unpack(BYTE))).decode("ascii"))
+    dtype = np.dtype(reader.text(reader.byte()))
     if dtype.kind not in NUMERIC_KINDS:
         raise ValueError(f"observation leaf of dtype {dtype}: only numeric and bool values are carried")
-    shape = tuple(reader.unpack(INT64) for _ in range(reader.unpack(BYTE)))
+    shape = tuple(reader.unpack(INT64) for _ in range(reader.byte()))
     array = reader.array(dtype, shape)
     return array if tag == ARRAY else array[()]
 
