@@ -7,9 +7,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from policybox.episode import EpisodeSettings, assign_policies, run_episode
+from policybox.episode import EpisodeSettings, run_episode
 from policybox.results import EpisodeResult
-from policybox.spec import parse_policy_arg
 
 POLICIES = Path(__file__).parent / "policies"
 
@@ -21,12 +20,12 @@ def policy(name: str, **extra: str) -> str:
 
 @pytest.fixture
 def play(tmp_path: Path):
-    """Run one episode: ``play(["random", policy("x.py:X")], agents=4, steps=50, mode="inline")``."""
+    """Run one episode: ``play(["random", policy("x.py:X")], agents=4, steps=50, mode="inline")``
+    (``agents=None``: the game's own number)."""
 
-    def _play(policies: list[str], agents: int = 4, **settings) -> EpisodeResult:
-        specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
+    def _play(policies: list[str], agents: int | None = 4, **settings) -> EpisodeResult:
         settings.setdefault("steps", 50)
-        return run_episode(specs, EpisodeSettings(**settings), tmp_path / "logs")
+        return run_episode(policies, EpisodeSettings(**settings), tmp_path / "logs", agents=agents)
 
     return _play
 

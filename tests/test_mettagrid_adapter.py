@@ -11,7 +11,7 @@ from policybox.envs.mettagrid import MettaGridCell, MettaGridHost, encode_observ
 
 def test_cell_rebuilds_mettagrids_own_observations():
     host = MettaGridHost(make_config("arena", 4, 30, seed=5), seed=5)
-    cell = MettaGridCell(host.cell_setup())
+    cell = MettaGridCell(host.cell_setup(0))
     for _ in range(20):
         for agent_id in range(4):
             ours = cell.decode_observation(agent_id, bytes(host.observation(agent_id)))
@@ -34,7 +34,7 @@ def test_inline_episode_equals_mettagrids_rollout(play):
 
     config = make_config("arena", 4, 120, seed=9)
     host = MettaGridHost(config, seed=9)
-    cell = MettaGridCell(host.cell_setup())
+    cell = MettaGridCell(host.cell_setup(0))
     agents = [module.Stateful(cell.policy_env_info).agent_policy(i) for i in range(4)]
     host.close()
     rollout = Rollout(config, agents, seed=9)
@@ -52,7 +52,7 @@ def test_observation_tokens_are_built_when_first_read():
     from mettagrid.simulator.interface import AgentObservation
 
     host = MettaGridHost(make_config("arena", 2, 5, seed=1), seed=1)
-    cell = MettaGridCell(host.cell_setup())
+    cell = MettaGridCell(host.cell_setup(0))
     observation = cell.decode_observation(0, bytes(host.observation(0)))
     assert isinstance(observation, AgentObservation) and observation.agent_id == 0
     assert observation._tokens is None  # nothing built yet

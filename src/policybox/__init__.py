@@ -30,6 +30,9 @@ _EXPORTS = {
     "EpisodeRecord": "policybox.results",
     "Summary": "policybox.summary",
     "Zygote": "policybox.host.zygote",
+    "PolicyboxError": "policybox.errors",
+    "SpecError": "policybox.spec",
+    "ConfigError": "policybox.envs",
 }
 __all__ = [*_EXPORTS, "__version__"]
 

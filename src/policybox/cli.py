@@ -6,7 +6,6 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,13 +16,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from policybox.cli_options import EPISODE_OPTION_NAMES, with_episode_options
-from policybox.envs import ConfigError
-from policybox.episode import REPLAY_SUFFIX, EpisodeSettings, assign_policies, run_episode
+from policybox.episode import (
+    DEFAULT_AGENTS,
+    REPLAY_SUFFIX,
+    EpisodeSettings,
+    agent_count,
+    assign_policies,
+    default_log_dir,
+    run_episode,
+)
+from policybox.errors import PolicyboxError
 from policybox.evaluation import Progress as EvaluationProgress
 from policybox.evaluation import load_summary, play_tournament, write_atomically
-from policybox.host.zygote import ZygoteError
 from policybox.results import AgentStatus, EpisodeResult
-from policybox.sandbox import SandboxLevel, SandboxUnavailable
+from policybox.sandbox import SandboxLevel
 from policybox.spec import SpecError, parse_policy_arg
 from policybox.summary import Summary, render
 from policybox.tournament import Seating, Tournament, entrants, load_tournament_file
@@ -33,10 +39,10 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Run multi-agent episodes with every agent's policy in its own OS process.",
 )
-console = Console()
-errors = Console(stderr=True)
+console = Console(emoji=False)  # ":FACTORY:" in a message is text, not an emoji code
+errors = Console(stderr=True, emoji=False)
 # What a user can get wrong: one clear message and exit code 2, nothing started, nothing lost.
-USER_ERRORS = (SpecError, ConfigError, ValidationError, SandboxUnavailable, ZygoteError)
+USER_ERRORS = (PolicyboxError, ValidationError)
 
 POLICY_HELP = (
     "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. Forms: a shorthand (random, noop), "
@@ -73,11 +79,12 @@ def run(
     Exit code 0 when every agent ended with status ok, 1 when any did not, 2 for bad input.
     """
     with _guarded("every cell was stopped; no result written"):
-        specs = assign_policies([parse_policy_arg(text) for text in policies], episode["agents"])
         _check_replay_name(replay)
         settings = EpisodeSettings.from_options({**episode, "replay": str(replay) if replay else None})
+        agents = agent_count(settings, episode["agents"], DEFAULT_AGENTS)
+        specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
         _check_writable(out)
-        logs = log_dir or Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{settings.seed}"
+        logs = log_dir or default_log_dir(settings.seed)
         _check_log_dir(logs)
         with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
             result = run_episode(specs, settings, logs)
@@ -170,12 +177,13 @@ def _tournament(values: dict[str, Any], tournament_file: Path | None) -> tuple[T
     if not values.get("out"):
         raise SpecError("give a results folder: --out DIR, or out: in a tournament file")
     out_dir = Path(values["out"]) if base is None or Path(values["out"]).is_absolute() else base / values["out"]
+    settings = EpisodeSettings.from_options({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES})
     tournament = Tournament(
         entrants=entrants(values["policies"], base),
         episodes=values["episodes"],
-        agents=values["agents"],
+        agents=agent_count(settings, values.get("agents"), DEFAULT_AGENTS),
         seating=values["seating"],
-        settings=EpisodeSettings.from_options({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES}),
+        settings=settings,
     )
     return tournament, out_dir
 
@@ -274,8 +282,9 @@ def _show(result: EpisodeResult) -> None:
         status = agent.status.value if agent.status == AgentStatus.OK else f"[red]{agent.status.value}[/]"
         if agent.failure is not None:
             status += f" — {agent.failure.one_line()}"
+        name = agent.agent if agent.agent not in (None, str(agent.agent_id)) else None
         table.add_row(
-            str(agent.agent_id),
+            f"{agent.agent_id} {name}" if name else str(agent.agent_id),
             agent.policy,
             f"{agent.reward:g}",
             status,

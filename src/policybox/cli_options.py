@@ -27,13 +27,42 @@ def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
 
 
 EPISODE_OPTIONS = [
-    _option("agents", Annotated[int, typer.Option("--agents", "-n", min=1, max=1024, help="Number of agents.")], 4),
+    _option(
+        "agents",
+        Annotated[
+            int | None,
+            typer.Option(
+                "--agents",
+                "-n",
+                min=1,
+                max=1024,
+                help="Number of agents. Default: the game's own number (a PettingZoo game, a MettaGrid config "
+                "file); 4 for arena and navigation.",
+            ),
+        ],
+        None,
+    ),
     _option("steps", Annotated[int, typer.Option(min=1, help="Episode length in steps.")], 1000),
     _option("seed", Annotated[int, typer.Option(min=0, help="Seeds the game, its map and every agent's RNGs.")], 0),
     _option(
         "env",
-        Annotated[str, typer.Option(help="Game: arena, navigation, or a MettaGridConfig JSON/YAML file.")],
+        Annotated[
+            str,
+            typer.Option(
+                help="Game: arena, navigation, a MettaGridConfig JSON/YAML file (or mettagrid:FILE), or "
+                "pettingzoo:MODULE:FACTORY for a PettingZoo game "
+                "(e.g. pettingzoo:mpe2.simple_spread_v3:parallel_env)."
+            ),
+        ],
         "arena",
+    ),
+    _option(
+        "env_kwargs",
+        Annotated[
+            str | None,
+            typer.Option(help="Keyword arguments for a PettingZoo game's factory, a JSON object: '{\"N\": 4}'."),
+        ],
+        None,
     ),
     _option(
         "mode",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -12,11 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 import policybox
-from policybox.envs import ActionSink, ConfigError, EnvHost, InvalidAction
-from policybox.envs.mettagrid import MettaGridHost, make_config, resolve_shorthand
+from policybox.envs import ActionSink, ConfigError, EnvFamily, EnvHost, InvalidAction, family, split_env
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
 from policybox.host.process_pool import ProcessPool, Reply
@@ -26,13 +26,14 @@ from policybox.host.zygote import Zygote
 from policybox.limits import Limits
 from policybox.results import AgentResult, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
-from policybox.spec import PolicySpec, SpecError
+from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.threads import cell_threads
 from policybox.wire import PROTOCOL_VERSION, FrameType
 
 Mode = Literal["process", "inline"]
 OnFailure = Literal["continue", "abort"]
 LauncherName = Literal["zygote", "spawn"]
+DEFAULT_AGENTS = 4  # for games of any size (arena, navigation) when no number is given
 LOG_TAIL_BYTES = 4096
 REPLAY_SUFFIX = ".json.z"
 
@@ -40,8 +41,15 @@ REPLAY_SUFFIX = ".json.z"
 class EpisodeSettings(BaseModel):
     """What to play, how, and within which limits; the defaults are the CLI's defaults."""
 
-    env: str = Field(default="arena", description="arena, navigation, or a MettaGridConfig JSON/YAML file")
-    steps: int = Field(default=1000, ge=1, description="Episode length (the game's max_steps)")
+    env: str = Field(
+        default="arena",
+        description="The game: arena, navigation, a MettaGridConfig JSON/YAML file (or mettagrid:FILE), "
+        "or pettingzoo:MODULE:FACTORY for a PettingZoo game (a factory returning a Parallel or AEC env)",
+    )
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for a PettingZoo game's factory (JSON object)"
+    )
+    steps: int = Field(default=1000, ge=1, description="Episode length: the game's max_steps, or its step limit")
     seed: int = Field(default=0, ge=0, description="Seeds the game, its map and every agent's RNGs")
     mode: Mode = "process"
     limits: Limits = Field(default_factory=Limits)
@@ -62,13 +70,28 @@ class EpisodeSettings(BaseModel):
     )
     on_agent_failure: OnFailure = Field(
         default="continue",
-        description="continue: a failed agent plays no-op to the end; abort: the episode ends at the failure",
+        description="continue: a failed agent plays the game's fallback action (MettaGrid: noop) to the end; "
+        "abort: the episode ends at the failure",
     )
     replay: str | None = Field(
         default=None,
         description="Write the episode here as a .json.z replay in MettaGrid's own format (MettaScope loads it); "
         "an episode cut short is written as far as it was played",
     )
+
+    @field_validator("env_kwargs", mode="before")
+    @classmethod
+    def _kwargs_from_json(cls, value: Any) -> Any:
+        """``--env-kwargs '{"N": 2}'`` arrives as text: a JSON object."""
+        if not isinstance(value, str):
+            return value
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--env-kwargs must be a JSON object: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ValueError(f"--env-kwargs must be a JSON object, not {type(parsed).__name__}")
+        return parsed
 
     @classmethod
     def from_options(cls, values: dict[str, Any]) -> EpisodeSettings:
@@ -77,9 +100,10 @@ class EpisodeSettings(BaseModel):
         limits = Limits(**{name: values[name] for name in Limits.model_fields if name in values})
         own = {name: value for name, value in values.items() if name in cls.model_fields and name != "limits"}
         own["preload"] = own.get("preload") or []
+        own["env_kwargs"] = own.get("env_kwargs") or {}
         unknown = set(values) - set(Limits.model_fields) - set(cls.model_fields) - {"agents"}
         if unknown:
-            raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
+            raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
         return cls(limits=limits, **own)
 
 
@@ -92,18 +116,43 @@ class Timings:
 def assign_policies(specs: Sequence[PolicySpec], num_agents: int) -> list[PolicySpec]:
     """Agent i plays ``specs[i % len(specs)]``: ``-p a -p b`` over 4 agents gives a, b, a, b."""
     if not specs:
-        raise ValueError("give at least one policy")
+        raise SpecError("give at least one policy")
     if num_agents < 1:
-        raise ValueError("an episode needs at least one agent")
+        raise ConfigError("an episode needs at least one agent")
     return [specs[i % len(specs)] for i in range(num_agents)]
 
 
-def check_shorthands(specs: Sequence[PolicySpec]) -> None:
-    """Fail fast on a misspelt shorthand, before any cell starts (MettaGrid's registry, not policy code)."""
+def env_family(settings: EpisodeSettings) -> tuple[EnvFamily, str]:
+    """The adapter of the settings' game and what it is asked to open (``--env`` without the family)."""
+    name, target = split_env(settings.env)
+    return family(name), target
+
+
+def agent_count(settings: EpisodeSettings, agents: int | None, default: int) -> int:
+    """How many agents play: the game's own number when it has one (a PettingZoo game, a MettaGrid
+    config file) -- ``agents``, if given, must equal it -- else ``agents`` or ``default``."""
+    adapter, target = env_family(settings)
+    fixed = adapter.fixed_agents(target, settings.env_kwargs)
+    if fixed is None:
+        return default if agents is None else agents
+    if agents is not None and agents != fixed:
+        raise ConfigError(f"{settings.env} is a game for {fixed} agents, not {agents}")
+    return fixed
+
+
+def zygote_preload(settings: EpisodeSettings) -> tuple[str, ...]:
+    """What a zygote for these settings imports: the game family's modules, then ``--preload``."""
+    adapter, _ = env_family(settings)
+    return tuple(dict.fromkeys([*adapter.ZYGOTE_PRELOAD, *settings.preload]))
+
+
+def check_shorthands(specs: Sequence[PolicySpec], settings: EpisodeSettings) -> None:
+    """Fail fast on a misspelt shorthand, before any cell starts (the family's registry, not policy code)."""
+    adapter, _ = env_family(settings)
     for spec in specs:
         if spec.is_shorthand:
             try:
-                resolve_shorthand(spec.class_path)
+                adapter.resolve_shorthand(spec.class_path)
             except LookupError as exc:
                 raise SpecError(str(exc)) from None
 
@@ -123,10 +172,33 @@ def check_strict(settings: EpisodeSettings) -> None:
 def check_playable(specs: Sequence[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
     """What can be wrong with an episode before any cell starts (a misspelt shorthand, a game that
     cannot be built, a strict sandbox this machine lacks), found once, before many episodes."""
-    check_shorthands(specs)
+    check_shorthands(specs, settings)
     if settings.sandbox == SandboxLevel.STRICT:
         check_strict(settings)
-    MettaGridHost(make_config(settings.env, agents, settings.steps, settings.seed), settings.seed).close()
+    open_env(settings, agents).close()
+
+
+def open_env(settings: EpisodeSettings, agents: int, names: Sequence[str] = ()) -> EnvHost:
+    """The settings' game, started for ``agents`` seats; ``names`` are the seats' policies."""
+    adapter, target = env_family(settings)
+    host = adapter.open_host(
+        target,
+        settings.env_kwargs,
+        agents=agents,
+        steps=settings.steps,
+        seed=settings.seed,
+        replay=settings.replay,
+        names=names,
+    )
+    if len(host.agent_names) != agents:
+        host.close()
+        raise ConfigError(f"{settings.env} is a game for {len(host.agent_names)} agents, not {agents}")
+    return host
+
+
+def default_log_dir(seed: int) -> Path:
+    """Where an episode's agent logs go unless told: ./policybox-logs/<time>-seed<N>."""
+    return Path("policybox-logs") / f"{datetime.now():%Y%m%d-%H%M%S}-seed{seed}"
 
 
 def check_replay(replay: str | None) -> None:
@@ -145,34 +217,42 @@ def check_replay(replay: str | None) -> None:
 
 
 def run_episode(
-    specs: Sequence[PolicySpec],
-    settings: EpisodeSettings,
+    specs: Sequence[PolicySpec | str],
+    settings: EpisodeSettings | None = None,
     log_dir: str | Path | None = None,
     zygote: Zygote | None = None,
+    *,
+    agents: int | None = None,
 ) -> EpisodeResult:
-    """Play one episode with ``specs[i]`` controlling agent i; cells are gone when this returns.
+    """Play one episode; cells are gone when this returns.
 
-    ``log_dir`` gets one log file per agent (process mode needs it).
+    ``specs`` are PolicySpecs or ``-p`` strings (``"random"``, ``"bots/greedy.py:Greedy"``); agent i
+    plays ``specs[i % len(specs)]``. ``agents``: how many play; by default the game's own number (a
+    PettingZoo game, a MettaGrid config file) or, for games of any size (arena, navigation), one per
+    spec. ``log_dir`` gets one log file per agent (process mode; default ./policybox-logs/<time>-seed<N>).
     With the zygote launcher, pass a running ``zygote`` to reuse it across episodes; without one, a
     zygote is started for this episode and stopped after it.
     """
+    settings = settings or EpisodeSettings()
+    parsed = [parse_policy_arg(spec) if isinstance(spec, str) else spec for spec in specs]
+    specs = assign_policies(parsed, agent_count(settings, agents, len(parsed)))
     if settings.mode == "process" and log_dir is None:
-        raise ValueError("process mode needs a log_dir for the agents' log files")
+        log_dir = default_log_dir(settings.seed)
     log_dir = None if log_dir is None else Path(log_dir)
-    check_shorthands(specs)
+    check_shorthands(specs, settings)
     check_replay(settings.replay)
     if settings.sandbox == SandboxLevel.STRICT:
         check_strict(settings)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
-    config = make_config(settings.env, len(specs), settings.steps, settings.seed)
-    env = MettaGridHost(config, settings.seed, settings.replay, [spec.display_name for spec in specs])
+    env = open_env(settings, len(specs), [spec.display_name for spec in specs])
     with contextlib.ExitStack() as stack:
         stack.callback(env.close)
         records = agent_records(specs, settings, log_dir)
         deadline = None if settings.limits.episode_timeout_s is None else clock + settings.limits.episode_timeout_s
         with contextlib.ExitStack() as cells:
-            pool = start_pool(records, env.cell_setup(), settings, zygote, cells)
+            setups = [env.cell_setup(record.agent_id) for record in records]
+            pool = start_pool(records, setups, settings, zygote, cells)
             ready = time.monotonic()
             aborted = _play(env, pool, records, settings.on_agent_failure, deadline)
             timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
@@ -203,13 +283,14 @@ def agent_records(
 
 def start_pool(
     records: list[AgentRecord],
-    cell_env: dict[str, Any],
+    cell_envs: Sequence[dict[str, Any]],
     settings: EpisodeSettings,
     zygote: Zygote | None,
     stack: contextlib.ExitStack,
 ) -> ProcessPool | InlinePool:
     """Start every record's cell (or inline runtime) and wait until each is ready or has failed; they
-    are stopped when ``stack`` closes. ``cell_env`` is the environment's setup for its cell half."""
+    are stopped when ``stack`` closes. ``cell_envs[i]`` is the environment's setup for the cell half
+    of ``records[i]``."""
     launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
     pool = (
         ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp, launcher)
@@ -217,7 +298,7 @@ def start_pool(
         else InlinePool(records)
     )
     stack.enter_context(pool)
-    pool.start([_setup(cell_env, record, settings) for record in records])
+    pool.start([_setup(cell_env, record, settings) for record, cell_env in zip(records, cell_envs, strict=True)])
     return pool
 
 
@@ -225,7 +306,7 @@ def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextli
     if settings.launcher == "spawn":
         return SpawnLauncher()
     if zygote is None:
-        zygote = stack.enter_context(Zygote(tuple(settings.preload)))
+        zygote = stack.enter_context(Zygote(zygote_preload(settings)))
     elif set(settings.preload) - set(zygote.preload):
         raise ValueError(f"the zygote given preloads {zygote.preload}, not {settings.preload}")
     return ZygoteLauncher(zygote)
@@ -260,8 +341,8 @@ def _play(
     on_agent_failure: OnFailure,
     deadline: float | None,
 ) -> str | None:
-    """Step until the game ends; the reason if the episode was cut short instead."""
-    agent_ids = range(env.num_agents)
+    """Step until the game ends; the reason if the episode was cut short instead. Only the agents
+    whose turn it is are asked; an agent that leaves the game has its cell stopped."""
     while not env.done:
         if on_agent_failure == "abort" and (cause := _first_terminal_failure(records)):
             return cause
@@ -271,13 +352,26 @@ def _play(
         # Keep collector pauses off the step path (as MettaGrid's Rollout does); collect between steps.
         gc.disable()
         try:
-            replies = pool.act(step, {i: env.observation(i) for i in agent_ids})
-            for record, reply in zip(records, replies, strict=True):
-                apply_reply(env, record, step, reply)
+            acting = env.acting()
+            replies = pool.act(step, {i: env.observation(i) for i in acting})
+            for i in acting:
+                apply_reply(env, records[i], step, replies[i])
             env.step()
         finally:
             gc.enable()
+        _leave(env, pool, records)
     return None
+
+
+def _leave(env: EnvHost, pool: ProcessPool | InlinePool, records: list[AgentRecord]) -> None:
+    """Stop the cells of the agents that have left the game (terminated or truncated) this step."""
+    live = env.live()
+    if len(live) < len(records):
+        gone = [record for record in records if record.left_at_step is None and record.agent_id not in live]
+        for record in gone:
+            record.leave(env.current_step)
+        if gone:
+            pool.retire_stopped()
 
 
 def _first_terminal_failure(records: list[AgentRecord]) -> str | None:
@@ -288,7 +382,8 @@ def _first_terminal_failure(records: list[AgentRecord]) -> str | None:
 
 
 def apply_reply(env: ActionSink, record: AgentRecord, step: int, reply: Reply | None) -> None:
-    """Give the env an agent's reply (its action) or, for no reply or an invalid one, its no-op; record it."""
+    """Give the env an agent's reply (its action) or, for no reply or an invalid one, the family's
+    fallback action; record it."""
     agent_id = record.agent_id
     if reply is not None and reply[0] == FrameType.ACTION:
         try:
@@ -299,7 +394,7 @@ def apply_reply(env: ActionSink, record: AgentRecord, step: int, reply: Reply | 
             record.invalid_action(step, str(exc))
     elif reply is not None:  # INVALID_ACTION: the cell could not encode what the policy returned
         record.invalid_action(step, reply[1].decode("utf-8", "replace")[:1000])
-    env.apply_noop(agent_id)
+    env.apply_fallback(agent_id)
     record.applied(None)
 
 
@@ -322,6 +417,7 @@ def _result(
         agents.append(
             AgentResult(
                 agent_id=record.agent_id,
+                agent=env.agent_names[record.agent_id],
                 policy=record.spec.display_name,
                 spec=record.spec.redacted(),
                 reward=rewards[record.agent_id],
@@ -333,6 +429,7 @@ def _result(
                 invalid_actions=record.invalid_actions,
                 minimum_action_timeout_ms=record.minimum_action_timeout_ms,
                 threads=record.threads,
+                left_at_step=record.left_at_step,
                 latency=record.latency(),
                 sandbox=record.sandbox,
                 action_digest=record.action_digest,

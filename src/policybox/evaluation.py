@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policybox.episode import EpisodeSettings, check_playable, run_episode
+from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count, check_playable, run_episode, zygote_preload
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.journal import RESULTS, ResultsJournal, read_records
 from policybox.results import EpisodeRecord
@@ -62,7 +62,7 @@ def evaluate(
     policies: Sequence[str | PolicySpec | dict[str, Any]],
     out: str | Path,
     episodes: int = 12,
-    agents: int = 4,
+    agents: int | None = None,
     seating: Seating = "rotate",
     workers: int | None = None,
     replays: bool = False,
@@ -72,14 +72,16 @@ def evaluate(
 
     ``policies`` are ``-p`` strings, PolicySpecs or spec mappings; ``settings`` are the options of
     ``policybox run`` by name (``steps=200``, ``seed=3``, ``act_timeout_ms=500``, ``sandbox="strict"``).
+    ``agents``: the game's own number by default, 4 for games of any size (arena, navigation).
     Calling it again with the same arguments resumes into ``out``."""
     sources = [p.model_dump() if isinstance(p, PolicySpec) else p for p in policies]
+    episode_settings = EpisodeSettings.from_options(settings)
     tournament = Tournament(
         entrants=entrants(sources),
         episodes=episodes,
-        agents=agents,
+        agents=agent_count(episode_settings, agents, DEFAULT_AGENTS),
         seating=seating,
-        settings=EpisodeSettings.from_options(settings),
+        settings=episode_settings,
     )
     return play_tournament(tournament, Path(out), workers, replays)
 
@@ -271,7 +273,7 @@ class _Worker:
         if settings.mode != "process" or settings.launcher != "zygote":
             return None
         if self.zygote is None:
-            self.zygote = Zygote(tuple(settings.preload))
+            self.zygote = Zygote(zygote_preload(settings))
         return self.zygote
 
     def forget_zygote(self) -> None:

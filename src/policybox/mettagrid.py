@@ -34,8 +34,17 @@ from mettagrid.policy.policy import AgentPolicy, MultiAgentPolicy
 from mettagrid.policy.policy_env_interface import PolicyEnvInterface
 from mettagrid.simulator import Action, AgentObservation
 
+from policybox.envs import ConfigError
 from policybox.envs.mettagrid import cell_setup, encode_observation, parse_action
-from policybox.episode import EpisodeSettings, agent_records, apply_reply, check_shorthands, check_strict, start_pool
+from policybox.episode import (
+    EpisodeSettings,
+    agent_records,
+    apply_reply,
+    check_shorthands,
+    check_strict,
+    start_pool,
+    zygote_preload,
+)
 from policybox.host.record import AgentRecord
 from policybox.host.remove import remove_tree
 from policybox.host.zygote import Zygote
@@ -44,7 +53,7 @@ from policybox.spec import PolicySpec, SpecError, check_spec, parse_policy_arg
 
 NOOP = "noop"  # MettaGrid's no-op action: what a failed agent plays
 # Settings of a whole episode, which MettaGrid's own runner decides when the policy is a SandboxedPolicy.
-EPISODE_ONLY = ("env", "steps", "agents", "replay", "on_agent_failure", "episode_timeout_s")
+EPISODE_ONLY = ("env", "env_kwargs", "steps", "agents", "replay", "on_agent_failure", "episode_timeout_s")
 
 
 class SandboxedPolicy(MultiAgentPolicy):
@@ -62,11 +71,11 @@ class SandboxedPolicy(MultiAgentPolicy):
         self._spec = inner_spec(policy)
         misplaced = sorted(set(options) & set(EPISODE_ONLY))
         if misplaced:
-            raise ValueError(
+            raise ConfigError(
                 f"SandboxedPolicy: {', '.join(misplaced)} belong to the episode MettaGrid runs, not the policy"
             )
         self._settings = EpisodeSettings.from_options(options)
-        check_shorthands([self._spec])
+        check_shorthands([self._spec], self._settings)
         if self._settings.sandbox == SandboxLevel.STRICT:
             check_strict(self._settings)
         self._log_dir = Path(log_dir) if log_dir else None  # None: a temporary folder, removed on close
@@ -198,7 +207,7 @@ class _CellsHolder:
         # Each episode's agents get their own random streams, as one long-lived policy's would differ.
         settings = self._settings.model_copy(update={"seed": self._settings.seed + self._episodes})
         if settings.mode == "process" and settings.launcher == "zygote" and self._zygote is None:
-            self._zygote = Zygote(tuple(settings.preload))
+            self._zygote = Zygote(zygote_preload(settings))
         if log_dir is None:
             if self._temporary_logs is None:
                 self._temporary_logs = Path(tempfile.mkdtemp(prefix="policybox-mettagrid-"))
@@ -250,7 +259,9 @@ class _Cells:
         self._calls = 0
         self._steps = dict.fromkeys(agent_ids, 0)
         try:
-            self._pool = start_pool(self._records, cell_setup(policy_env), settings, zygote, self._stack)
+            self._pool = start_pool(
+                self._records, [cell_setup(policy_env)] * len(self._records), settings, zygote, self._stack
+            )
         except BaseException:
             self._stack.close()
             raise
@@ -297,5 +308,5 @@ class _ChosenActions:
         vibe = None if vibe_id < 0 else self._names[vibe_id]
         self.chosen[agent_id] = Action(name=self._names[action_id], vibe=vibe, talk=talk.decode() if talk else None)
 
-    def apply_noop(self, agent_id: int) -> None:
+    def apply_fallback(self, agent_id: int) -> None:
         self.chosen[agent_id] = Action(name=NOOP)

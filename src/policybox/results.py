@@ -15,11 +15,12 @@ class AgentStatus(StrEnum):
     """How an agent's episode went. The first three keep the agent playing; the rest end its policy."""
 
     OK = "ok"
-    TIMEOUT = "timeout"  # missed one or more step deadlines; played no-op on those steps
-    INVALID_ACTION = "invalid_action"  # returned something that is not an action; no-op on that step
-    DISABLED = "disabled"  # stopped by the host: not ready in time, or its time bank is spent; no-op to the end
-    ERROR = "error"  # the policy raised, or its cell broke the protocol; no-op to the end
-    CRASHED = "crashed"  # the cell process died; no-op to the end
+    # Where an agent has no (valid) action it plays its game family's fallback action (MettaGrid: noop).
+    TIMEOUT = "timeout"  # missed one or more step deadlines; played the fallback on those steps
+    INVALID_ACTION = "invalid_action"  # returned something that is not an action; the fallback on that step
+    DISABLED = "disabled"  # stopped by the host: not ready in time, or its time bank is spent; fallback to the end
+    ERROR = "error"  # the policy raised, or its cell broke the protocol; fallback to the end
+    CRASHED = "crashed"  # the cell process died; fallback to the end
 
     @property
     def is_terminal(self) -> bool:
@@ -64,7 +65,10 @@ class Latency(BaseModel):
 
 
 class AgentResult(BaseModel):
-    agent_id: int
+    agent_id: int = Field(description="The agent's seat: its index in the game's agents")
+    agent: str | None = Field(
+        default=None, description="The agent's name in the game (MettaGrid: its id; PettingZoo: its agent name)"
+    )
     policy: str
     spec: PolicySpec
     reward: float
@@ -76,11 +80,16 @@ class AgentResult(BaseModel):
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0
     threads: int | None = Field(default=None, description="Threads its torch/OpenMP/BLAS were allowed")
+    left_at_step: int | None = Field(
+        default=None,
+        description="Step at which the agent left the game (terminated or truncated) and its cell was "
+        "stopped; None: it was in the game to the end",
+    )
     latency: Latency
     sandbox: dict[str, str] = Field(
         default_factory=dict, description="Each sandbox layer of this agent's cell: active, or why not"
     )
-    action_digest: str = Field(description="SHA-256 of the action ids applied to the env for this agent")
+    action_digest: str = Field(description="SHA-256 of the action payloads applied to the env for this agent")
     log_path: str | None = None
 
 

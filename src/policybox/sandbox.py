@@ -11,12 +11,14 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from policybox.errors import PolicyboxError
+
 ACTIVE = "active"
 # A layer only the cell itself can see (no trace of it in /proc): reported, not verified, by the host.
 CELL_REPORTED = "active (cell-reported)"
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(PolicyboxError, RuntimeError):
     """A strict sandbox was asked for and this machine cannot provide every layer."""
 
 

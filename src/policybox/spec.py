@@ -32,6 +32,8 @@ from typing import Any, NamedTuple
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policybox.errors import PolicyboxError
+
 FILE_CLASS = re.compile(r"^(?P<file>.+\.py):(?P<cls>[A-Za-z_][A-Za-z0-9_.]*)$")
 DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -67,7 +69,7 @@ UNSAFE_ENV = frozenset(
 )
 
 
-class SpecError(ValueError):
+class SpecError(PolicyboxError, ValueError):
     """A policy spec the user wrote is wrong; the message says what to fix."""
 
 

@@ -34,7 +34,7 @@ class AgentRuntime:
         self._owns_process = owns_process
         if owns_process:
             self._state.apply()
-        self._agent: Any = None
+        self._act: Any = None  # the policy's observation -> action function
         self._env: Any = None
 
     def start(self) -> dict[str, Any]:
@@ -43,20 +43,20 @@ class AgentRuntime:
             self._env = cell_half(self._env_setup)
             policy_class = load_policy_class(self.spec, self._env.resolve_shorthand)
         with self._policy_call("init"):
-            self._agent, minimum_ms = self._env.build_agent(policy_class, self.spec, self.agent_id)
+            self._act, minimum_ms = self._env.build_agent(policy_class, self.spec, self.agent_id)
         return {"protocol": PROTOCOL_VERSION, "policy": self.spec.display_name, "minimum_action_timeout_ms": minimum_ms}
 
     def step(self, payload: bytes | bytearray) -> tuple[FrameType, bytes]:
         """(ACTION, action bytes) or (INVALID_ACTION, reason) for one observation payload."""
         if self._owns_process:  # the hot path: no random-state swap needed
             try:
-                action = self._agent.step(self._env.decode_observation(self.agent_id, payload))
+                action = self._act(self._env.decode_observation(self.agent_id, payload))
             except (Exception, SystemExit) as exc:
                 raise PolicyFailure(failure_report(exc, "step")) from exc
             self._state.notice_torch()
         else:
             with self._policy_call("step"):
-                action = self._agent.step(self._env.decode_observation(self.agent_id, payload))
+                action = self._act(self._env.decode_observation(self.agent_id, payload))
         try:
             return FrameType.ACTION, self._env.encode_action(action)
         except InvalidAction as exc:

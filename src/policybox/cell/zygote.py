@@ -1,8 +1,9 @@
 """The zygote: ``python -I -u -m policybox.cell.zygote --fd N --parent-pid P [--preload MOD ...]``.
 
-A pre-warmed process that has imported only shared libraries (numpy, MettaGrid, optionally torch)
--- never policy code -- and forks one cell per request from its host. A forked cell starts exactly
-where a spawned one would after its imports: it applies its whole sandbox, then imports its policy.
+A pre-warmed process that has imported only shared libraries (numpy, the game family's adapter
+and library, optionally torch) -- never policy code -- and forks one cell per request from its
+host. A forked cell starts exactly where a spawned one would after its imports: it applies its
+whole sandbox, then imports its policy.
 
 Control messages are one JSON datagram each on a SOCK_SEQPACKET socket:
 
@@ -28,15 +29,14 @@ import sys
 
 from policybox.cell.__main__ import die_with_parent, run_cell
 
-# The cell's own sandbox modules too: imported once here rather than in every cell.
+# The cell's own sandbox modules too: imported once here rather than in every cell. The host adds
+# its game family's modules (``ZYGOTE_PRELOAD`` of the adapter) and the user's --preload.
 DEFAULT_PRELOAD = (
     "numpy",
     "threadpoolctl",
     "policybox.cell.runtime",
     "policybox.cell.seccomp",
     "policybox.cell.landlock",
-    "policybox.envs.mettagrid",
-    "mettagrid.simulator",
 )
 MAX_MESSAGE = 1 << 20
 
@@ -44,11 +44,12 @@ MAX_MESSAGE = 1 << 20
 def preload(modules: list[str]) -> None:
     for module in modules:
         importlib.import_module(module)
-    # MettaGrid's shorthand registry, read from source (no policy module is imported): its cells
-    # look shorthands up without reading it again.
-    from policybox.envs.mettagrid import shorthand_registry
+    # Work a family's cells would each repeat (MettaGrid's shorthand registry, read from source).
+    from policybox.envs import FAMILIES, family
 
-    shorthand_registry()
+    for name, module in FAMILIES.items():
+        if module in sys.modules:
+            family(name).warm()
     # Keep the imported objects out of the collector's reach: a collection in a forked cell would
     # otherwise touch (and so copy) every page holding them.
     gc.collect()

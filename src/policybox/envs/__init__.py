@@ -1,18 +1,50 @@
-"""Environment adapters, one module per family; ``cell_half`` picks the cell half by family name."""
+"""Environment families, one adapter module each, found by the family name that starts ``--env``.
+
+``--env arena``, ``--env navigation`` and ``--env FILE.yaml`` are MettaGrid games (its family name may
+be written out: ``mettagrid:FILE.yaml``); ``--env pettingzoo:MODULE:FACTORY`` is a PettingZoo game.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, cast
 
-from policybox.envs.base import ActionSink, ConfigError, EnvCell, EnvHost, InvalidAction
+from policybox.envs.base import ActionSink, ConfigError, EnvCell, EnvFamily, EnvHost, InvalidAction
 
-__all__ = ["ActionSink", "ConfigError", "EnvCell", "EnvHost", "InvalidAction", "cell_half"]
+__all__ = [
+    "ActionSink",
+    "ConfigError",
+    "EnvCell",
+    "EnvFamily",
+    "EnvHost",
+    "FAMILIES",
+    "InvalidAction",
+    "cell_half",
+    "family",
+    "split_env",
+]
+
+FAMILIES = {"mettagrid": "policybox.envs.mettagrid", "pettingzoo": "policybox.envs.pettingzoo"}
+DEFAULT_FAMILY = "mettagrid"
+
+
+def split_env(env: str) -> tuple[str, str]:
+    """(family, target) of an ``--env`` value: ``pettingzoo:mpe2.simple_spread_v3:parallel_env`` is
+    ("pettingzoo", "mpe2.simple_spread_v3:parallel_env"); a value without a known family prefix is
+    MettaGrid's (``arena``, ``games/my.yaml``)."""
+    prefix, sep, rest = env.partition(":")
+    if sep and prefix in FAMILIES:
+        return prefix, rest
+    return DEFAULT_FAMILY, env
+
+
+def family(name: str) -> EnvFamily:
+    """The adapter module of a family; ConfigError for an unknown one."""
+    if name not in FAMILIES:
+        raise ConfigError(f"unknown environment family {name!r}; known: {', '.join(FAMILIES)}")
+    return cast(EnvFamily, importlib.import_module(FAMILIES[name]))
 
 
 def cell_half(setup: dict[str, Any]) -> EnvCell:
-    family = setup.get("family")
-    if family == "mettagrid":
-        from policybox.envs.mettagrid import MettaGridCell
-
-        return MettaGridCell(setup)
-    raise ValueError(f"unknown environment family {family!r}")
+    """The cell half named by the ``family`` of a SETUP's environment part."""
+    return family(str(setup.get("family"))).cell_half(setup)

@@ -1,33 +1,51 @@
-"""The two halves every environment adapter provides, and the error they share."""
+"""What every environment family provides: a host half, a cell half, and how to find them by name.
+
+An episode is played over *seats* 0..n-1: seat i is the i-th of the game's agents (MettaGrid's agent
+ids; PettingZoo's ``possible_agents`` order) and ``agent_names[i]`` is its name in the game. The
+episode loop, the pools, the evaluator and the zygote know seats only, never a family.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
+from policybox.errors import PolicyboxError
 
-class ConfigError(ValueError):
+
+class ConfigError(PolicyboxError, ValueError):
     """The environment the user asked for does not exist or is not valid; the message says why."""
 
 
 class InvalidAction(ValueError):
-    """A policy's action (or a cell's action payload) is not a valid action of this environment."""
+    """A policy's action (or a cell's action payload) is not a valid action of this environment.
+
+    Not a PolicyboxError: it is a policy's failure, recorded on its agent, never raised to the user.
+    """
 
 
 class ActionSink(Protocol):
     """Where agents' actions go: an environment, or a caller that runs the environment itself."""
 
     def apply_action(self, agent_id: int, payload: bytes) -> None: ...
-    def apply_noop(self, agent_id: int) -> None: ...
+    def apply_fallback(self, agent_id: int) -> None:
+        """The family's documented fallback: what an agent without a (valid) action plays."""
 
 
 class EnvHost(ActionSink, Protocol):
-    """Host half: runs the environment, hands out observation bytes, takes action bytes."""
+    """Host half: runs the game, hands out observation bytes, takes action bytes."""
 
     family: str
-    num_agents: int
+    agent_names: list[str]
 
-    def cell_setup(self) -> dict[str, Any]: ...
+    def cell_setup(self, agent_id: int) -> dict[str, Any]: ...
     def describe(self) -> dict[str, Any]: ...
+    def acting(self) -> Sequence[int]:
+        """The seats asked to act this step: every live agent, or only the one whose turn it is."""
+
+    def live(self) -> Collection[int]:
+        """The seats still in the game; an agent that terminated or was truncated has left it."""
+
     def observation(self, agent_id: int) -> bytes | memoryview: ...
     def step(self) -> None: ...
     @property
@@ -36,15 +54,44 @@ class EnvHost(ActionSink, Protocol):
     def current_step(self) -> int: ...
     def rewards(self) -> list[float]: ...
     def episode_stats(self) -> tuple[dict[str, float], list[dict[str, float]]]: ...
+    def write_replay(self) -> None: ...
     def close(self) -> None: ...
 
 
 class EnvCell(Protocol):
     """Cell half: rebuilds the observation objects the family's policies expect, encodes actions."""
 
-    policy_env_info: Any
-
     def resolve_shorthand(self, name: str) -> str: ...
-    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> tuple[Any, int]: ...
+    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> tuple[Any, int]:
+        """(the policy's act function: observation -> action, its minimum action timeout in ms),
+        the policy built and loaded the way its family builds policies."""
+
     def decode_observation(self, agent_id: int, payload: bytes) -> Any: ...
     def encode_action(self, action: Any) -> bytes: ...
+
+
+class EnvFamily(Protocol):
+    """An adapter module (``policybox.envs.<family>``), found by the family name in ``--env``."""
+
+    ZYGOTE_PRELOAD: tuple[str, ...]  # imported by the zygote, so its cells start warm
+
+    def open_host(
+        self,
+        target: str,
+        kwargs: dict[str, Any],
+        *,
+        agents: int,
+        steps: int,
+        seed: int,
+        replay: str | None = None,
+        names: Sequence[str] = (),
+    ) -> EnvHost:
+        """The game ``target`` (``--env`` without its family) for ``agents`` seats, ``names`` their policies."""
+
+    def fixed_agents(self, target: str, kwargs: dict[str, Any]) -> int | None:
+        """How many agents the game has, when the game decides it (None: any number)."""
+
+    def resolve_shorthand(self, name: str) -> str: ...
+    def cell_half(self, setup: dict[str, Any]) -> EnvCell: ...
+    def warm(self) -> None:
+        """Work the zygote does once for every cell (e.g. reading a registry)."""

@@ -1,5 +1,9 @@
 """MettaGrid adapter: the host half runs the game, the cell half speaks MettaGrid's policy API.
 
+``--env arena``, ``--env navigation``, or a MettaGridConfig JSON/YAML file (``--env FILE`` or
+``--env mettagrid:FILE``). Every agent acts every step; agent i is seat i. Fallback action: the
+game's ``noop``.
+
 Observation payload: the agent's raw observation tokens exactly as the game writes them
 (``num_tokens x token_dim`` uint8 bytes), followed -- only when the game has talk enabled -- by a
 JSON list of the talk visible to that agent. Action payload: ``<hh`` (action id, vibe id or -1)
@@ -25,6 +29,46 @@ from policybox.envs.base import ConfigError, InvalidAction
 ACTION = struct.Struct("<hh")
 NO_VIBE = -1
 ARENA_MAPS = ("arena", "navigation")
+ZYGOTE_PRELOAD = ("policybox.envs.mettagrid", "mettagrid.simulator")
+
+
+def open_host(
+    target: str,
+    kwargs: dict[str, Any],
+    *,
+    agents: int,
+    steps: int,
+    seed: int,
+    replay: str | None = None,
+    names: Sequence[str] = (),
+) -> MettaGridHost:
+    """A MettaGrid game for ``agents`` seats, ``steps`` long, its map seeded from ``seed``."""
+    _refuse_kwargs(kwargs)
+    return MettaGridHost(make_config(target, agents, steps, seed), seed, replay, names)
+
+
+def fixed_agents(target: str, kwargs: dict[str, Any]) -> int | None:
+    """A config file's num_agents; None for arena and navigation, which are made for any number."""
+    _refuse_kwargs(kwargs)
+    if target in ARENA_MAPS:
+        return None
+    from mettagrid.config.mettagrid_config import MettaGridConfig
+
+    return int(_load_config_file(Path(target), MettaGridConfig).game.num_agents)
+
+
+def _refuse_kwargs(kwargs: dict[str, Any]) -> None:
+    if kwargs:
+        raise ConfigError("--env-kwargs is for PettingZoo games; a MettaGrid game is set up by its config file")
+
+
+def warm() -> None:
+    """Read MettaGrid's shorthand registry once in the zygote, so that its cells need not."""
+    shorthand_registry()
+
+
+def cell_half(setup: dict[str, Any]) -> MettaGridCell:
+    return MettaGridCell(setup)
 
 
 def make_config(env: str, num_agents: int, max_steps: int, seed: int) -> Any:
@@ -218,14 +262,22 @@ class MettaGridHost:
             raise ConfigError(f"{config.label}: MettaGrid's policy interface orders its actions unlike the game")
         self._map_digest = self._digest_map()
         self.num_agents = config.game.num_agents
+        self.agent_names = [str(i) for i in range(self.num_agents)]
+        self._seats = range(self.num_agents)
 
     def _digest_map(self) -> str:
         """A fingerprint of the starting map, so a replay can be checked to be on the same map."""
         objects = sorted((o["type_name"], *o["location"]) for o in self._sim.grid_objects().values())
         return hashlib.sha256(json.dumps(objects).encode()).hexdigest()[:16]
 
-    def cell_setup(self) -> dict[str, Any]:
+    def cell_setup(self, agent_id: int) -> dict[str, Any]:
         return cell_setup(self._policy_env)
+
+    def acting(self) -> range:
+        return self._seats
+
+    def live(self) -> range:
+        return self._seats
 
     def describe(self) -> dict[str, Any]:
         game = self._config.game
@@ -267,7 +319,8 @@ class MettaGridHost:
         except (UnicodeDecodeError, ValueError) as exc:
             raise InvalidAction(f"talk rejected: {exc}") from None
 
-    def apply_noop(self, agent_id: int) -> None:
+    def apply_fallback(self, agent_id: int) -> None:
+        """MettaGrid's fallback: the game's noop action."""
         self._actions[agent_id] = self._noop_id
         self._vibe_actions[agent_id] = 0
 
@@ -351,8 +404,8 @@ class MettaGridCell:
     def resolve_shorthand(self, name: str) -> str:
         return resolve_shorthand(name)
 
-    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> Any:
-        """Construct a MettaGrid policy as MettaGrid does, load its data, return its agent policy."""
+    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> tuple[Any, int]:
+        """Construct a MettaGrid policy as MettaGrid does, load its data; its agent policy's step."""
         agent_policy = getattr(policy_class, "agent_policy", None)
         if not isinstance(policy_class, type) or not callable(agent_policy):
             raise TypeError(
@@ -372,7 +425,7 @@ class MettaGridCell:
         if callable(reset):
             reset()
         minimum = int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
-        return agent, minimum
+        return agent.step, minimum
 
     def decode_observation(self, agent_id: int, payload: bytes) -> Any:
         """MettaGrid's ``AgentObservation`` for an observation payload (which must not change after:

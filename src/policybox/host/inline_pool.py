@@ -45,6 +45,12 @@ class InlinePool:
             record.minimum_action_timeout_ms = ready["minimum_action_timeout_ms"]
             self._runtimes[index] = runtime
 
+    def retire_stopped(self) -> None:
+        """Drop the runtimes of agents that no longer play: failed for good, or left the game."""
+        for index, record in enumerate(self._records):
+            if not record.playing:
+                self._runtimes[index] = None
+
     def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> list[Reply | None]:
         """Step every agent of ``observations`` (by agent id), one after another; replies in the
         records' order (None: not asked, or failed)."""

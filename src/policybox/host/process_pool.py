@@ -271,7 +271,7 @@ class ProcessPool:
                 message = f"not ready within the init timeout of {self._limits.init_timeout_s:g} s"
                 failure = Failure(step=None, phase="init", kind="Timeout", message=message)
                 cell.record.fail(AgentStatus.DISABLED, failure)
-        self._retire_failed()
+        self.retire_stopped()
 
     def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> list[Reply | None]:
         """Send every agent of ``observations`` (by agent id) that is free its observation, then gather
@@ -332,7 +332,8 @@ class ProcessPool:
                 if cell.in_flight != current or not cell.record.playing:
                     waiting.discard(cell)
 
-    def _retire_failed(self) -> None:
+    def retire_stopped(self) -> None:
+        """Stop the cells of agents that no longer play: failed for good, or left the game."""
         for cell in self._cells:
             if not cell.record.playing and not cell.process.closed:
                 self._retire(cell)

@@ -29,7 +29,8 @@ class AgentRecord:
     minimum_action_timeout_ms: int = 0
     latencies_ns: array = field(default_factory=lambda: array("q"))  # 8 bytes a step, not a Python int
     sandbox: dict[str, str] = field(default_factory=dict)
-    playing: bool = True  # whether the policy still gets observations (no terminal failure yet)
+    playing: bool = True  # whether the policy still gets observations (no terminal failure, still in the game)
+    left_at_step: int | None = None  # when it left the game (terminated or truncated)
     _digest: hashlib._Hash = field(default_factory=hashlib.sha256)
 
     def fail(self, status: AgentStatus, failure: Failure) -> None:
@@ -41,6 +42,11 @@ class AgentRecord:
         if status.is_terminal or self.status == AgentStatus.OK:
             self.status, self.failure = status, failure
             self.playing = not status.is_terminal
+
+    def leave(self, step: int) -> None:
+        """The agent has left the game (not a failure): it gets no more observations."""
+        self.left_at_step = step
+        self.playing = False
 
     def missed_deadline(self, step: int, limit_ms: float) -> None:
         self.timeouts += 1

@@ -27,12 +27,14 @@ import tempfile
 import threading
 from pathlib import Path
 
+from policybox.errors import PolicyboxError
+
 UID_BASE = 1_000_000
 UID_COUNT = 2**20  # uids 1,000,000 .. 2,048,575
 LOCK_DIR_NAME = "policybox-uids"
 
 
-class UidError(RuntimeError):
+class UidError(PolicyboxError, RuntimeError):
     """No uid can be leased: the lock folder is unsafe, or every uid of the range is taken."""
 
 

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from policybox.errors import PolicyboxError
 from policybox.host.sandbox import host_environment
 from policybox.threads import thread_environment
 
@@ -27,7 +28,7 @@ POLL_S = 0.001  # how long wait() reads with the lock held: only a message alrea
 WAIT_SLICE_S = 0.05  # how long wait() sleeps without the lock before looking at the filed exits again
 
 
-class ZygoteError(RuntimeError):
+class ZygoteError(PolicyboxError, RuntimeError):
     """The zygote could not start (e.g. a --preload module is not installed) or has died."""
 
 
