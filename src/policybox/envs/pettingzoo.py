@@ -1,0 +1,324 @@
+"""PettingZoo adapter: any PettingZoo game, Parallel or turn-based (AEC), named ``MODULE:FACTORY``.
+
+``--env pettingzoo:mpe2.simple_spread_v3:parallel_env`` imports ``mpe2.simple_spread_v3`` in the host
+and calls ``parallel_env(**env_kwargs)`` (``pettingzoo:games/mine.py:env`` imports a game file); a
+factory may return a Parallel env or an AEC env. Seat i is ``possible_agents[i]``.
+
+- Parallel games ask every agent in ``env.agents`` to act each step; turn-based (AEC) games ask only
+  ``env.agent_selection``, with the observation ``env.last()`` would give it. One env step is one
+  policybox step (in an AEC game: one turn), and ``--steps`` caps them.
+- An agent that terminates or is truncated leaves the episode: its cell is stopped. The episode ends
+  when ``env.agents`` is empty or at the step limit. Rewards are summed per agent; infos stay in the
+  host.
+- Observations and actions cross as raw array bytes (``policybox.envs.spaces``, no pickle); the cell
+  gets the spaces once at setup. Actions are parsed against ``action_space(agent)`` in the host;
+  anything else is an invalid action.
+- **Fallback action** (what a timed-out, invalid or failed agent plays): with an ``action_mask``
+  (in the observation dict, or in the agent's info) the first legal action; otherwise the action
+  space's zero (``policybox.envs.spaces.fallback_action``). It never plays a masked-out move.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from policybox.envs.base import ConfigError
+from policybox.envs.spaces import SpaceCodec, fallback_action
+
+ZYGOTE_PRELOAD = ("policybox.envs.pettingzoo", "policybox.envs.pettingzoo_policies")
+SHORTHANDS = {
+    "random": "policybox.envs.pettingzoo_policies.RandomPolicy",
+    "noop": "policybox.envs.pettingzoo_policies.FallbackPolicy",
+}
+USAGE = (
+    "--env pettingzoo:MODULE:FACTORY (MODULE dotted, or a .py file), "
+    "e.g. pettingzoo:mpe2.simple_spread_v3:parallel_env"
+)
+
+
+def make_env(target: str, kwargs: dict[str, Any]) -> Any:
+    """The game ``MODULE:FACTORY`` names, made with ``kwargs``: a Parallel or an AEC env."""
+    from pettingzoo.utils.env import AECEnv, ParallelEnv
+
+    module_name, _, factory_name = target.rpartition(":")
+    if not module_name or not factory_name:
+        raise ConfigError(f"{target!r} is not MODULE:FACTORY: {USAGE}")
+    module = _import_game(module_name)
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise ConfigError(f"{module_name} has no factory {factory_name!r} (for example parallel_env or env)")
+    try:
+        env = factory(**kwargs)
+    except (TypeError, ValueError) as exc:  # a keyword the game does not take, or a value it refuses
+        raise ConfigError(f"{target}({_kwargs_text(kwargs)}) failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(env, ParallelEnv | AECEnv):
+        raise ConfigError(f"{target} returned {type(env).__name__}, which is neither a PettingZoo Parallel nor AEC env")
+    return env
+
+
+def _import_game(name: str) -> Any:
+    """A game module by dotted name, or a game file (``games/mine.py``) as a module of its own."""
+    try:
+        if name.endswith(".py"):
+            path = Path(name)
+            if not path.is_file():
+                raise ConfigError(f"PettingZoo game file {name} does not exist")
+            spec = importlib.util.spec_from_file_location(f"policybox_game_{path.stem}", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import the PettingZoo game module {name!r}: {exc}") from None
+
+
+def _kwargs_text(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
+
+
+def fixed_agents(target: str, kwargs: dict[str, Any]) -> int:
+    """A PettingZoo game has its own agents: ``possible_agents``."""
+    env = make_env(target, kwargs)
+    try:
+        return len(env.possible_agents)
+    finally:
+        env.close()
+
+
+def open_host(
+    target: str,
+    kwargs: dict[str, Any],
+    *,
+    agents: int,
+    steps: int,
+    seed: int,
+    replay: str | None = None,
+    names: Sequence[str] = (),
+) -> PettingZooHost:
+    """The game reset with ``seed``; ``agents`` is checked against its own number by the caller."""
+    if replay is not None:
+        raise ConfigError("replays are MettaGrid's format; a PettingZoo game cannot write one")
+    from pettingzoo.utils.env import ParallelEnv
+
+    env = make_env(target, kwargs)
+    try:
+        game = ParallelGame if isinstance(env, ParallelEnv) else TurnGame
+        return game(env, target, kwargs, steps, seed)
+    except BaseException:
+        env.close()
+        raise
+
+
+def resolve_shorthand(name: str) -> str:
+    if name not in SHORTHANDS:
+        raise LookupError(f"unknown policy shorthand {name!r} for PettingZoo games; known: {', '.join(SHORTHANDS)}")
+    return SHORTHANDS[name]
+
+
+def warm() -> None:
+    """Nothing to read once: the shorthands are a fixed table."""
+
+
+def cell_half(setup: dict[str, Any]) -> PettingZooCell:
+    return PettingZooCell(setup)
+
+
+class PettingZooHost:
+    """What both kinds of PettingZoo game share: seats, spaces and codecs, rewards, the step limit."""
+
+    family = "pettingzoo"
+    api = ""
+
+    def __init__(self, env: Any, target: str, kwargs: dict[str, Any], max_steps: int, seed: int) -> None:
+        self._env = env
+        self._target = target
+        self._kwargs = kwargs
+        self._max_steps = max_steps
+        self._agents = list(env.possible_agents)
+        self._seat = {agent: index for index, agent in enumerate(self._agents)}
+        self.agent_names = [str(agent) for agent in self._agents]
+        self._observation_codecs = [SpaceCodec(env.observation_space(agent)) for agent in self._agents]
+        self._action_codecs = [SpaceCodec(env.action_space(agent)) for agent in self._agents]
+        self._totals = [0.0] * len(self._agents)
+        self._steps = 0
+
+    def cell_setup(self, agent_id: int) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "agent": self.agent_names[agent_id],
+            "observation_space": self._observation_codecs[agent_id].describe(),
+            "action_space": self._action_codecs[agent_id].describe(),
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "label": self._target,
+            "kwargs": self._kwargs,
+            "api": self.api,
+            "num_agents": len(self._agents),
+            "agents": self.agent_names,
+            "max_steps": self._max_steps,
+        }
+
+    def live(self) -> set[int]:
+        return {self._seat[agent] for agent in self._env.agents}
+
+    @property
+    def current_step(self) -> int:
+        return self._steps
+
+    @property
+    def done(self) -> bool:
+        return not self._env.agents or self._steps >= self._max_steps
+
+    def rewards(self) -> list[float]:
+        return list(self._totals)
+
+    def episode_stats(self) -> tuple[dict[str, float], list[dict[str, float]]]:
+        """PettingZoo has no episode stats of its own; the rewards are in ``rewards``."""
+        return {}, [{} for _ in self._agents]
+
+    def write_replay(self) -> None:
+        """No replays: ``open_host`` refuses to be asked for one."""
+
+    def close(self) -> None:
+        self._env.close()
+
+    def _fallback(self, agent_id: int, observation: Any, info: Any) -> Any:
+        mask = info.get("action_mask") if isinstance(info, dict) else None
+        if mask is not None and not (isinstance(observation, dict) and "action_mask" in observation):
+            observation = {"action_mask": mask}
+        return fallback_action(self._action_codecs[agent_id].space, observation)
+
+
+class ParallelGame(PettingZooHost):
+    """A Parallel env: every live agent acts every step; the actions go to ``env.step`` together."""
+
+    api = "parallel"
+
+    def __init__(self, env: Any, target: str, kwargs: dict[str, Any], max_steps: int, seed: int) -> None:
+        super().__init__(env, target, kwargs, max_steps, seed)
+        self._observations, self._infos = env.reset(seed=seed)
+        self._actions: dict[Any, Any] = {}
+
+    def acting(self) -> list[int]:
+        return [self._seat[agent] for agent in self._env.agents if agent in self._observations]
+
+    def observation(self, agent_id: int) -> bytes:
+        return self._observation_codecs[agent_id].encode(self._observations[self._agents[agent_id]])
+
+    def apply_action(self, agent_id: int, payload: bytes) -> None:
+        self._actions[self._agents[agent_id]] = self._action_codecs[agent_id].parse_action(payload)
+
+    def apply_fallback(self, agent_id: int) -> None:
+        agent = self._agents[agent_id]
+        self._actions[agent] = self._fallback(agent_id, self._observations.get(agent), self._infos.get(agent))
+
+    def step(self) -> None:
+        self._observations, rewards, _, _, self._infos = self._env.step(self._actions)
+        self._actions = {}
+        self._steps += 1
+        for agent, reward in rewards.items():
+            self._totals[self._seat[agent]] += float(reward)
+
+
+class TurnGame(PettingZooHost):
+    """An AEC env: only ``agent_selection`` acts; agents that are done are stepped out with ``None``.
+
+    Rewards: ``last()`` gives the selected agent its reward accumulated since it last acted, so it is
+    credited each time an agent is selected; what the others have pending is credited at the end.
+    """
+
+    api = "aec"
+
+    def __init__(self, env: Any, target: str, kwargs: dict[str, Any], max_steps: int, seed: int) -> None:
+        super().__init__(env, target, kwargs, max_steps, seed)
+        env.reset(seed=seed)
+        self._action: Any = None
+        self._credited = False
+        self._next_turn()
+
+    def _next_turn(self) -> None:
+        """Credit the selected agent and step out agents that are done, until a live one's turn."""
+        env = self._env
+        while env.agents:
+            agent = env.agent_selection
+            self._totals[self._seat[agent]] += float(env._cumulative_rewards[agent])
+            if not (env.terminations[agent] or env.truncations[agent]):
+                break
+            env.step(None)  # PettingZoo's way to remove an agent that is done
+        self._observation = env.observe(env.agent_selection) if env.agents else None
+
+    def acting(self) -> list[int]:
+        return [self._seat[self._env.agent_selection]] if self._env.agents else []
+
+    def observation(self, agent_id: int) -> bytes:
+        return self._observation_codecs[agent_id].encode(self._observation)
+
+    def apply_action(self, agent_id: int, payload: bytes) -> None:
+        self._action = self._action_codecs[agent_id].parse_action(payload)
+
+    def apply_fallback(self, agent_id: int) -> None:
+        self._action = self._fallback(agent_id, self._observation, self._env.infos.get(self._agents[agent_id]))
+
+    def step(self) -> None:
+        self._env.step(self._action)
+        self._action = None
+        self._steps += 1
+        if self.done:
+            self._credit_pending()
+        else:
+            self._next_turn()
+
+    def _credit_pending(self) -> None:
+        """At the end: what agents still in the game earned since they were last selected."""
+        env = self._env
+        for agent in env.agents:
+            self._totals[self._seat[agent]] += float(env._cumulative_rewards[agent])
+
+
+class PettingZooCell:
+    """The cell half: bytes in, the exact observation the env produced out; an action in, bytes out."""
+
+    def __init__(self, setup: dict[str, Any]) -> None:
+        self._observations = SpaceCodec.from_description(setup["observation_space"])
+        self._actions = SpaceCodec.from_description(setup["action_space"])
+
+    def resolve_shorthand(self, name: str) -> str:
+        return resolve_shorthand(name)
+
+    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> tuple[Any, int]:
+        """``Cls(observation_space, action_space, **kwargs)``, ``load(path)`` for a data path, ``reset()``;
+        its ``act``. The spaces are seeded from the agent's random stream, so ``sample()`` replays."""
+        import random
+
+        if not isinstance(policy_class, type) or not callable(getattr(policy_class, "act", None)):
+            raise TypeError(
+                f"{spec.class_path} is not a policy for PettingZoo games: expected a class built as "
+                "Cls(observation_space, action_space, **kwargs) with act(observation) -> action"
+            )
+        observation_space, action_space = self._observations.space, self._actions.space
+        observation_space.seed(random.getrandbits(32))
+        action_space.seed(random.getrandbits(32))
+        policy = policy_class(observation_space, action_space, **spec.init_kwargs)
+        if spec.data_path:
+            loader = getattr(policy, "load", None)
+            if not callable(loader):
+                raise TypeError(f"{spec.class_path} has no load(path) but a data path was given")
+            loader(spec.data_path)
+        reset = getattr(policy, "reset", None)
+        if callable(reset):
+            reset()
+        return policy.act, int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
+
+    def decode_observation(self, agent_id: int, payload: bytes) -> Any:
+        return self._observations.decode(payload)
+
+    def encode_action(self, action: Any) -> bytes:
+        return self._actions.encode_action(action)

@@ -1,0 +1,39 @@
+"""The shorthand policies of PettingZoo games: ``random`` and ``noop``.
+
+A policy for a PettingZoo game is a class built as ``Cls(observation_space, action_space, **kwargs)``
+with ``act(observation) -> action``, and optionally ``reset()`` and ``load(path)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from policybox.envs.spaces import fallback_action
+
+
+class RandomPolicy:
+    """Samples its action space -- seeded per agent by policybox, so an episode replays exactly --
+    and only legal moves when the observation carries an ``action_mask``."""
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, **kwargs: Any) -> None:
+        self.action_space = action_space
+
+    def act(self, observation: Any) -> Any:
+        mask = observation.get("action_mask") if isinstance(observation, dict) else None
+        if mask is not None and isinstance(self.action_space, spaces.Discrete):
+            return self.action_space.sample(mask=np.asarray(mask, dtype=np.int8))
+        return self.action_space.sample()
+
+
+class FallbackPolicy:
+    """Plays the PettingZoo family's fallback action every step: the first legal action under an
+    ``action_mask``, else the action space's zero (e.g. MPE's "no action")."""
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, **kwargs: Any) -> None:
+        self.action_space = action_space
+
+    def act(self, observation: Any) -> Any:
+        return fallback_action(self.action_space, observation)
