@@ -1,7 +1,8 @@
 """A MettaGrid policy that burns ~1 ms of CPU per step in pure Python, then does nothing.
 
 Loadable as ``busy_policy.Busy1msPolicy`` (with ``benchmarks/`` on ``sys.path``) or as
-``benchmarks/busy_policy.py:Busy1msPolicy``. It imports only the standard library and MettaGrid.
+``benchmarks/busy_policy.py:Busy1msPolicy``; ``Busy1msAct`` is the same for PettingZoo games. It
+imports only the standard library and MettaGrid.
 """
 
 import time
@@ -31,3 +32,16 @@ class Busy1msPolicy(MultiAgentPolicy):
 
     def agent_policy(self, agent_id: int) -> AgentPolicy:
         return Busy1msAgentPolicy(self._policy_env_info)
+
+
+class Busy1msAct:
+    """The same for PettingZoo games: ``act`` spins for 1 ms of thread CPU time, then plays 0."""
+
+    def __init__(self, observation_space: object, action_space: object, **kwargs: object) -> None:
+        pass
+
+    def act(self, observation: object) -> int:
+        deadline = time.thread_time_ns() + BUSY_NS
+        while time.thread_time_ns() < deadline:
+            pass
+        return 0

@@ -175,3 +175,19 @@ def test_evaluate_ranks_policies_on_a_pettingzoo_game(env, tmp_path):
     records = [json.loads(line) for line in (tmp_path / "board" / "results.jsonl").read_text().splitlines()]
     assert all(record["env"]["family"] == "pettingzoo" for record in records)
     assert sorted(record["episode"] for record in records) == [0, 1]
+
+
+def test_forged_action_bytes_are_the_forger_s_invalid_actions_and_never_unpickled(play, tmp_path):
+    """A player that bypasses its cell's encoder sends the host raw forged bytes, a pickle among
+    them: each is an invalid action (the host parses bytes by the schema alone), the player plays
+    the first legal column instead, the other player is untouched -- and the pickle's command never
+    ran (judged by the file it would have created)."""
+    marker = tmp_path / "unpickled"
+    forger = policy("pettingzoo_bots.py:ForgedActions", **{"kw.marker": str(marker)})
+    result = play([forger, SEEDED], agents=None, env=CONNECT_FOUR, seed=2, steps=100)
+    player, other = result.agents
+    assert player.status == AgentStatus.INVALID_ACTION and player.invalid_actions == 5
+    assert (player.failure.kind, player.failure.step) == ("InvalidAction", 0)
+    assert other.status == AgentStatus.OK and other.latency.count == result.steps // 2
+    assert sorted([player.reward, other.reward]) in ([-1.0, 1.0], [0.0, 0.0])
+    assert not marker.exists()

@@ -37,9 +37,26 @@ def test_python_api_example(tmp_path):
     code = block_after("### Python API", "python")
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    printed = run.stdout.splitlines()
-    assert len(printed) == 2 and {line.split()[0] for line in printed} == {"random", "noop"}
+    board, episode, spread, refused = run.stdout.splitlines()[:2], *run.stdout.splitlines()[2:]
+    assert {line.split()[0] for line in board} == {"random", "noop"}
     assert (tmp_path / "board-api" / "summary.json").exists()
+    assert episode.startswith("[0.0, 0.0, 0.0, 0.0] policybox-logs/") and (tmp_path / "policybox-logs").is_dir()
+    assert spread.startswith("[('agent_0', -") and "'agent_2'" in spread
+    assert refused.startswith("refused: unknown policy shorthand 'no_such_policy'")
+
+
+def test_pettingzoo_example(tmp_path):
+    """The README's PettingZoo commands as written, with its connect-four bot."""
+    (tmp_path / "bots").mkdir()
+    (tmp_path / "bots" / "first_column.py").write_text(block_after("`bots/first_column.py`:", "python"))
+    venv_bin = str(Path(sys.executable).parent)
+    for line in block_after("## PettingZoo games", "bash").strip().splitlines():
+        command = [word.replace(".venv/bin", venv_bin) for word in shlex.split(line)]
+        run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "player_0" in run.stdout or "agent_0" in run.stdout or "FirstColumn" in run.stdout
+    summary = json.loads((tmp_path / "c4-board" / "summary.json").read_text())
+    assert summary["episodes_done"] == 4 and {p["policy"] for p in summary["policies"]} == {"random", "FirstColumn"}
 
 
 def test_the_main_job_command(tmp_path):

@@ -5,7 +5,7 @@ import-light: every cell imports it before anything else, and must not pull in t
 
     import policybox
     summary = policybox.evaluate(["random", "noop"], out="board", episodes=4, steps=100)
-    result = policybox.run_episode([policybox.parse_policy_arg("random")] * 2, policybox.EpisodeSettings(), "logs")
+    result = policybox.run_episode(["random"], agents=4)
 """
 
 from importlib import import_module
@@ -33,6 +33,8 @@ _EXPORTS = {
     "PolicyboxError": "policybox.errors",
     "SpecError": "policybox.spec",
     "ConfigError": "policybox.envs",
+    "SandboxUnavailable": "policybox.sandbox",
+    "ZygoteError": "policybox.host.zygote",
 }
 __all__ = [*_EXPORTS, "__version__"]
 

@@ -1,5 +1,7 @@
-"""SandboxProbe: a MettaGrid policy that, inside a real cell, tries to get past each sandbox layer
-and prints what happened as one JSON line to its log. ``policybox doctor`` runs it; it never plays.
+"""SandboxProbe: a policy that, inside a real cell, tries to get past each sandbox layer and prints
+what happened as one JSON line to its log. ``policybox doctor`` runs it; it never really plays. It
+has the shape of every family's policies (MettaGrid's ``agent_policy``/``step``, PettingZoo's
+``act``) and imports none, so the doctor depends on no game.
 
 Each check targets its own layer only (Landlock also blocks TCP and signals, so the uid check reads
 the host's /proc/<pid>/environ instead of signalling it, and the network check sends UDP).
@@ -14,14 +16,11 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from mettagrid.policy.noop import NoopPolicy
-
 MARK = "POLICYBOX-PROBE "
 
 
-class SandboxProbe(NoopPolicy):
-    def __init__(self, policy_env_info, host_pid: int, udp_port: int, secret_name: str, outside: str, **kwargs):
-        super().__init__(policy_env_info)
+class SandboxProbe:
+    def __init__(self, *env_info: object, host_pid: int, udp_port: int, secret_name: str, outside: str, **kwargs):
         checks = {
             "uid": _attempt(lambda: Path(f"/proc/{host_pid}/environ").read_bytes(), "read the host's environ"),
             "network": _attempt(lambda: _send_udp(udp_port), "sent a UDP packet to the host"),
@@ -33,6 +32,15 @@ class SandboxProbe(NoopPolicy):
             "seccomp": None if "Seccomp:\t2" in Path("/proc/self/status").read_text() else "no seccomp filter",
         }
         print(MARK + json.dumps(checks), flush=True)
+
+    def agent_policy(self, agent_id: int) -> SandboxProbe:
+        return self
+
+    def step(self, observation: object) -> str:
+        return "noop"
+
+    def act(self, observation: object) -> int:
+        return 0
 
 
 def _other_processes() -> str | None:

@@ -100,3 +100,37 @@ class NoAct:
 
     def __init__(self, observation_space, action_space, **kwargs):
         pass
+
+
+class _Touch:
+    """Unpickling this runs ``os.system("touch PATH")``: proof that someone unpickled it."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.path}",)
+
+
+class ForgedActions:
+    """Hostile: it owns its process, so it replaces its cell's action encoder and the host receives
+    forged bytes -- empty, a column out of range, a negative one, too many bytes, a pickle that
+    would create ``marker`` if unpickled -- then legal columns, encoded honestly."""
+
+    def __init__(self, observation_space, action_space, marker="/tmp/policybox-unpickled", **kwargs):
+        import pickle
+        import struct
+
+        from policybox.envs import pettingzoo as adapter
+
+        forged = iter([b"", struct.pack("<q", 7), struct.pack("<q", -1), b"\x00" * 16, pickle.dumps(_Touch(marker))])
+        honest = adapter.PettingZooCell.encode_action
+
+        def encode_action(cell, action):
+            payload = next(forged, None)
+            return honest(cell, action) if payload is None else payload
+
+        adapter.PettingZooCell.encode_action = encode_action
+
+    def act(self, observation):
+        return int(np.flatnonzero(observation["action_mask"])[0])

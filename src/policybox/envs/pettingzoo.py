@@ -35,8 +35,7 @@ SHORTHANDS = {
     "noop": "policybox.envs.pettingzoo_policies.FallbackPolicy",
 }
 USAGE = (
-    "--env pettingzoo:MODULE:FACTORY (MODULE dotted, or a .py file), "
-    "e.g. pettingzoo:mpe2.simple_spread_v3:parallel_env"
+    "--env pettingzoo:MODULE:FACTORY (MODULE dotted, or a .py file), e.g. pettingzoo:mpe2.simple_spread_v3:parallel_env"
 )
 
 

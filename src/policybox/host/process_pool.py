@@ -70,6 +70,7 @@ class _Cell:
         self.outbox: memoryview | None = None  # the part of a frame the cell has not taken yet
         self.plan: SandboxPlan | None = None
         self.bank_ns = int(limits.time_bank_ms * 1e6)
+        self.killed = False  # left the game: killed at once, reaped when the pool closes
         self._act_timeout_ns = int(limits.act_timeout_ms * 1e6)
 
     def send(self, data: Sequence[bytes | memoryview], seq: int) -> None:
@@ -291,8 +292,7 @@ class ProcessPool:
                 cell.check_overdue(now)
             if check_cpu and cell.record.playing:
                 cell.check_cpu(self._limits.cpu_limit_s, step)
-            if not cell.record.playing and not cell.process.closed:
-                self._retire(cell)
+        self.retire_stopped()
         return [cell.reply for cell in self._cells]
 
     def _send(self, cell: _Cell, data: Sequence[bytes | memoryview], seq: int) -> None:
@@ -333,9 +333,17 @@ class ProcessPool:
                     waiting.discard(cell)
 
     def retire_stopped(self) -> None:
-        """Stop the cells of agents that no longer play: failed for good, or left the game."""
+        """Stop the cells of agents that no longer play. A failed one is retired now (how it ended
+        explains the failure); one that left the game is killed now and reaped when the pool closes,
+        off the step path (a reap waits on the zygote's report and the cgroup's removal)."""
         for cell in self._cells:
-            if not cell.record.playing and not cell.process.closed:
+            if cell.record.playing or cell.process.closed or cell.killed:
+                continue
+            if cell.record.left_at_step is not None:
+                self._forget(cell)
+                cell.process.kill()
+                cell.killed = True
+            else:
                 self._retire(cell)
 
     def _retire(self, cell: _Cell) -> None:
