@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from policybox.errors import PolicyboxError
 from policybox.spec import SpecError
 
 MAX_FILES = 10_000
@@ -53,7 +54,7 @@ def unpack_submission(zip_path: Path, given: str) -> Path:
     """
     if not zip_path.is_file():
         raise SpecError(f"submission zip {given} does not exist")
-    root = _private_root()
+    root = private_folder(submissions_root())
     with zip_path.open("rb") as file:  # hash and unpack the same open file
         target = root / _sha256(file)[:DIGEST_HEX]
         if target.is_dir():
@@ -63,23 +64,25 @@ def unpack_submission(zip_path: Path, given: str) -> Path:
             file.seek(0)
             _extract(file, staging, given)
             staging.chmod(0o755)  # readable by a cell's uid once bound back; the root above stays 700
-            _move_into_place(staging, target)
+            move_into_place(staging, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
-def _private_root() -> Path:
-    """Make (or check) the root folder: ours, mode 700, not a symlink someone planted in /tmp."""
-    root = submissions_root()
+def private_folder(root: Path, error: type[PolicyboxError] = SpecError) -> Path:
+    """Make (or check) ``root``: ours, mode 700, not a symlink someone planted in /tmp (else ``error``).
+
+    Shared with ``policybox.packing``, whose bundles are as untrusted as a zip and unpacked the same way.
+    """
     with contextlib.suppress(FileExistsError):
-        root.mkdir(mode=0o700)
+        root.mkdir(mode=0o700, parents=True)
         root.chmod(0o700)
     info = os.lstat(root)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
-        raise SpecError(
+        raise error(
             f"{root} must be a folder owned by uid {os.geteuid()} with mode 700; "
-            "it is not, so submissions will not be unpacked there"
+            "it is not, so nothing will be unpacked there"
         )
     return root
 
@@ -91,7 +94,8 @@ def _sha256(file: BinaryIO) -> str:
     return digest.hexdigest()
 
 
-def _move_into_place(staging: Path, target: Path) -> None:
+def move_into_place(staging: Path, target: Path) -> None:
+    """Rename a fully written ``staging`` folder to ``target``, unless another run already put it there."""
     try:
         os.rename(staging, target)
     except OSError:

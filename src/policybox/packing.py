@@ -1,0 +1,222 @@
+"""A policy's files as one deterministic tar, for machines that share no filesystem with the driver.
+
+On a cluster, cells run on nodes that cannot see the files a spec names. The driver packs each policy's
+roots (the folder of its class file, its checkpoint, its ``python_path`` folders) once with ``pack``;
+each node checks the content hash and unpacks the bundle with ``unpack`` into a root-only folder named
+by that hash, and plays the spec ``relocate`` points there. Root i is stored as ``i/<its name>``, so a
+checkpoint keeps its file name (a loader may go by its suffix; a policy's display name shows it).
+
+The files are an entrant's and hostile. ``pack`` follows a symlink only if it stays inside its root.
+``unpack`` trusts the archive no more than a submission zip (see ``policybox.submission``): a matching
+hash proves the bytes arrived unchanged, not who made them, so only plain files and folders with
+relative names below ``i/`` are written, with modes of our choosing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from policybox.errors import PolicyboxError
+from policybox.spec import PolicySpec
+from policybox.submission import move_into_place, private_folder
+
+MAX_BYTES = 2 * 1024**3
+SKIPPED_FOLDERS = frozenset({"__pycache__"})
+SKIPPED_SUFFIX = ".pyc"
+FILE_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE)
+
+
+class PackingError(PolicyboxError):
+    """A policy's files cannot be packed, or a bundle cannot be unpacked safely; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A policy's files in one uncompressed tar, named by the sha256 of its bytes."""
+
+    digest: str
+    archive: bytes = field(repr=False)  # up to gigabytes: never in a log line
+    roots: tuple[str, ...]
+
+
+def spec_roots(spec: PolicySpec) -> list[Path]:
+    """What the spec needs on another machine: the folder of its class file (importable in the cell, so
+    its siblings come too), its checkpoint, its python_path folders; a root inside another is dropped."""
+    file_class = spec.file_and_class
+    wanted = [Path(file_class[0]).parent] if file_class else []
+    wanted += [Path(spec.data_path)] if spec.data_path else []
+    wanted += [Path(entry) for entry in spec.python_path]
+    for path in wanted:
+        if not path.is_absolute():
+            raise PackingError(f"policy {spec.display_name}: {path} is not absolute (check the spec with check_spec)")
+    unique = list(dict.fromkeys(wanted))
+    return [root for root in unique if not any(root != other and root.is_relative_to(other) for other in unique)]
+
+
+def pack(spec: PolicySpec, *, max_bytes: int = MAX_BYTES) -> Bundle | None:
+    """The spec's roots in one tar whose bytes depend only on their contents; None if it needs no files."""
+    roots = spec_roots(spec)
+    if not roots:
+        return None
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        packer = _Packer(tar, spec.display_name, max_bytes)
+        for index, root in enumerate(roots):
+            packer.add_root(index, root)
+    if buffer.tell() > max_bytes:  # headers and padding can tip it over: unpack would refuse it
+        raise PackingError(f"policy {spec.display_name}: its files come to more than {max_bytes} bytes")
+    archive = buffer.getvalue()
+    return Bundle(hashlib.sha256(archive).hexdigest(), archive, tuple(str(root) for root in roots))
+
+
+class _Packer:
+    """Writes roots into one tar: entries sorted, owner and times zeroed, modes normalised, symlinks
+    followed only inside their root, and stops as soon as the archive passes ``max_bytes``."""
+
+    def __init__(self, tar: tarfile.TarFile, shown: str, max_bytes: int) -> None:
+        self.tar = tar
+        self.shown = shown
+        self.max_bytes = max_bytes
+
+    def add_root(self, index: int, root: Path) -> None:
+        self.tar.addfile(_entry(str(index), tarfile.DIRTYPE, _mode(True)))
+        try:
+            self._add(root, f"{index}/{root.name}", root.resolve(), ())
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise PackingError(f"policy {self.shown}: cannot pack {exc.filename or root}: {reason}") from None
+
+    def _add(self, path: Path, name: str, inside: Path, ancestors: tuple[Path, ...]) -> None:
+        real = path.resolve()
+        if not real.is_relative_to(inside):
+            raise PackingError(f"policy {self.shown}: {path} is a symlink to {real}, outside its root {inside}")
+        info = os.stat(real)
+        if stat.S_ISDIR(info.st_mode):
+            self._add_folder(path, name, inside, (*ancestors, real))
+        elif stat.S_ISREG(info.st_mode):
+            self._add_file(real, name, info)
+        else:
+            raise PackingError(f"policy {self.shown}: {path} is not a regular file or folder")
+
+    def _add_folder(self, path: Path, name: str, inside: Path, ancestors: tuple[Path, ...]) -> None:
+        if ancestors[-1] in ancestors[:-1]:
+            raise PackingError(f"policy {self.shown}: {path} is a symlink to a folder that holds it (a loop)")
+        self.tar.addfile(_entry(name, tarfile.DIRTYPE, _mode(True)))
+        for child in sorted(os.listdir(path)):
+            if child not in SKIPPED_FOLDERS and not child.endswith(SKIPPED_SUFFIX):
+                self._add(path / child, f"{name}/{child}", inside, ancestors)
+
+    def _add_file(self, real: Path, name: str, info: os.stat_result) -> None:
+        if self.tar.offset + info.st_size > self.max_bytes:
+            raise PackingError(f"policy {self.shown}: its files come to more than {self.max_bytes} bytes")
+        entry = _entry(name, tarfile.REGTYPE, _mode(False, info.st_mode & 0o111 != 0), info.st_size)
+        with real.open("rb") as file:
+            self.tar.addfile(entry, file)
+
+
+def _entry(name: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:
+    """A tar header that says nothing of the machine that packed it (TarInfo's defaults: mtime, uid and
+    gid 0, no user or group names), so the same files always give the same bytes."""
+    entry = tarfile.TarInfo(name)
+    entry.type, entry.mode, entry.size = kind, mode, size
+    return entry
+
+
+def _mode(folder: bool, executable: bool = False) -> int:
+    return 0o755 if folder or executable else 0o644
+
+
+def unpack(bundle: Bundle, base: Path, *, max_bytes: int = MAX_BYTES) -> Path:
+    """``base/<digest>/`` holding the bundle's files, unpacked once per node and reused after.
+
+    Several processes may unpack the same bundle at once: each writes a temporary sibling and renames
+    it into place, so none ever sees half a bundle, and a loser drops its copy for the winner's.
+    """
+    _verify(bundle, max_bytes)
+    try:
+        root = private_folder(base, PackingError)
+        target = root / bundle.digest
+        if target.is_dir():
+            return target
+        with tarfile.open(fileobj=io.BytesIO(bundle.archive), mode="r:") as tar:
+            members = _checked_members(tar, bundle)
+            staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{bundle.digest[:16]}-"))
+            try:
+                tar.extractall(staging, members=members, filter=_normalised)
+                staging.chmod(0o755)  # readable by a cell's uid once bound back; base stays 700
+                move_into_place(staging, target)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except (OSError, tarfile.TarError) as exc:
+        raise PackingError(f"bundle {bundle.digest[:16]} cannot be unpacked: {exc}") from None
+    return target
+
+
+def _verify(bundle: Bundle, max_bytes: int) -> None:
+    """Size first (cheap), then the hash; an uncompressed tar of plain files unpacks to less than its size."""
+    if len(bundle.archive) > max_bytes:
+        raise PackingError(f"bundle {bundle.digest[:16]} is {len(bundle.archive)} bytes, more than {max_bytes}")
+    actual = hashlib.sha256(bundle.archive).hexdigest()
+    if actual != bundle.digest:
+        raise PackingError(f"bundle {bundle.digest[:16]}: content hash mismatch (the archive hashes to {actual[:16]})")
+
+
+def _checked_members(tar: tarfile.TarFile, bundle: Bundle) -> list[tarfile.TarInfo]:
+    """Every member, each checked before anything is written: a bad one refuses the whole bundle."""
+    tops = {str(index) for index in range(len(bundle.roots))}
+    seen: set[PurePosixPath] = set()
+    members = tar.getmembers()
+    for member in members:
+        name = _checked_name(member, tops, bundle.digest[:16])
+        if name in seen:
+            raise PackingError(f"bundle {bundle.digest[:16]}: member {member.name!r} appears twice")
+        seen.add(name)
+    return members
+
+
+def _checked_name(member: tarfile.TarInfo, tops: set[str], shown: str) -> PurePosixPath:
+    name = PurePosixPath(member.name)
+    if member.type not in (*FILE_TYPES, tarfile.DIRTYPE) or member.sparse is not None:
+        what = "a symlink" if member.issym() else "a hard link" if member.islnk() else "not a plain file or folder"
+        raise PackingError(f"bundle {shown}: member {member.name!r} is {what}")
+    if name.is_absolute():
+        raise PackingError(f"bundle {shown}: member {member.name!r} is an absolute path")
+    if ".." in name.parts:
+        raise PackingError(f"bundle {shown}: member {member.name!r} climbs out with '..'")
+    if not name.parts or name.parts[0] not in tops:
+        raise PackingError(f"bundle {shown}: member {member.name!r} is outside its roots' folders {sorted(tops)}")
+    return name
+
+
+def _normalised(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
+    """tarfile's "data" filter (a second guard: no links, devices, or names leaving ``destination``),
+    with our own modes, as umask and the archive's say would otherwise decide them."""
+    member = tarfile.data_filter(member, destination)
+    return member.replace(mode=_mode(member.isdir(), bool(member.mode and member.mode & 0o111)), deep=False)
+
+
+def relocate(spec: PolicySpec, bundle: Bundle, folder: Path) -> PolicySpec:
+    """The spec with every path moved into ``folder`` (where ``unpack`` put the bundle); all else kept."""
+    roots = [Path(root) for root in bundle.roots]
+
+    def moved(raw: str) -> str:
+        path = Path(raw)
+        for index, root in enumerate(roots):
+            if path.is_relative_to(root):
+                return str(folder / str(index) / root.name / path.relative_to(root))
+        raise PackingError(f"policy {spec.display_name}: {raw} is under none of the bundle's roots")
+
+    update: dict[str, object] = {"python_path": [moved(entry) for entry in spec.python_path]}
+    if spec.data_path:
+        update["data_path"] = moved(spec.data_path)
+    if file_class := spec.file_and_class:
+        update["class_path"] = f"{moved(file_class[0])}:{file_class[1]}"
+    return spec.model_copy(update=update, deep=True)
