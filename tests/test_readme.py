@@ -15,14 +15,23 @@ def block_after(marker: str, language: str) -> str:
     return re.search(rf"```{language}\n(.*?)```", README[start:], re.S).group(1)
 
 
-def test_write_your_own_policy_example(tmp_path):
+def run_example(tmp_path: Path, bot_marker: str, bot_file: str, commands_marker: str) -> list[str]:
+    """Write the README's bot under ``bots/``, run the commands after ``commands_marker`` one by one
+    in ``tmp_path`` with this venv's tools; what each printed."""
     (tmp_path / "bots").mkdir()
-    (tmp_path / "bots" / "greedy.py").write_text(block_after("`bots/greedy.py`:", "python"))
+    (tmp_path / "bots" / bot_file).write_text(block_after(bot_marker, "python"))
     venv_bin = str(Path(sys.executable).parent)
-    for line in block_after("Give it a checkpoint", "bash").strip().splitlines():
+    printed = []
+    for line in block_after(commands_marker, "bash").strip().splitlines():
         command = [word.replace(".venv/bin", venv_bin) for word in shlex.split(line)]
         run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, run.stdout + run.stderr
+        printed.append(run.stdout)
+    return printed
+
+
+def test_write_your_own_policy_example(tmp_path):
+    run_example(tmp_path, "`bots/greedy.py`:", "greedy.py", "Give it a checkpoint")
     result = json.loads((tmp_path / "result.json").read_text())
     greedy = [agent for agent in result["agents"] if agent["agent_id"] % 2 == 1]
     assert [agent["policy"] for agent in greedy] == ["Greedy:greedy.npy"] * 2
@@ -47,14 +56,8 @@ def test_python_api_example(tmp_path):
 
 def test_pettingzoo_example(tmp_path):
     """The README's PettingZoo commands as written, with its connect-four bot."""
-    (tmp_path / "bots").mkdir()
-    (tmp_path / "bots" / "first_column.py").write_text(block_after("`bots/first_column.py`:", "python"))
-    venv_bin = str(Path(sys.executable).parent)
-    for line in block_after("## PettingZoo games", "bash").strip().splitlines():
-        command = [word.replace(".venv/bin", venv_bin) for word in shlex.split(line)]
-        run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stdout + run.stderr
-        assert "player_0" in run.stdout or "agent_0" in run.stdout or "FirstColumn" in run.stdout
+    spread, connect_four, _ = run_example(tmp_path, "`bots/first_column.py`:", "first_column.py", "## PettingZoo games")
+    assert "agent_2" in spread and "player_1" in connect_four and "FirstColumn" in connect_four
     summary = json.loads((tmp_path / "c4-board" / "summary.json").read_text())
     assert summary["episodes_done"] == 4 and {p["policy"] for p in summary["policies"]} == {"random", "FirstColumn"}
 

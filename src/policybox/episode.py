@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 import policybox
-from policybox.envs import ActionSink, ConfigError, EnvFamily, EnvHost, InvalidAction, family, split_env
+from policybox.envs import ActionSink, ConfigError, EnvFamily, EnvHost, GameRequest, InvalidAction, family, split_env
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
 from policybox.host.process_pool import ProcessPool, Reply
@@ -181,15 +181,8 @@ def check_playable(specs: Sequence[PolicySpec], settings: EpisodeSettings, agent
 def open_env(settings: EpisodeSettings, agents: int, names: Sequence[str] = ()) -> EnvHost:
     """The settings' game, started for ``agents`` seats; ``names`` are the seats' policies."""
     adapter, target = env_family(settings)
-    host = adapter.open_host(
-        target,
-        settings.env_kwargs,
-        agents=agents,
-        steps=settings.steps,
-        seed=settings.seed,
-        replay=settings.replay,
-        names=names,
-    )
+    request = GameRequest(target, settings.env_kwargs, agents, settings.steps, settings.seed, settings.replay, names)
+    host = adapter.open_host(request)
     if len(host.agent_names) != agents:
         host.close()
         raise ConfigError(f"{settings.env} is a game for {len(host.agent_names)} agents, not {agents}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, cast
 
-from policybox.envs.base import ActionSink, ConfigError, EnvCell, EnvFamily, EnvHost, InvalidAction
+from policybox.envs.base import ActionSink, ConfigError, EnvCell, EnvFamily, EnvHost, GameRequest, InvalidAction
 
 __all__ = [
     "ActionSink",
@@ -18,6 +18,7 @@ __all__ = [
     "EnvFamily",
     "EnvHost",
     "FAMILIES",
+    "GameRequest",
     "InvalidAction",
     "cell_half",
     "family",

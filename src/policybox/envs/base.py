@@ -8,6 +8,7 @@ episode loop, the pools, the evaluator and the zygote know seats only, never a f
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from policybox.errors import PolicyboxError
@@ -22,6 +23,19 @@ class InvalidAction(ValueError):
 
     Not a PolicyboxError: it is a policy's failure, recorded on its agent, never raised to the user.
     """
+
+
+@dataclass(frozen=True)
+class GameRequest:
+    """The game an episode asks a family for: ``target`` is ``--env`` without its family."""
+
+    target: str
+    kwargs: dict[str, Any]
+    agents: int
+    steps: int
+    seed: int
+    replay: str | None = None
+    names: Sequence[str] = field(default=())  # the seats' policies, for the game's own records
 
 
 class ActionSink(Protocol):
@@ -75,18 +89,8 @@ class EnvFamily(Protocol):
 
     ZYGOTE_PRELOAD: tuple[str, ...]  # imported by the zygote, so its cells start warm
 
-    def open_host(
-        self,
-        target: str,
-        kwargs: dict[str, Any],
-        *,
-        agents: int,
-        steps: int,
-        seed: int,
-        replay: str | None = None,
-        names: Sequence[str] = (),
-    ) -> EnvHost:
-        """The game ``target`` (``--env`` without its family) for ``agents`` seats, ``names`` their policies."""
+    def open_host(self, request: GameRequest) -> EnvHost:
+        """The game asked for, started for ``request.agents`` seats."""
 
     def fixed_agents(self, target: str, kwargs: dict[str, Any]) -> int | None:
         """How many agents the game has, when the game decides it (None: any number)."""

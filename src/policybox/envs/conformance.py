@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy
 
-from policybox.envs import InvalidAction, family, split_env
+from policybox.envs import GameRequest, InvalidAction, family, split_env
 from policybox.spec import PolicySpec
 
 HOSTILE_PAYLOADS = (b"", b"\x00", b"\xff" * 3, b"\x7f" * 64, b"\x00" * 4096)
@@ -46,7 +46,7 @@ def check_adapter(
 def _play(adapter: Any, target: str, kwargs: dict[str, Any], count: int, steps: int, seed: int) -> str:
     """One play with the ``random`` shorthand's actions on even seats, the fallback on odd ones and
     one hostile payload a step; a digest of every observation."""
-    host = adapter.open_host(target, kwargs, agents=count, steps=steps, seed=seed)
+    host = adapter.open_host(GameRequest(target, kwargs, count, steps, seed))
     digest = hashlib.sha256()
     try:
         names = host.agent_names

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from policybox.envs.base import ConfigError, InvalidAction
+from policybox.envs.base import ConfigError, GameRequest, InvalidAction
 
 ACTION = struct.Struct("<hh")
 NO_VIBE = -1
@@ -32,19 +32,11 @@ ARENA_MAPS = ("arena", "navigation")
 ZYGOTE_PRELOAD = ("policybox.envs.mettagrid", "mettagrid.simulator")
 
 
-def open_host(
-    target: str,
-    kwargs: dict[str, Any],
-    *,
-    agents: int,
-    steps: int,
-    seed: int,
-    replay: str | None = None,
-    names: Sequence[str] = (),
-) -> MettaGridHost:
-    """A MettaGrid game for ``agents`` seats, ``steps`` long, its map seeded from ``seed``."""
-    _refuse_kwargs(kwargs)
-    return MettaGridHost(make_config(target, agents, steps, seed), seed, replay, names)
+def open_host(request: GameRequest) -> MettaGridHost:
+    """A MettaGrid game for ``request.agents`` seats, ``steps`` long, its map seeded from ``seed``."""
+    _refuse_kwargs(request.kwargs)
+    config = make_config(request.target, request.agents, request.steps, request.seed)
+    return MettaGridHost(config, request.seed, request.replay, request.names)
 
 
 def fixed_agents(target: str, kwargs: dict[str, Any]) -> int | None:

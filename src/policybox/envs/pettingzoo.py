@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from policybox.envs.base import ConfigError
+from policybox.envs.base import ConfigError, GameRequest
 from policybox.envs.spaces import SpaceCodec, fallback_action
 
 ZYGOTE_PRELOAD = ("policybox.envs.pettingzoo", "policybox.envs.pettingzoo_policies")
@@ -89,25 +88,16 @@ def fixed_agents(target: str, kwargs: dict[str, Any]) -> int:
         env.close()
 
 
-def open_host(
-    target: str,
-    kwargs: dict[str, Any],
-    *,
-    agents: int,
-    steps: int,
-    seed: int,
-    replay: str | None = None,
-    names: Sequence[str] = (),
-) -> PettingZooHost:
-    """The game reset with ``seed``; ``agents`` is checked against its own number by the caller."""
-    if replay is not None:
+def open_host(request: GameRequest) -> PettingZooHost:
+    """The game reset with the request's seed; its number of agents is the caller's to check."""
+    if request.replay is not None:
         raise ConfigError("replays are MettaGrid's format; a PettingZoo game cannot write one")
     from pettingzoo.utils.env import ParallelEnv
 
-    env = make_env(target, kwargs)
+    env = make_env(request.target, request.kwargs)
     try:
         game = ParallelGame if isinstance(env, ParallelEnv) else TurnGame
-        return game(env, target, kwargs, steps, seed)
+        return game(env, request.target, request.kwargs, request.steps, request.seed)
     except BaseException:
         env.close()
         raise
