@@ -26,8 +26,8 @@ from policybox.episode import (
     run_episode,
 )
 from policybox.errors import PolicyboxError
+from policybox.evaluation import Backend, load_summary, play_tournament, ray_backend, write_atomically
 from policybox.evaluation import Progress as EvaluationProgress
-from policybox.evaluation import load_summary, play_tournament, write_atomically
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
 from policybox.spec import SpecError, parse_policy_arg
@@ -128,6 +128,14 @@ def evaluate(
     replays: Annotated[
         bool, typer.Option("--replays", help="Write each episode's MettaGrid replay to DIR/replays/.")
     ] = False,
+    backend: Annotated[
+        Backend,
+        typer.Option(help="local: worker processes on this machine. ray: each episode a Ray task on a cluster."),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="With --backend ray: the cluster (e.g. 10.0.0.1:6379); default: a Ray started for the run."),
+    ] = None,
     summary: Annotated[
         Path | None, typer.Option("--summary", help="Print the summary of a results folder and exit.")
     ] = None,
@@ -144,13 +152,22 @@ def evaluate(
         values = _tournament_values(ctx, tournament_file, episode)
         tournament, out_dir = _tournament(values, tournament_file)
         _check_log_dir(out_dir)
-        board = _play_tournament(tournament, out_dir, values.get("workers"), bool(values.get("replays")))
+        board = _play_tournament(tournament, out_dir, values)
     _show_summary(board)
     console.print(f"results: {out_dir}", highlight=False)
     raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
 
 
-TOURNAMENT_KEYS = {"policies", "episodes", "out", "workers", "seating", "replays"} | EPISODE_OPTION_NAMES
+TOURNAMENT_KEYS = {
+    "policies",
+    "episodes",
+    "out",
+    "workers",
+    "seating",
+    "replays",
+    "backend",
+    "ray_address",
+} | EPISODE_OPTION_NAMES
 
 
 def _tournament_values(ctx: typer.Context, tournament_file: Path | None, episode: dict) -> dict[str, Any]:
@@ -188,7 +205,7 @@ def _tournament(values: dict[str, Any], tournament_file: Path | None) -> tuple[T
     return tournament, out_dir
 
 
-def _play_tournament(tournament: Tournament, out_dir: Path, workers: int | None, replays: bool) -> Summary:
+def _play_tournament(tournament: Tournament, out_dir: Path, values: dict[str, Any]) -> Summary:
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -204,7 +221,15 @@ def _play_tournament(tournament: Tournament, out_dir: Path, workers: int | None,
             rate = f"{progress.done / elapsed:.2f}" if elapsed > 0 and progress.done else "-"
             bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)
 
-        return play_tournament(tournament, out_dir, workers, replays, update)
+        return play_tournament(
+            tournament,
+            out_dir,
+            values.get("workers"),
+            bool(values.get("replays")),
+            update,
+            backend=values.get("backend") or "local",
+            ray_address=values.get("ray_address"),
+        )
 
 
 def _show_summary(board: Summary) -> None:
@@ -226,22 +251,33 @@ def _guarded(after_interrupt: str) -> Iterator[None]:
 
 
 @app.command()
-def doctor() -> None:
+def doctor(
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Check every node of this Ray cluster instead of this machine: one table per node."),
+    ] = None,
+) -> None:
     """Show which sandbox layers work on this machine, found by trying each in a real cell.
 
-    Exit code 0 when every layer works (so --sandbox strict can run), 1 otherwise.
+    Exit code 0 when every layer works (so --sandbox strict can run) on every machine checked, 1 otherwise.
     """
-    from policybox.doctor import diagnose
+    with _guarded("nothing was changed"):
+        if ray_address is None:
+            from policybox.doctor import diagnose
 
-    with console.status("Starting a probe cell with every sandbox layer…"):
-        checks = diagnose()
-    table = Table(title="policybox doctor: sandbox layers on this machine")
-    for column in ("layer", "works", "detail"):
-        table.add_column(column)
-    for check in checks:
-        table.add_row(check.layer.value, "[green]yes[/]" if check.works else "[red]no[/]", check.detail)
-    console.print(table)
-    raise typer.Exit(0 if all(check.works for check in checks) else 1)
+            with console.status("Starting a probe cell with every sandbox layer…"):
+                machines = [("this machine", list(diagnose()))]
+        else:
+            with console.status(f"Starting a probe cell on every node of {ray_address}…"):
+                machines = ray_backend().diagnose_nodes(ray_address)
+    for name, checks in machines:
+        table = Table(title=f"policybox doctor: sandbox layers on {name}")
+        for column in ("layer", "works", "detail"):
+            table.add_column(column)
+        for check in checks:
+            table.add_row(check.layer.value, "[green]yes[/]" if check.works else "[red]no[/]", check.detail)
+        console.print(table)
+    raise typer.Exit(0 if all(check.works for _, checks in machines for check in checks) else 1)
 
 
 def _check_log_dir(log_dir: Path) -> None:

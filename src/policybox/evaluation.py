@@ -27,8 +27,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
+from policybox.envs import ConfigError
 from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count, check_playable, run_episode, zygote_preload
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.journal import RESULTS, ResultsJournal, read_records
@@ -37,6 +38,7 @@ from policybox.spec import PolicySpec, SpecError
 from policybox.summary import Summary, summarize
 from policybox.tournament import Seating, Tournament, entrants
 
+Backend = Literal["local", "ray"]
 TOURNAMENT_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
 MAX_ATTEMPTS = 3
@@ -66,6 +68,8 @@ def evaluate(
     seating: Seating = "rotate",
     workers: int | None = None,
     replays: bool = False,
+    backend: Backend = "local",
+    ray_address: str | None = None,
     **settings: Any,
 ) -> Summary:
     """Play a tournament and return its leaderboard: the Python form of ``policybox evaluate``.
@@ -73,7 +77,8 @@ def evaluate(
     ``policies`` are ``-p`` strings, PolicySpecs or spec mappings; ``settings`` are the options of
     ``policybox run`` by name (``steps=200``, ``seed=3``, ``act_timeout_ms=500``, ``sandbox="strict"``).
     ``agents``: the game's own number by default, 4 for games of any size (arena, navigation).
-    Calling it again with the same arguments resumes into ``out``."""
+    ``backend="ray"`` plays the episodes on a Ray cluster (``ray_address``, or a Ray started for the
+    run). Calling it again with the same arguments resumes into ``out``, whatever the backend."""
     sources = [p.model_dump() if isinstance(p, PolicySpec) else p for p in policies]
     episode_settings = EpisodeSettings.from_options(settings)
     tournament = Tournament(
@@ -83,7 +88,23 @@ def evaluate(
         seating=seating,
         settings=episode_settings,
     )
-    return play_tournament(tournament, Path(out), workers, replays)
+    return play_tournament(tournament, Path(out), workers, replays, backend=backend, ray_address=ray_address)
+
+
+class EpisodeRunner(Protocol):
+    """Where a tournament's episodes are played: worker processes here, or a Ray cluster. Each
+    ``submit`` gives the episode's EpisodeRecord as JSON; this process alone writes the folder."""
+
+    count: int  # episodes played at once
+
+    def __enter__(self) -> EpisodeRunner: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def check(self) -> None:
+        """Raise what a user got wrong (a shorthand, a game, a sandbox level) before any episode."""
+
+    def submit(self, episode: int) -> Future[str]: ...
+    def restart(self) -> None:
+        """Start again after BrokenProcessPool: the episodes in flight are submitted again."""
 
 
 def play_tournament(
@@ -92,10 +113,14 @@ def play_tournament(
     workers: int | None = None,
     replays: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
+    backend: Backend = "local",
+    ray_address: str | None = None,
 ) -> Summary:
-    """Play every episode of ``tournament`` not yet in ``out_dir`` and return the leaderboard."""
-    count = max(1, min(workers or os.cpu_count() or 1, tournament.episodes))
-    with _Workers(tournament, out_dir, count, replays) as pool:
+    """Play every episode of ``tournament`` not yet in ``out_dir`` and return the leaderboard.
+
+    ``backend``: ``local`` (worker processes on this machine) or ``ray`` (each episode a Ray task on
+    the cluster at ``ray_address``, or on a Ray started for the run); the results are the same."""
+    with _runner(tournament, out_dir, workers, replays, backend, ray_address) as pool:
         pool.check()  # a misspelt shorthand or a game that cannot be built: refused before anything is touched
         folder = claim_folder(out_dir, tournament)
         with ResultsJournal(folder) as journal:
@@ -117,6 +142,33 @@ def play_tournament(
     summary = summarize([(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete)
     write_atomically(folder / SUMMARY_FILE, summary.model_dump_json(indent=2))
     return summary
+
+
+def _runner(
+    tournament: Tournament,
+    out_dir: Path,
+    workers: int | None,
+    replays: bool,
+    backend: Backend,
+    ray_address: str | None,
+) -> EpisodeRunner:
+    if backend == "ray":
+        return ray_backend().RayEpisodes(tournament, workers, replays, ray_address)
+    if ray_address is not None:
+        raise ConfigError("--ray-address is for --backend ray")
+    count = max(1, min(workers or os.cpu_count() or 1, tournament.episodes))
+    return _Workers(tournament, out_dir, count, replays)
+
+
+def ray_backend() -> Any:
+    """``policybox.ray_backend``, imported on demand: Ray is an optional dependency."""
+    try:
+        import ray  # noqa: F401
+    except ModuleNotFoundError:
+        raise ConfigError("--backend ray needs Ray: pip install 'policybox[ray]'") from None
+    import policybox.ray_backend
+
+    return policybox.ray_backend
 
 
 def load_summary(out_dir: Path) -> Summary:
@@ -170,7 +222,7 @@ def _failures(record: EpisodeRecord) -> int:
     return sum(agent.status != "ok" for agent in record.agents)
 
 
-def _play(pool: _Workers, todo: list[int], finished: Callable[[EpisodeRecord], None]) -> dict[int, str]:
+def _play(pool: EpisodeRunner, todo: list[int], finished: Callable[[EpisodeRecord], None]) -> dict[int, str]:
     """Play ``todo``; the episodes that failed ``MAX_ATTEMPTS`` times, with why. Each worker has one
     episode queued behind the one it plays, so it never waits for this process to write a result; a
     lost worker breaks the pool, a new one takes over and the episodes in flight are played again."""
@@ -251,11 +303,8 @@ class _Workers:
 
 
 def _check() -> None:
-    """Check the worker's tournament as an episode would, before any: the errors a user can make."""
     assert _worker is not None
-    tournament = _worker.tournament
-    _worker.zygote_for()  # a --preload that cannot be imported is the user's to fix: ZygoteError says so
-    check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
+    _worker.check()
 
 
 @dataclass
@@ -281,6 +330,31 @@ class _Worker:
             self.zygote.close()
             self.zygote = None
 
+    def check(self) -> None:
+        """Check the tournament as an episode would, before any: the errors a user can make."""
+        tournament = self.tournament
+        self.zygote_for()  # a --preload that cannot be imported is the user's to fix: ZygoteError says so
+        check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
+
+    def play(self, episode: int) -> EpisodeRecord:
+        """Play one episode of the tournament (logs, and replays if asked, under ``folder``)."""
+        tournament = self.tournament
+        seats = self.seat_maps[episode]
+        specs = [tournament.entrants[index].spec for index in seats]
+        update: dict = {"seed": tournament.episode_seed(episode)}
+        if self.replays:
+            (self.folder / "replays").mkdir(exist_ok=True)
+            update["replay"] = str(self.folder / "replays" / f"episode-{episode:05d}.json.z")
+        settings = tournament.settings.model_copy(update=update)
+        log_dir = self.folder / "logs" / f"episode-{episode:05d}"
+        try:
+            result = run_episode(specs, settings, log_dir, zygote=self.zygote_for())
+        except ZygoteError:
+            self.forget_zygote()  # the next episode starts a fresh one
+            raise
+        keys = [tournament.entrants[index].key for index in seats]
+        return EpisodeRecord(**result.model_dump(), episode=episode, seats=keys)
+
 
 _worker: _Worker | None = None
 
@@ -303,23 +377,6 @@ def _start_worker(tournament_json: str, folder: str, replays: bool, counter, dri
 
 
 def play_episode(episode: int) -> str:
-    """Play one episode of the worker's tournament; its EpisodeRecord as JSON."""
+    """Play one episode of this worker process's tournament; its EpisodeRecord as JSON."""
     assert _worker is not None
-    tournament = _worker.tournament
-    seats = _worker.seat_maps[episode]
-    specs = [tournament.entrants[index].spec for index in seats]
-    update: dict = {"seed": tournament.episode_seed(episode)}
-    if _worker.replays:
-        (_worker.folder / "replays").mkdir(exist_ok=True)
-        update["replay"] = str(_worker.folder / "replays" / f"episode-{episode:05d}.json.z")
-    settings = tournament.settings.model_copy(update=update)
-    log_dir = _worker.folder / "logs" / f"episode-{episode:05d}"
-    try:
-        result = run_episode(specs, settings, log_dir, zygote=_worker.zygote_for())
-    except ZygoteError:
-        _worker.forget_zygote()  # the next episode starts a fresh one
-        raise
-    record = EpisodeRecord(
-        **result.model_dump(), episode=episode, seats=[tournament.entrants[index].key for index in seats]
-    )
-    return record.model_dump_json()
+    return _worker.play(episode).model_dump_json()

@@ -117,3 +117,6 @@ class EpisodeRecord(EpisodeResult):
 
     episode: int = Field(description="Index of the episode in its tournament (its seed derives from it)")
     seats: list[str] = Field(description="The policy in each seat, in agent-id order, by its tournament key")
+    node: str | None = Field(
+        default=None, description="The Ray node that played it (its agents' logs are there); None: played locally"
+    )

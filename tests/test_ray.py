@@ -1,0 +1,160 @@
+"""``policybox evaluate --backend ray`` on a real 2-node Ray cluster (``ray.cluster_utils.Cluster``, one
+CPU per node): the same episodes and summary as the local backend, with one node killed mid-run and
+the policy's own files shipped to the nodes (its original folder is gone before any episode runs)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+import ray
+from conftest import POLICIES, descendants
+from ray.cluster_utils import Cluster
+
+from policybox import packing, ray_backend
+from policybox.episode import EpisodeSettings
+from policybox.evaluation import play_tournament
+from policybox.journal import read_records
+from policybox.results import EpisodeRecord
+from policybox.sandbox import SandboxLevel, SandboxUnavailable
+from policybox.tournament import Tournament, entrants
+
+EPISODES = 6
+
+
+@pytest.fixture
+def cluster():
+    """A head and a worker node, one CPU each; every Ray process gone after the test."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    worker = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    yield cluster, worker
+    ray.shutdown()
+    cluster.shutdown()
+    psutil.wait_procs(descendants(), timeout=30)
+
+
+def tournament(policies: Path) -> Tournament:
+    """Two policies -- one a file with its own folder, shipped to the nodes -- 50 steps an episode;
+    a 20 ms sleep a step makes an episode last about a second, so a node dies in the middle of one."""
+    sleepy = f"{policies / 'sleepy.py'}:Sleepy,kw.sleep_s=0.02"
+    return Tournament(
+        entrants=entrants([sleepy, f"{policies / 'seeded_random.py'}:SeededRandom"]),
+        episodes=EPISODES,
+        agents=2,
+        seating="rotate",
+        settings=EpisodeSettings(steps=50, seed=4),
+    )
+
+
+def outcomes(folder: Path) -> dict[int, tuple]:
+    records, _ = read_records(folder / "results.jsonl")
+    return {e: (r.seed, r.seats, [(a.reward, a.action_digest, a.status) for a in r.agents]) for e, r in records.items()}
+
+
+def without_timing(summary) -> dict:
+    data = summary.model_dump(mode="json")
+    for row in data["policies"]:
+        row.pop("latency")
+    return data
+
+
+def kill_when_busy(cluster: Cluster, worker, results: Path, killed: dict, finished: threading.Event) -> None:
+    """Once two episodes are written and the worker node is playing one (its CPU taken), remove it."""
+    while not finished.wait(0.05):
+        done = len(results.read_text().splitlines()) if results.exists() else 0
+        # Ray's per-node view of free resources (a private helper: this test only watches with it).
+        free = ray._private.state.available_resources_per_node()
+        if done >= 2 and worker.node_id in free and "CPU" not in free[worker.node_id]:  # listed only when free
+            killed["episodes_done"] = done
+            cluster.remove_node(worker, allow_graceful=False)
+            return
+
+
+def test_a_ray_tournament_equals_the_local_one_with_a_node_killed_mid_run(cluster, tmp_path, monkeypatch):
+    head, worker = cluster
+    policies = tmp_path / "policies"
+    shutil.copytree(POLICIES, policies, ignore=shutil.ignore_patterns("__pycache__"))
+    board = tournament(policies)
+    local = play_tournament(board, tmp_path / "local", workers=2)
+
+    def pack_then_remove(spec):  # the nodes must play from the bundles: the originals are gone once packed
+        bundle = packing.pack(spec)
+        if spec == board.entrants[-1].spec:
+            shutil.rmtree(policies)
+        return bundle
+
+    monkeypatch.setattr(ray_backend, "pack", pack_then_remove)
+    ray.init(address=head.address, log_to_driver=False)
+    killed: dict = {}
+    out = tmp_path / "ray"
+    finished = threading.Event()
+    watcher = threading.Thread(target=kill_when_busy, args=(head, worker, out / "results.jsonl", killed, finished))
+    watcher.start()
+    try:
+        remote = play_tournament(board, out, backend="ray", ray_address=head.address)
+    finally:
+        finished.set()
+        watcher.join()
+    assert 2 <= killed["episodes_done"] < EPISODES, killed  # the node died while the tournament ran
+    assert not policies.exists()
+    assert outcomes(out) == outcomes(tmp_path / "local") and len(outcomes(out)) == EPISODES
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["episode"] for line in lines) == list(range(EPISODES))  # each counted once
+    assert without_timing(remote) == without_timing(local)
+    records = [EpisodeRecord.model_validate_json(line) for line in lines]
+    shown = {agent.spec.class_path for record in records for agent in record.agents}
+    assert shown == {entrant.spec.class_path for entrant in board.entrants}  # the driver's paths, not a node's
+    assert all(record.node and record.node.startswith("node ") for record in records)
+    # The tournament folder is the local backend's: resuming it locally plays nothing and agrees.
+    assert without_timing(play_tournament(board, out, workers=1)) == without_timing(local)
+
+
+def test_policybox_evaluate_and_doctor_on_the_command_line(cluster, tmp_path):
+    head, _ = cluster
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
+    evaluate = [sys.executable, "-m", "policybox", "evaluate", "-p", "random", "-p", "noop", "--episodes", "2"]
+    evaluate += ["--agents", "2", "--steps", "20", "--out", str(tmp_path / "board"), "--backend", "ray"]
+    run = subprocess.run([*evaluate, "--ray-address", head.address], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads((tmp_path / "board" / "summary.json").read_text())["episodes_done"] == 2
+    doctor = [sys.executable, "-m", "policybox", "doctor", "--ray-address", head.address]
+    run = subprocess.run(doctor, capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    nodes = re.findall(r"sandbox layers on \S+ \(\S+ (\w+)\)", run.stdout)
+    assert len(set(nodes)) == 2 and run.stdout.count("│ yes ") == 2 * 13  # every layer on both nodes
+    replays = subprocess.run([*evaluate, "--replays"], capture_output=True, text=True, env=env)
+    assert replays.returncode == 2 and "--replays is not available with --backend ray" in replays.stderr
+    nowhere = subprocess.run([*evaluate, "--ray-address", "127.0.0.1:1"], capture_output=True, text=True, env=env)
+    assert nowhere.returncode == 2 and "cannot reach a Ray cluster at 127.0.0.1:1" in nowhere.stderr
+
+
+def test_a_node_without_the_sandbox_level_refuses_its_episodes_naming_itself(tmp_path, monkeypatch):
+    """What a Ray task runs, run here with the doctor reporting a layer missing on this 'node'."""
+    from policybox import doctor
+
+    missing = [doctor.LayerCheck(layer, False, "not on this node") for layer in doctor.Layer]
+    monkeypatch.setattr(doctor, "diagnose", lambda: tuple(missing))
+    monkeypatch.setattr(ray_backend, "NODE_BASE", tmp_path / "node")
+    strict = Tournament(
+        entrants=entrants(["random"]),
+        episodes=1,
+        agents=2,
+        seating="rotate",
+        settings=EpisodeSettings(steps=5, sandbox=SandboxLevel.STRICT),
+    )
+    workers: dict = {}
+    monkeypatch.setattr(ray_backend, "_workers", workers)
+    try:
+        with pytest.raises(SandboxUnavailable, match=r"^node \S+ \(no Ray\): strict sandbox refused, layers missing"):
+            ray_backend.play_on_node(strict.model_dump_json(), strict.fingerprint(), {}, 0)
+    finally:
+        for worker in workers.values():
+            worker.forget_zygote()
