@@ -20,7 +20,7 @@ from ray.cluster_utils import Cluster
 
 from policybox import packing, ray_backend
 from policybox.episode import EpisodeSettings
-from policybox.evaluation import play_tournament
+from policybox.evaluation import evaluate, play_tournament
 from policybox.journal import read_records
 from policybox.results import EpisodeRecord
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
@@ -134,6 +134,29 @@ def test_policybox_evaluate_and_doctor_on_the_command_line(cluster, tmp_path):
     assert replays.returncode == 2 and "--replays is not available with --backend ray" in replays.stderr
     nowhere = subprocess.run([*evaluate, "--ray-address", "127.0.0.1:1"], capture_output=True, text=True, env=env)
     assert nowhere.returncode == 2 and "cannot reach a Ray cluster at 127.0.0.1:1" in nowhere.stderr
+
+
+def test_a_policy_cannot_reach_the_ray_cluster_it_runs_in(cluster, tmp_path):
+    """The worst entrant on a Ray node: the cluster's head runs any task it is sent, as root. In its
+    sandboxed cell the policy cannot even open a TCP connection to it, nor see Ray's files; judged
+    from outside by the file its task would have written and the agent's log on disk. Without the
+    sandbox the same policy takes the cluster over and plants that file as root (the control)."""
+    head, _ = cluster
+    marker = tmp_path / "planted"
+    attacker = f"{POLICIES / 'hostile.py'}:TakeOverRay,kw.address={head.address},kw.marker={marker}"
+    ray.init(address=head.address, log_to_driver=False)
+    logs = {}
+    for level in ("standard", "off"):
+        evaluate([attacker], tmp_path / level, episodes=1, agents=1, steps=3, backend="ray", sandbox=level)
+        (record,) = read_records(tmp_path / level / "results.jsonl")[0].values()
+        logs[level] = Path(record.agents[0].log_path).read_text()
+        if level == "standard":
+            assert not marker.exists()
+    assert "tcp to the Ray head: refused" in logs["standard"], logs["standard"]
+    assert "read Ray's session folder: refused" in logs["standard"]
+    assert "a Ray task outside the sandbox" not in logs["standard"]
+    assert "tcp to the Ray head: succeeded" in logs["off"], logs["off"]
+    assert marker.read_text() == "planted by a policy"  # without the sandbox it owns the cluster
 
 
 def test_a_node_without_the_sandbox_level_refuses_its_episodes_naming_itself(tmp_path, monkeypatch):

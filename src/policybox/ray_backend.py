@@ -105,12 +105,16 @@ class RayEpisodes:
         if replays:
             raise ConfigError("--replays is not available with --backend ray: replays would be written on the nodes")
         self._started = connect(address, workers)
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        self.count = max(1, min(workers or cpus, tournament.episodes))
-        self._tournament = ray.put(tournament.model_dump_json())
-        self._fingerprint = tournament.fingerprint()
-        bundles = {index: pack(entrant.spec) for index, entrant in enumerate(tournament.entrants)}
-        self._bundles = {index: ray.put(bundle) for index, bundle in bundles.items() if bundle is not None}
+        try:
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            self.count = max(1, min(workers or cpus, tournament.episodes))
+            self._tournament = ray.put(tournament.model_dump_json())
+            self._fingerprint = tournament.fingerprint()
+            bundles = {index: pack(entrant.spec) for index, entrant in enumerate(tournament.entrants)}
+            self._bundles = {index: ray.put(bundle) for index, bundle in bundles.items() if bundle is not None}
+        except BaseException:
+            self.__exit__()
+            raise
 
     def __enter__(self) -> RayEpisodes:
         return self

@@ -222,3 +222,31 @@ class SelfEdit(NoopPolicy):
         self._data = path
         attempt("edit policy file", lambda: Path(__file__).write_text("HACKED"))
         attempt("edit checkpoint", lambda: Path(path).write_text("HACKED"))
+
+
+class TakeOverRay(NoopPolicy):
+    """Run inside an episode of ``--backend ray``, it tries to take over the cluster it runs in: the
+    head's address is ``address`` (as an entrant could guess it), the prize a Ray task that writes
+    ``marker`` as root outside every sandbox. It connects only once a TCP connection is possible."""
+
+    def __init__(self, policy_env_info, address, marker, **kwargs):
+        super().__init__(policy_env_info)
+        host, port = address.rsplit(":", 1)
+        attempt("tcp to the Ray head", lambda: socket.create_connection((host, int(port)), timeout=3).close())
+        attempt("read Ray's session folder", lambda: os.listdir("/tmp/ray"))
+        try:
+            socket.create_connection((host, int(port)), timeout=3).close()
+        except OSError:
+            return
+        import ray
+
+        def take_over():
+            ray.init(address=address, log_to_driver=False)
+
+            @ray.remote(num_cpus=0)
+            def plant():
+                Path(marker).write_text("planted by a policy")
+
+            return ray.get(plant.remote(), timeout=60)
+
+        attempt("a Ray task outside the sandbox", take_over)
