@@ -10,7 +10,7 @@ rotated, the standard sandbox -- one contender after another within each repetit
 * Ray backend on a local ``ray.cluster_utils.Cluster``: 1 node with 1 CPU, and 2 nodes with 1 CPU
   each (both on this machine: a node is a raylet with its own worker processes).
 
-Driver capacity: what only the driver does, per result -- the evaluation loop (``evaluation._play``:
+Driver capacity: what only the driver does, per result -- the evaluation loop (``evaluation.play_episodes``:
 waiting on the futures in flight, parsing each record, appending it to ``results.jsonl``, flushed
 and fsync'd) with a backend whose episodes are already played, at 2, 200 and 2,000 episodes in
 flight, and the final summary -- on ``--records`` copies of a real record, as results per second.
@@ -37,7 +37,7 @@ sys.path.insert(0, str(BENCH))
 from bench_episode import interleaved  # noqa: E402
 
 from policybox.episode import EpisodeSettings  # noqa: E402
-from policybox.evaluation import IN_FLIGHT_PER_WORKER, _play, play_tournament  # noqa: E402
+from policybox.evaluation import IN_FLIGHT_PER_WORKER, play_episodes, play_tournament  # noqa: E402
 from policybox.journal import ResultsJournal, read_records  # noqa: E402
 from policybox.summary import summarize  # noqa: E402
 from policybox.tournament import Tournament, entrants  # noqa: E402
@@ -120,7 +120,7 @@ def driver_capacity(board: Tournament, records: int) -> None:
             out.mkdir()
             runner = _Instant(copies, in_flight)
             with ResultsJournal(out) as journal:
-                loop_s = timed(lambda: _play(runner, list(range(records)), journal.append))  # noqa: B023
+                loop_s = timed(lambda: play_episodes(runner, list(range(records)), journal.append))  # noqa: B023
             console.print(
                 f"driver loop, {in_flight:>4} episodes in flight: {records / loop_s:,.0f} results/s "
                 f"(parsed, journaled with fsync, {len(sample.model_dump_json()):,} bytes each)"

@@ -137,7 +137,7 @@ def play_tournament(
                 if on_progress:
                     on_progress(progress)
 
-            incomplete = _play(pool, todo, finished)
+            incomplete = play_episodes(pool, todo, finished)
             records = list(journal.records.values())
     summary = summarize([(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete)
     write_atomically(folder / SUMMARY_FILE, summary.model_dump_json(indent=2))
@@ -222,7 +222,7 @@ def _failures(record: EpisodeRecord) -> int:
     return sum(agent.status != "ok" for agent in record.agents)
 
 
-def _play(pool: EpisodeRunner, todo: list[int], finished: Callable[[EpisodeRecord], None]) -> dict[int, str]:
+def play_episodes(pool: EpisodeRunner, todo: list[int], finished: Callable[[EpisodeRecord], None]) -> dict[int, str]:
     """Play ``todo``; the episodes that failed ``MAX_ATTEMPTS`` times, with why. Each worker has one
     episode queued behind the one it plays, so it never waits for this process to write a result; a
     lost worker breaks the pool, a new one takes over and the episodes in flight are played again."""
@@ -308,8 +308,9 @@ def _check() -> None:
 
 
 @dataclass
-class _Worker:
-    """A worker process's state: the tournament, where to write logs, and its zygote (reused)."""
+class EpisodeWorker:
+    """What a process playing episodes holds (a local worker, or a Ray worker on a node): the
+    tournament, where to write logs, and its zygote, reused for all its episodes."""
 
     tournament: Tournament
     folder: Path
@@ -356,7 +357,7 @@ class _Worker:
         return EpisodeRecord(**result.model_dump(), episode=episode, seats=keys)
 
 
-_worker: _Worker | None = None
+_worker: EpisodeWorker | None = None
 
 
 def _start_worker(tournament_json: str, folder: str, replays: bool, counter, driver_pid: int) -> None:
@@ -371,7 +372,7 @@ def _start_worker(tournament_json: str, folder: str, replays: bool, counter, dri
     cpus = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cpus[index % len(cpus)]})  # its cells inherit it: wake-ups stay on one core
     tournament = Tournament.model_validate_json(tournament_json)
-    _worker = _Worker(tournament, Path(folder), replays, tournament.seat_maps())
+    _worker = EpisodeWorker(tournament, Path(folder), replays, tournament.seat_maps())
     with contextlib.suppress(ZygoteError):  # started now, while the driver checks; if it fails, the
         _worker.zygote_for()  # first episode tries again and reports why
 

@@ -33,7 +33,7 @@ import ray
 
 from policybox.envs import ConfigError
 from policybox.errors import PolicyboxError
-from policybox.evaluation import MAX_ATTEMPTS, _Worker
+from policybox.evaluation import MAX_ATTEMPTS, EpisodeWorker
 from policybox.packing import Bundle, pack, relocate, unpack
 from policybox.sandbox import SandboxUnavailable
 from policybox.submission import private_folder
@@ -170,10 +170,10 @@ def _this_node() -> str:
     return f"node {socket.gethostname()} ({node[:8] if node else 'no Ray'})"
 
 
-_workers: dict[str, _Worker] = {}  # this Ray worker process's tournaments, by fingerprint
+_workers: dict[str, EpisodeWorker] = {}  # this Ray worker process's tournaments, by fingerprint
 
 
-def _node_worker(tournament_json: str, fingerprint: str, bundles: dict[int, Any]) -> _Worker:
+def _node_worker(tournament_json: str, fingerprint: str, bundles: dict[int, Any]) -> EpisodeWorker:
     """This process's state for the tournament: its policies' files unpacked on this node (once),
     its logs under a root-only folder here, its zygote (started by the first episode)."""
     if fingerprint not in _workers:
@@ -191,5 +191,5 @@ def _node_worker(tournament_json: str, fingerprint: str, bundles: dict[int, Any]
             )
         tournament = tournament.model_copy(update={"entrants": entrants})
         folder = base / fingerprint[:16]
-        _workers[fingerprint] = _Worker(tournament, folder, False, tournament.seat_maps())
+        _workers[fingerprint] = EpisodeWorker(tournament, folder, False, tournament.seat_maps())
     return _workers[fingerprint]
