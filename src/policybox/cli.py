@@ -45,10 +45,10 @@ errors = Console(stderr=True, emoji=False)
 USER_ERRORS = (PolicyboxError, ValidationError)
 
 POLICY_HELP = (
-    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. Forms: a shorthand (random, noop), "
-    "a dotted path (pkg.mod.Class), a file path (bots/greedy.py:Greedy), each optionally followed by "
-    "',data=CHECKPOINT', ',name=NAME', ',path=IMPORT_ROOT', ',kw.KEY=VALUE' (VALUE read as JSON when it "
-    "parses); or a JSON/YAML spec file; or a submission folder with a policy_spec.json."
+    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. Forms: a shorthand (random, "
+    "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class), a file path (bots/greedy.py:Greedy), "
+    "each optionally followed by ',data=CHECKPOINT', ',name=NAME', ',path=IMPORT_ROOT', ',kw.KEY=VALUE' "
+    "(VALUE read as JSON when it parses); or a JSON/YAML spec file; or a submission folder with a policy_spec.json."
 )
 
 

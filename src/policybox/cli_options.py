@@ -71,7 +71,10 @@ EPISODE_OPTIONS = [
     ),
     _option(
         "act_timeout_ms",
-        Annotated[float, typer.Option(min=1, help="Per-step deadline per agent; a late agent plays no-op that step.")],
+        Annotated[
+            float,
+            typer.Option(min=1, help="Per-step deadline per agent; a late agent plays the fallback action that step."),
+        ],
         DEFAULTS.act_timeout_ms,
     ),
     _option(
@@ -185,7 +188,8 @@ EPISODE_OPTIONS = [
         Annotated[
             OnFailure,
             typer.Option(
-                help="continue: a failed agent plays no-op to the end. abort: end the episode at the failure."
+                help="continue: a failed agent plays the game's fallback action (MettaGrid: noop) to the end. "
+                "abort: end the episode at the failure."
             ),
         ],
         "continue",

@@ -18,7 +18,7 @@ class Limits(BaseModel):
     act_timeout_ms: float = Field(
         default=1000.0,
         gt=0,
-        description="Per-step deadline: a reply later than this is dropped and that step is a no-op",
+        description="Per-step deadline: a reply later than this is dropped and that step plays the fallback action",
     )
     time_bank_ms: float = Field(
         default=10_000.0,

@@ -1,7 +1,7 @@
 """ProcessPool: every agent in its own cell; each step is sent to all cells, then gathered by a deadline.
 
 Time belongs to the host. Each cell has at most one request in flight. A cell that misses a step's
-deadline plays the no-op for that step and every later step until its late reply arrives; that
+deadline plays the fallback action for that step and every later step until its late reply arrives; that
 reply answers an old observation, so it is dropped, and the cell gets the *current* observation at
 the next step. Time past the deadline is taken from the agent's time bank; an agent whose bank is
 spent -- by a late reply, or by still not answering -- is disabled and its cell killed.

@@ -61,7 +61,7 @@ class AgentRecord:
             self.fail(AgentStatus.INVALID_ACTION, failure)
 
     def applied(self, payload: bytes | None) -> None:
-        """Fold the action the env actually received (None: the no-op) into the action digest."""
+        """Fold the action the env actually received (None: the fallback) into the action digest."""
         self._digest.update(NOOP_MARK if payload is None else bytes(payload))
 
     @property
