@@ -91,7 +91,10 @@ def _load_config_file(path: Path, model: Any) -> Any:
     from pydantic import ValidationError
 
     if not path.is_file():
-        raise ConfigError(f"--env {str(path)!r} is neither a known game ({', '.join(ARENA_MAPS)}) nor a config file")
+        raise ConfigError(
+            f"--env {str(path)!r} is neither a known game ({', '.join(ARENA_MAPS)}) nor a config file "
+            "(a PettingZoo game is pettingzoo:MODULE:FACTORY)"
+        )
     try:
         raw = yaml.safe_load(path.read_text())
         return model.model_validate(raw)
