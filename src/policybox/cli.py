@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from policybox.cli_options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.episode import (
@@ -28,6 +29,7 @@ from policybox.episode import (
 from policybox.errors import PolicyboxError
 from policybox.evaluation import Backend, load_summary, play_tournament, ray_backend, write_atomically
 from policybox.evaluation import Progress as EvaluationProgress
+from policybox.inert import inert, shown
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
 from policybox.spec import SpecError, parse_policy_arg
@@ -44,6 +46,7 @@ errors = Console(stderr=True, emoji=False)
 # What a user can get wrong: one clear message and exit code 2, nothing started, nothing lost.
 USER_ERRORS = (PolicyboxError, ValidationError)
 
+LOG_LINES_SHOWN = 10  # of a crashed agent's log, under the table
 POLICY_HELP = (
     "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. Forms: a shorthand (random, "
     "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class), a file path (bots/greedy.py:Greedy), "
@@ -93,11 +96,11 @@ def run(
         try:
             write_atomically(out, result.model_dump_json(indent=2))
         except OSError as exc:  # shown above, so the episode is not lost; say why the file is missing
-            errors.print(f"[bold red]error:[/] could not write --out {out}: {exc.strerror}", highlight=False)
+            errors.print(Text.assemble(("error: ", "bold red"), shown(f"could not write --out {out}: {exc.strerror}")))
             raise typer.Exit(2) from None
-        console.print(f"result: {out}", highlight=False)
+        console.print(shown(f"result: {out}"))
     if replay is not None:
-        console.print(f"replay: {replay}", highlight=False)
+        console.print(shown(f"replay: {replay}"))
     raise typer.Exit(0 if all(a.status == AgentStatus.OK for a in result.agents) else 1)
 
 
@@ -154,7 +157,7 @@ def evaluate(
         _check_log_dir(out_dir)
         board = _play_tournament(tournament, out_dir, values)
     _show_summary(board)
-    console.print(f"results: {out_dir}", highlight=False)
+    console.print(shown(f"results: {out_dir}"))
     raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
 
 
@@ -243,7 +246,7 @@ def _guarded(after_interrupt: str) -> Iterator[None]:
     try:
         yield
     except USER_ERRORS as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False)
+        errors.print(Text.assemble(("error: ", "bold red"), shown(exc)))
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
@@ -275,7 +278,7 @@ def doctor(
         for column in ("layer", "works", "detail"):
             table.add_column(column)
         for check in checks:
-            table.add_row(check.layer.value, "[green]yes[/]" if check.works else "[red]no[/]", check.detail)
+            table.add_row(check.layer.value, "[green]yes[/]" if check.works else "[red]no[/]", shown(check.detail))
         console.print(table)
     raise typer.Exit(0 if all(check.works for _, checks in machines for check in checks) else 1)
 
@@ -309,19 +312,20 @@ def _check_replay_name(replay: Path | None) -> None:
 
 
 def _show(result: EpisodeResult) -> None:
+    """The episode's table, warnings, failures and timing; every text a policy or game controls is inert."""
     table = Table(
-        title=f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}"
+        title=shown(f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}")
     )
     for column in ("agent", "policy", "reward", "status", "p50 ms", "p99 ms"):
         table.add_column(column, justify="right" if column in ("agent", "reward", "p50 ms", "p99 ms") else "left")
     for agent in result.agents:
-        status = agent.status.value if agent.status == AgentStatus.OK else f"[red]{agent.status.value}[/]"
+        status = shown(agent.status.value, "" if agent.status == AgentStatus.OK else "red")
         if agent.failure is not None:
-            status += f" — {agent.failure.one_line()}"
+            status.append(inert(f" — {agent.failure.one_line()}"))
         name = agent.agent if agent.agent not in (None, str(agent.agent_id)) else None
         table.add_row(
-            f"{agent.agent_id} {name}" if name else str(agent.agent_id),
-            agent.policy,
+            shown(f"{agent.agent_id} {name}" if name else agent.agent_id),
+            shown(agent.policy),
             f"{agent.reward:g}",
             status,
             _ms(agent.latency.p50_ms),
@@ -332,31 +336,42 @@ def _show(result: EpisodeResult) -> None:
         if agent.minimum_action_timeout_ms > result.limits.act_timeout_ms:
             needs = f"{agent.minimum_action_timeout_ms} ms per step"
             limit = f"--act-timeout-ms is {result.limits.act_timeout_ms:g}"
-            console.print(f"[yellow]agent {agent.agent_id} ({agent.policy}) declares it needs {needs}; {limit}[/]")
+            console.print(
+                shown(f"agent {agent.agent_id} ({agent.policy}) declares it needs {needs}; {limit}", "yellow")
+            )
     if result.sandbox == SandboxLevel.OFF:
         why = "inline mode" if result.mode == "inline" else "--sandbox off"
         console.print(f"[bold red]SANDBOX OFF ({why}): policies ran with this process's privileges[/]")
     if result.aborted:
-        console.print(f"[bold red]episode aborted:[/] {result.aborted}", highlight=False)
-    _show_tracebacks(result)
+        console.print(Text.assemble(("episode aborted: ", "bold red"), shown(result.aborted)))
+    _show_failure_details(result)
     rate = result.steps / result.play_s if result.play_s else 0.0
     console.print(
         f"{result.steps} steps in {result.play_s:.2f} s ({rate:,.0f} steps/s), "
         f"after {result.startup_s:.2f} s of start-up"
     )
     if result.agents and result.agents[0].log_path:
-        console.print(f"agent logs: {Path(result.agents[0].log_path).parent}", highlight=False)
+        console.print(shown(f"agent logs: {Path(result.agents[0].log_path).parent}"))
 
 
-def _show_tracebacks(result: EpisodeResult) -> None:
-    """Each distinct traceback once, headed by the agents it belongs to."""
-    by_traceback: dict[str, list[str]] = {}
+def _show_failure_details(result: EpisodeResult) -> None:
+    """Each distinct traceback once -- or, for a failure without one (a crash), the tail of the
+    agent's log -- headed by the agents it belongs to."""
+    by_detail: dict[str, list[str]] = {}
     for agent in result.agents:
-        if agent.failure is not None and agent.failure.traceback:
-            by_traceback.setdefault(agent.failure.traceback, []).append(f"{agent.agent_id} ({agent.policy})")
-    for traceback, owners in by_traceback.items():
-        console.print(f"[bold]agent {', '.join(owners)}:[/]", highlight=False)
-        console.print(traceback.rstrip(), markup=False, highlight=False)
+        failure = agent.failure
+        detail = failure and (failure.traceback or (agent.status.is_terminal and _last_lines(failure.log_tail)))
+        if detail:
+            by_detail.setdefault(detail, []).append(f"{agent.agent_id} ({agent.policy})")
+    for detail, owners in by_detail.items():
+        console.print(shown(f"agent {', '.join(owners)}:", "bold"))
+        console.print(shown(detail.rstrip()))
+
+
+def _last_lines(text: str | None, lines: int = LOG_LINES_SHOWN) -> str | None:
+    if not text or not text.strip():
+        return None
+    return "\n".join(["(the end of its log)", *text.rstrip().split("\n")[-lines:]])  # \r stays, shown escaped
 
 
 def _ms(value: float | None) -> str:

@@ -29,9 +29,10 @@ from collections import Counter, defaultdict
 import numpy as np
 from openskill.models import PlackettLuce
 from pydantic import BaseModel, Field
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from policybox.inert import shown
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord
 from policybox.spec import PolicySpec
 
@@ -297,9 +298,9 @@ def _behaviour_table(summary: Summary, rows: int = STATS_SHOWN) -> Table:
     table = Table(title="what they did: the game stats that differ most between them, mean per agent")
     table.add_column("stat")
     for entry in summary.policies:
-        table.add_column(escape(entry.policy), justify="right")
+        table.add_column(shown(entry.policy), justify="right")
     for name in [name for name in names if spread(name) > 0][:rows]:
-        table.add_row(name, *(f"{entry.stats.get(name, 0.0):.4g}" for entry in summary.policies))
+        table.add_row(shown(name), *(f"{entry.stats.get(name, 0.0):.4g}" for entry in summary.policies))
     return table
 
 
@@ -314,7 +315,7 @@ def _leaderboard(summary: Summary) -> Table:
         rating = entry.rating
         table.add_row(
             str(rank),
-            escape(entry.policy),
+            shown(entry.policy),
             f"{rating.ordinal:.2f} ({rating.mu:.2f} ± {rating.sigma:.2f})",
             _reward_cell(entry.reward),
             str(entry.episodes),
@@ -326,17 +327,17 @@ def _leaderboard(summary: Summary) -> Table:
     return table
 
 
-def _incomplete_line(summary: Summary) -> str | None:
+def _incomplete_line(summary: Summary) -> Text | None:
     """Which episodes could not be completed (the first few, with why), and how many were not played."""
     parts = []
     if summary.incomplete:
-        shown = [f"{episode} ({why})" for episode, why in list(summary.incomplete.items())[:INCOMPLETE_SHOWN]]
-        more = len(summary.incomplete) - len(shown)
-        parts.append(f"incomplete: {', '.join(shown)}" + (f" and {more} more" if more else ""))
+        first = [f"{episode} ({why})" for episode, why in list(summary.incomplete.items())[:INCOMPLETE_SHOWN]]
+        more = len(summary.incomplete) - len(first)
+        parts.append(f"incomplete: {', '.join(first)}" + (f" and {more} more" if more else ""))
     not_played = summary.episodes_expected - summary.episodes_done - len(summary.incomplete)
     if not_played > 0:
         parts.append(f"not played: {not_played}")
-    return escape(" · ".join(parts)) if parts else None
+    return shown(" · ".join(parts)) if parts else None
 
 
 def _reward_cell(reward: Reward | None) -> str:
@@ -346,10 +347,9 @@ def _reward_cell(reward: Reward | None) -> str:
     return f"{reward.mean:.4g} [{low:.4g}, {high:.4g}]"
 
 
-def _statuses_cell(statuses: dict[str, int]) -> str:
-    return " · ".join(
-        f"{status} {count}" if status == AgentStatus.OK else f"[red]{status} {count}[/]"
-        for status, count in statuses.items()
+def _statuses_cell(statuses: dict[str, int]) -> Text:
+    return Text(" · ").join(
+        Text(f"{status} {count}", style="" if status == AgentStatus.OK else "red") for status, count in statuses.items()
     )
 
 
@@ -361,10 +361,10 @@ def _head_to_head_table(summary: Summary) -> Table:
     table = Table(title="head-to-head: row vs column, W-D-L")
     table.add_column("policy")
     for key in summary.ranking:
-        table.add_column(escape(key), justify="right")
+        table.add_column(shown(key), justify="right")
     for a in summary.ranking:
         row = summary.head_to_head.get(a, {})
-        table.add_row(escape(a), *(_head_to_head_cell(row.get(b)) for b in summary.ranking))
+        table.add_row(shown(a), *(_head_to_head_cell(row.get(b)) for b in summary.ranking))
     return table
 
 

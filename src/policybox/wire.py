@@ -88,12 +88,26 @@ def encode_json(frame_type: FrameType, obj: dict[str, Any], seq: int = 0) -> byt
 
 
 def decode_json(frame: Frame) -> dict[str, Any]:
+    """A JSON object frame; its strings are valid text (a lone surrogate, which JSON's ``\\ud800``
+    escape can carry but no UTF-8 writer can write, is replaced by its visible escape)."""
     try:
         value = json.loads(frame.payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"{frame.type.name} frame does not hold valid UTF-8 JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ProtocolError(f"{frame.type.name} frame holds JSON {type(value).__name__}, expected an object")
+    return _valid_text(value)
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` with every string made writable as UTF-8: a result holding a lone surrogate could
+    not be saved, so a cell could otherwise void its episode with one crafted error report."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_valid_text(key): _valid_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_valid_text(item) for item in value]
     return value
 
 
