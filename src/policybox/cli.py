@@ -79,7 +79,8 @@ def run(
 ) -> None:
     """Play one episode and print every agent's policy, reward and status.
 
-    Exit code 0 when every agent ended with status ok, 1 when any did not, 2 for bad input.
+    Exit code 0 when every agent ended with status ok, 1 when any did not or the game itself raised
+    (the result is written either way), 2 for bad input.
     """
     with _guarded("every cell was stopped; no result written"):
         _check_replay_name(replay)
@@ -101,7 +102,8 @@ def run(
         console.print(shown(f"result: {out}"))
     if replay is not None:
         console.print(shown(f"replay: {replay}"))
-    raise typer.Exit(0 if all(a.status == AgentStatus.OK for a in result.agents) else 1)
+    clean = result.game_fault is None and all(a.status == AgentStatus.OK for a in result.agents)
+    raise typer.Exit(0 if clean else 1)
 
 
 @app.command()

@@ -7,7 +7,8 @@ import gc
 import json
 import os
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field, field_validator
 
 import policybox
 from policybox.envs import ActionSink, ConfigError, EnvFamily, EnvHost, GameRequest, InvalidAction, family, split_env
+from policybox.errors import PolicyboxError
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
 from policybox.host.process_pool import ProcessPool, Reply
@@ -24,7 +26,7 @@ from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
 from policybox.host.zygote import Zygote
 from policybox.limits import Limits
-from policybox.results import AgentResult, EpisodeResult
+from policybox.results import AgentResult, AgentStatus, EpisodeResult, Failure, GameFault
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.threads import cell_threads
@@ -36,6 +38,7 @@ LauncherName = Literal["zygote", "spawn"]
 DEFAULT_AGENTS = 4  # for games of any size (arena, navigation) when no number is given
 LOG_TAIL_BYTES = 4096
 REPLAY_SUFFIX = ".json.z"
+GAME_TRACEBACK_CHARS = 8000
 
 
 class EpisodeSettings(BaseModel):
@@ -182,7 +185,14 @@ def open_env(settings: EpisodeSettings, agents: int, names: Sequence[str] = ()) 
     """The settings' game, started for ``agents`` seats; ``names`` are the seats' policies."""
     adapter, target = env_family(settings)
     request = GameRequest(target, settings.env_kwargs, agents, settings.steps, settings.seed, settings.replay, names)
-    host = adapter.open_host(request)
+    try:
+        host = adapter.open_host(request)
+    except PolicyboxError:
+        raise
+    except Exception as exc:  # the game itself broke before anyone played: the game is the user's to fix
+        raise ConfigError(
+            f"the game {settings.env} could not be started with seed {settings.seed}: {type(exc).__name__}: {exc}"
+        ) from exc
     if len(host.agent_names) != agents:
         host.close()
         raise ConfigError(f"{settings.env} is a game for {len(host.agent_names)} agents, not {agents}")
@@ -247,11 +257,12 @@ def run_episode(
             setups = [env.cell_setup(record.agent_id) for record in records]
             pool = start_pool(records, setups, settings, zygote, cells)
             ready = time.monotonic()
-            aborted = _play(env, pool, records, settings.on_agent_failure, deadline)
+            aborted, fault = _play(env, pool, records, settings.on_agent_failure, deadline)
             timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
         env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
         cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
-        return _result(env, records, settings, started_at, timings, time.monotonic() - clock, cleanup, aborted)
+        result = _result(env, records, settings, started_at, timings, time.monotonic() - clock, cleanup, aborted)
+        return result.model_copy(update={"game_fault": fault})
 
 
 def agent_records(
@@ -327,7 +338,53 @@ def _setup(cell_env: dict, record: AgentRecord, settings: EpisodeSettings) -> di
     }
 
 
+class _GameRaised(Exception):
+    """The game raised: the episode ends, and the fault is its result's ``game_fault``."""
+
+    def __init__(self, fault: GameFault) -> None:
+        super().__init__(fault.one_line())
+        self.fault = fault
+
+
+def _fault(phase: str, step: int, exc: Exception, agent: int | None = None, blamed: bool = False) -> _GameRaised:
+    trace = "".join(traceback.format_exception(exc))[-GAME_TRACEBACK_CHARS:]
+    return _GameRaised(
+        GameFault(
+            phase=phase,
+            step=step,
+            kind=type(exc).__name__,
+            message=str(exc)[:2000],
+            traceback=trace,
+            agent=agent,
+            blamed=blamed,
+        )
+    )
+
+
 def _play(
+    env: EnvHost,
+    pool: ProcessPool | InlinePool,
+    records: list[AgentRecord],
+    on_agent_failure: OnFailure,
+    deadline: float | None,
+) -> tuple[str | None, GameFault | None]:
+    """Play to the end: (why the episode was cut short, if it was; the game's fault, if it raised).
+
+    A game that raises -- on a move it should have refused, or from a bug of its own -- ends the
+    episode there, recorded and attributed; it never ends it without a result. The agent whose own
+    action the game was applying, unchecked, is blamed: its status becomes ``error``."""
+    try:
+        return _steps(env, pool, records, on_agent_failure, deadline), None
+    except _GameRaised as raised:
+        fault = raised.fault
+        if fault.blamed and fault.agent is not None:
+            message = f"its action made the game raise {fault.kind}: {fault.message}"
+            failure = Failure(step=fault.step, phase="step", kind="GameError", message=message[:2000])
+            records[fault.agent].fail(AgentStatus.ERROR, failure)
+        return fault.one_line(), fault
+
+
+def _steps(
     env: EnvHost,
     pool: ProcessPool | InlinePool,
     records: list[AgentRecord],
@@ -335,34 +392,62 @@ def _play(
     deadline: float | None,
 ) -> str | None:
     """Step until the game ends; the reason if the episode was cut short instead. Only the agents
-    whose turn it is are asked; an agent that leaves the game has its cell stopped."""
-    while not env.done:
+    whose turn it is are asked; an agent that leaves the game has its cell stopped. Every call into
+    the game is guarded: what it raises becomes a ``_GameRaised`` naming the phase and the mover."""
+    while True:
+        step = env.current_step
+        try:
+            if env.done:
+                return None
+            acting = env.acting()
+            observations = {i: env.observation(i) for i in acting}
+        except Exception as exc:
+            raise _fault("observe", step, exc) from exc
         if on_agent_failure == "abort" and (cause := _first_terminal_failure(records)):
             return cause
         if deadline is not None and time.monotonic() >= deadline:
-            return f"episode time limit reached after {env.current_step} steps"
-        step = env.current_step
+            return f"episode time limit reached after {step} steps"
         # Keep collector pauses off the step path (as MettaGrid's Rollout does); collect between steps.
         gc.disable()
         try:
-            acting = env.acting()
-            replies = pool.act(step, {i: env.observation(i) for i in acting})
-            for i in acting:
-                apply_reply(env, records[i], step, replies[i])
-            env.step()
+            replies = pool.act(step, observations)
+            _apply(env, records, step, acting, replies)
         finally:
             gc.enable()
-        _leave(env, pool, records)
-    return None
+        try:
+            live = env.live()
+        except Exception as exc:
+            raise _fault("observe", step + 1, exc) from exc
+        _leave(pool, records, live, step + 1)
 
 
-def _leave(env: EnvHost, pool: ProcessPool | InlinePool, records: list[AgentRecord]) -> None:
+def _apply(
+    env: EnvHost, records: list[AgentRecord], step: int, acting: Sequence[int], replies: list[Reply | None]
+) -> None:
+    """Give the game every acting agent's action, then step it. A raise names the agent whose action
+    it was applying (in a step with one mover: that mover), and blames it when that action was its
+    policy's own and the host could not check it against the game's legal moves -- a raise on a
+    checked move is the game's bug; on an unchecked one it may be the game refusing an illegal move."""
+    own = {}
+    for i in acting:
+        try:
+            own[i] = apply_reply(env, records[i], step, replies[i])
+        except Exception as exc:
+            raise _fault("step", step, exc, i) from exc
+    try:
+        env.step()
+    except Exception as exc:
+        mover = acting[0] if len(acting) == 1 else None
+        blamed = mover is not None and own[mover] and not env.move_checked(mover)
+        raise _fault("step", step, exc, mover, blamed) from exc
+
+
+def _leave(pool: ProcessPool | InlinePool, records: list[AgentRecord], live: Collection[int], step: int) -> None:
     """Stop the cells of the agents that have left the game (terminated or truncated) this step."""
-    live = env.live()
     if len(live) < len(records):
         gone = [record for record in records if record.left_at_step is None and record.agent_id not in live]
         for record in gone:
-            record.leave(env.current_step)
+            record.leave(step)
         if gone:
             pool.retire_stopped()
 
@@ -374,21 +459,22 @@ def _first_terminal_failure(records: list[AgentRecord]) -> str | None:
     return None
 
 
-def apply_reply(env: ActionSink, record: AgentRecord, step: int, reply: Reply | None) -> None:
+def apply_reply(env: ActionSink, record: AgentRecord, step: int, reply: Reply | None) -> bool:
     """Give the env an agent's reply (its action) or, for no reply or an invalid one, the family's
-    fallback action; record it."""
+    fallback action; record it. Whether the agent's own action was applied."""
     agent_id = record.agent_id
     if reply is not None and reply[0] == FrameType.ACTION:
         try:
             env.apply_action(agent_id, reply[1])
             record.applied(reply[1])
-            return
+            return True
         except InvalidAction as exc:
             record.invalid_action(step, str(exc))
     elif reply is not None:  # INVALID_ACTION: the cell could not encode what the policy returned
         record.invalid_action(step, reply[1].decode("utf-8", "replace")[:1000])
     env.apply_fallback(agent_id)
     record.applied(None)
+    return False
 
 
 def _result(

@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol
 
 from policybox.envs import ConfigError
 from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count, check_playable, run_episode, zygote_preload
+from policybox.errors import PolicyboxError
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.journal import RESULTS, ResultsJournal, read_records
 from policybox.results import EpisodeRecord
@@ -242,6 +243,8 @@ def play_episodes(pool: EpisodeRunner, todo: list[int], finished: Callable[[Epis
             try:
                 finished(EpisodeRecord.model_validate_json(future.result()))
             except Exception as exc:  # the machinery failed, not a policy: try again
+                if isinstance(exc, PolicyboxError) and not isinstance(exc, ZygoteError):
+                    raise  # the user's to fix (e.g. a game that cannot be reset with this seed): no retry
                 broken |= isinstance(exc, BrokenProcessPool)
                 if attempts[episode] < MAX_ATTEMPTS:
                     queue.append(episode)

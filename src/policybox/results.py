@@ -19,7 +19,7 @@ class AgentStatus(StrEnum):
     TIMEOUT = "timeout"  # missed one or more step deadlines; played the fallback on those steps
     INVALID_ACTION = "invalid_action"  # returned something that is not an action; the fallback on that step
     DISABLED = "disabled"  # stopped by the host: not ready in time, or its time bank is spent; fallback to the end
-    ERROR = "error"  # the policy raised, or its cell broke the protocol; fallback to the end
+    ERROR = "error"  # the policy raised, its cell broke the protocol, or its action made the game raise
     CRASHED = "crashed"  # the cell process died; fallback to the end
 
     @property
@@ -53,6 +53,31 @@ class Failure(BaseModel):
     def one_line(self) -> str:
         where = "start-up" if self.step is None else f"step {self.step}"
         return f"{self.kind} at {where}: {self.message}".splitlines()[0][:200]
+
+
+class GameFault(BaseModel):
+    """The game itself raised, so the episode ended there: where, what, and whose action it was applying."""
+
+    phase: str = Field(description="observe (building an observation or a turn) or step (applying actions)")
+    step: int = Field(description="The step it happened at")
+    kind: str = Field(description="The exception's type name")
+    message: str
+    traceback: str | None = None
+    agent: int | None = Field(
+        default=None,
+        description="The seat whose action the game was applying (a turn-based game's mover, or the one agent "
+        "that acted); None when it was applying several agents' actions at once, or building an observation",
+    )
+    blamed: bool = Field(
+        default=False,
+        description="Whether that agent is blamed (its status became error): it is, unless the action was its "
+        "fallback (policybox's choice) or one the host had checked against the game's own legal moves (then the "
+        "raise is the game's bug)",
+    )
+
+    def one_line(self) -> str:
+        whose = "" if self.agent is None else f" applying agent {self.agent}'s action"
+        return f"the game raised {self.kind} at step {self.step}{whose}: {self.message}".splitlines()[0][:300]
 
 
 class Latency(BaseModel):
@@ -110,6 +135,9 @@ class EpisodeResult(BaseModel):
     startup_s: float = Field(description="From the start until every cell was ready (or given up on)")
     play_s: float = Field(description="Stepping the episode, after start-up")
     aborted: str | None = Field(default=None, description="Why the episode ended before the game did, if it did")
+    game_fault: GameFault | None = Field(
+        default=None, description="The game's own exception, when that is what ended the episode (see aborted)"
+    )
 
 
 class EpisodeRecord(EpisodeResult):

@@ -1,5 +1,6 @@
 """A PettingZoo Parallel game whose agents leave at different steps: agent ``a<i>`` terminates after
-``lifetimes[i]`` steps. Each step an agent is in the game it earns its action (0 or 1)."""
+``lifetimes[i]`` steps. Each step an agent is in the game it earns its action (0 or 1). With
+``raise_at_step``, ``step()`` raises at that step: a game with a bug, met while every agent moves."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pettingzoo import ParallelEnv
 class Staggered(ParallelEnv):
     metadata = {"name": "staggered_v0"}
 
-    def __init__(self, lifetimes=(2, 5, 30)):
+    def __init__(self, lifetimes=(2, 5, 30), raise_at_step=None):
         self.lifetimes = list(lifetimes)
+        self.raise_at_step = raise_at_step
         self.possible_agents = [f"a{i}" for i in range(len(self.lifetimes))]
         self.agents = []
         self.step_count = 0
@@ -33,6 +35,8 @@ class Staggered(ParallelEnv):
 
     def step(self, actions):
         self.step_count += 1
+        if self.step_count == self.raise_at_step:
+            raise RuntimeError(f"the game broke on purpose at step {self.step_count}")
         rewards = {agent: float(actions[agent]) for agent in self.agents}
         terminations = {agent: self.step_count >= self.lifetimes[int(agent[1:])] for agent in self.agents}
         truncations = dict.fromkeys(self.agents, False)

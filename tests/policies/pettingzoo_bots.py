@@ -134,3 +134,26 @@ class ForgedActions:
 
     def act(self, observation):
         return int(np.flatnonzero(observation["action_mask"])[0])
+
+
+class OneColumn:
+    """Always plays ``column``: legal until that column is full, then an illegal move every turn."""
+
+    def __init__(self, observation_space, action_space, column=0, **kwargs):
+        self.column = int(column)
+
+    def act(self, observation):
+        return self.column
+
+
+class InfoReader:
+    """Plays the last legal move its info's ``action_mask`` allows, and prints the info's keys once."""
+
+    def __init__(self, observation_space, action_space, **kwargs):
+        self.printed = False
+
+    def act(self, observation, info):
+        if not self.printed:
+            print(f"info keys: {sorted(info)}", flush=True)
+            self.printed = True
+        return int(np.flatnonzero(info["action_mask"])[-1])

@@ -61,6 +61,10 @@ class EnvHost(ActionSink, Protocol):
         """The seats still in the game; an agent that terminated or was truncated has left it."""
 
     def observation(self, agent_id: int) -> bytes | memoryview: ...
+    def move_checked(self, agent_id: int) -> bool:
+        """Whether the host checked the agent's action this step against the game's own legal moves (so
+        that a raise on it is the game's bug, not the agent's illegal move)."""
+
     def step(self) -> None: ...
     @property
     def done(self) -> bool: ...

@@ -314,6 +314,10 @@ class MettaGridHost:
         except (UnicodeDecodeError, ValueError) as exc:
             raise InvalidAction(f"talk rejected: {exc}") from None
 
+    def move_checked(self, agent_id: int) -> bool:
+        """Always: ``parse_action`` admits only actions MettaGrid accepts, so a raise is the game's own."""
+        return True
+
     def apply_fallback(self, agent_id: int) -> None:
         """MettaGrid's fallback: the game's noop action."""
         self._actions[agent_id] = self._noop_id

@@ -8,27 +8,43 @@ factory may return a Parallel env or an AEC env. Seat i is ``possible_agents[i]`
   ``env.agent_selection``, with the observation ``env.last()`` would give it. One env step is one
   policybox step (in an AEC game: one turn), and ``--steps`` caps them.
 - An agent that terminates or is truncated leaves the episode: its cell is stopped. The episode ends
-  when ``env.agents`` is empty or at the step limit. Rewards are summed per agent; infos stay in the
-  host.
+  when ``env.agents`` is empty or at the step limit. Rewards are summed per agent.
 - Observations and actions cross as raw array bytes (``policybox.envs.spaces``, no pickle); the cell
   gets the spaces once at setup. Actions are parsed against ``action_space(agent)`` in the host;
   anything else is an invalid action.
+- **Legal moves.** A game with a Discrete action space may say which moves are legal now with an
+  ``action_mask``, in the observation dict or in the agent's info. The policy sees it where the game
+  puts it: in its observation, or in the ``info`` its ``act(observation, info)`` is given -- the one
+  entry of an agent's info that crosses to its cell (the rest stays in the host: an info may hold any
+  Python object, which cannot cross without pickle). The host checks every action against the mask
+  before the game sees it: a masked-out move is an invalid action, and the fallback is played
+  instead -- so a game that raises on an illegal move never gets one.
 - **Fallback action** (what a timed-out, invalid or failed agent plays): with an ``action_mask``
-  (in the observation dict, or in the agent's info) the first legal action; otherwise the action
-  space's zero (``policybox.envs.spaces.fallback_action``). It never plays a masked-out move.
+  the first legal action; otherwise the action space's zero (``policybox.envs.spaces.fallback_action``).
+  It never plays a masked-out move.
+
+Observation payload: one byte, 1 when the agent's info holds a mask (then the mask follows, one byte
+per action: 0 or 1) and 0 when not; then the observation's bytes.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from policybox.envs.base import ConfigError, GameRequest
+import numpy as np
+from gymnasium import spaces
+
+from policybox.envs.base import ConfigError, GameRequest, InvalidAction
 from policybox.envs.spaces import SpaceCodec, fallback_action
 
 ZYGOTE_PRELOAD = ("policybox.envs.pettingzoo", "policybox.envs.pettingzoo_policies")
+NO_MASK, MASK = b"\x00", b"\x01"
+_UNSEEN = object()  # a turn whose observation has not been asked for yet
 SHORTHANDS = {
     "random": "policybox.envs.pettingzoo_policies.RandomPolicy",
     "noop": "policybox.envs.pettingzoo_policies.FallbackPolicy",
@@ -179,11 +195,50 @@ class PettingZooHost:
     def close(self) -> None:
         self._env.close()
 
-    def _fallback(self, agent_id: int, observation: Any, info: Any) -> Any:
-        mask = info.get("action_mask") if isinstance(info, dict) else None
-        if mask is not None and not (isinstance(observation, dict) and "action_mask" in observation):
-            observation = {"action_mask": mask}
-        return fallback_action(self._action_codecs[agent_id].space, observation)
+    def _current(self, agent_id: int) -> tuple[Any, Any]:
+        """The agent's observation and info now (what ``last()`` would give it)."""
+        raise NotImplementedError
+
+    def _info_mask(self, agent_id: int) -> np.ndarray | None:
+        """The legal-move mask the agent's info holds (0/1 bytes, one per action), if any."""
+        _, info = self._current(agent_id)
+        return self._as_mask(agent_id, info.get("action_mask") if isinstance(info, dict) else None)
+
+    def _mask(self, agent_id: int) -> np.ndarray | None:
+        """The legal-move mask now, wherever the game puts it: the observation dict, else the info."""
+        observation, _ = self._current(agent_id)
+        if isinstance(observation, dict) and "action_mask" in observation:
+            return self._as_mask(agent_id, observation["action_mask"])
+        return self._info_mask(agent_id)
+
+    def _as_mask(self, agent_id: int, mask: Any) -> np.ndarray | None:
+        """A mask the host can check moves against: one per action of a Discrete space, with at least one
+        legal move (a game's mask of another shape, or with no legal move, decides nothing here)."""
+        space = self._action_codecs[agent_id].space
+        if mask is None or type(space) is not spaces.Discrete:
+            return None
+        legal = (np.asarray(mask).reshape(-1) != 0).astype(np.uint8)
+        return legal if legal.size == space.n and legal.any() else None
+
+    def move_checked(self, agent_id: int) -> bool:
+        """Checked when the game gave a legal-move mask for it now."""
+        return self._mask(agent_id) is not None
+
+    def _legal(self, agent_id: int, action: Any) -> Any:
+        """``action`` if the game's mask allows it now; InvalidAction (before the game sees it) if not."""
+        mask = self._mask(agent_id)
+        if mask is not None and not mask[int(action) - int(self._action_codecs[agent_id].space.start)]:
+            raise InvalidAction(f"move {action} is not legal now (the game's action_mask forbids it)")
+        return action
+
+    def _payload(self, agent_id: int, observation: Any) -> bytes:
+        mask = self._info_mask(agent_id)
+        header = NO_MASK if mask is None else MASK + mask.tobytes()
+        return header + self._observation_codecs[agent_id].encode(observation)
+
+    def _fallback(self, agent_id: int) -> Any:
+        mask = self._mask(agent_id)
+        return fallback_action(self._action_codecs[agent_id].space, None if mask is None else {"action_mask": mask})
 
 
 class ParallelGame(PettingZooHost):
@@ -199,15 +254,19 @@ class ParallelGame(PettingZooHost):
     def acting(self) -> list[int]:
         return [self._seat[agent] for agent in self._env.agents if agent in self._observations]
 
+    def _current(self, agent_id: int) -> tuple[Any, Any]:
+        agent = self._agents[agent_id]
+        return self._observations.get(agent), self._infos.get(agent)
+
     def observation(self, agent_id: int) -> bytes:
-        return self._observation_codecs[agent_id].encode(self._observations[self._agents[agent_id]])
+        return self._payload(agent_id, self._observations[self._agents[agent_id]])
 
     def apply_action(self, agent_id: int, payload: bytes) -> None:
-        self._actions[self._agents[agent_id]] = self._action_codecs[agent_id].parse_action(payload)
+        action = self._legal(agent_id, self._action_codecs[agent_id].parse_action(payload))
+        self._actions[self._agents[agent_id]] = action
 
     def apply_fallback(self, agent_id: int) -> None:
-        agent = self._agents[agent_id]
-        self._actions[agent] = self._fallback(agent_id, self._observations.get(agent), self._infos.get(agent))
+        self._actions[self._agents[agent_id]] = self._fallback(agent_id)
 
     def step(self) -> None:
         self._observations, rewards, _, _, self._infos = self._env.step(self._actions)
@@ -242,19 +301,24 @@ class TurnGame(PettingZooHost):
             if not (env.terminations[agent] or env.truncations[agent]):
                 break
             env.step(None)  # PettingZoo's way to remove an agent that is done
-        self._observation = env.observe(env.agent_selection) if env.agents else None
+        self._observation = _UNSEEN  # observed when first asked for: a game that raises there, raises there
 
     def acting(self) -> list[int]:
         return [self._seat[self._env.agent_selection]] if self._env.agents else []
 
+    def _current(self, agent_id: int) -> tuple[Any, Any]:
+        if self._observation is _UNSEEN:
+            self._observation = self._env.observe(self._env.agent_selection)
+        return self._observation, self._env.infos.get(self._agents[agent_id])
+
     def observation(self, agent_id: int) -> bytes:
-        return self._observation_codecs[agent_id].encode(self._observation)
+        return self._payload(agent_id, self._current(agent_id)[0])
 
     def apply_action(self, agent_id: int, payload: bytes) -> None:
-        self._action = self._action_codecs[agent_id].parse_action(payload)
+        self._action = self._legal(agent_id, self._action_codecs[agent_id].parse_action(payload))
 
     def apply_fallback(self, agent_id: int) -> None:
-        self._action = self._fallback(agent_id, self._observation, self._env.infos.get(self._agents[agent_id]))
+        self._action = self._fallback(agent_id)
 
     def step(self) -> None:
         self._env.step(self._action)
@@ -273,24 +337,28 @@ class TurnGame(PettingZooHost):
 
 
 class PettingZooCell:
-    """The cell half: bytes in, the exact observation the env produced out; an action in, bytes out."""
+    """The cell half: bytes in, the exact observation the env produced (and the mask its info held)
+    out; an action in, bytes out."""
 
     def __init__(self, setup: dict[str, Any]) -> None:
         self._observations = SpaceCodec.from_description(setup["observation_space"])
         self._actions = SpaceCodec.from_description(setup["action_space"])
+        space = self._actions.space
+        self._mask_size = int(space.n) if type(space) is spaces.Discrete else 0
 
     def resolve_shorthand(self, name: str) -> str:
         return resolve_shorthand(name)
 
     def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> tuple[Any, int]:
         """``Cls(observation_space, action_space, **kwargs)``, ``load(path)`` for a data path, ``reset()``;
-        its ``act``. The spaces are seeded from the agent's random stream, so ``sample()`` replays."""
+        its ``act``, given ``(observation, info)`` when it takes two arguments. The spaces are seeded
+        from the agent's random stream, so ``sample()`` replays."""
         import random
 
         if not isinstance(policy_class, type) or not callable(getattr(policy_class, "act", None)):
             raise TypeError(
                 f"{spec.class_path} is not a policy for PettingZoo games: expected a class built as "
-                "Cls(observation_space, action_space, **kwargs) with act(observation) -> action"
+                "Cls(observation_space, action_space, **kwargs) with act(observation) or act(observation, info)"
             )
         observation_space, action_space = self._observations.space, self._actions.space
         observation_space.seed(random.getrandbits(32))
@@ -304,10 +372,30 @@ class PettingZooCell:
         reset = getattr(policy, "reset", None)
         if callable(reset):
             reset()
-        return policy.act, int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
+        return _caller(policy.act), int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
 
-    def decode_observation(self, agent_id: int, payload: bytes) -> Any:
-        return self._observations.decode(payload)
+    def decode_observation(self, agent_id: int, payload: bytes) -> tuple[Any, dict[str, Any]]:
+        """(the observation, the info entries that cross: ``action_mask`` when the game's info holds one)."""
+        view = memoryview(payload).cast("B")
+        if view[:1] == MASK:
+            end = 1 + self._mask_size
+            info = {"action_mask": np.frombuffer(view[1:end], np.uint8).astype(np.int8)}
+        else:
+            end, info = 1, {}
+        return self._observations.decode(view[end:]), info
 
     def encode_action(self, action: Any) -> bytes:
         return self._actions.encode_action(action)
+
+
+def _caller(act: Callable[..., Any]) -> Callable[[tuple[Any, dict[str, Any]]], Any]:
+    """What the cell calls with a decoded (observation, info): ``act(observation, info)`` for a policy
+    whose ``act`` takes a second argument, else ``act(observation)``."""
+    try:
+        parameters = list(inspect.signature(act).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: the one-argument form
+        parameters = []
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return lambda decoded: act(*decoded)
+    return lambda decoded: act(decoded[0])
