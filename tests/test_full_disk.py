@@ -15,11 +15,13 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import policy
 
 import policybox
 from policybox.episode import EpisodeSettings
+from policybox.host.cgroup import kill_cgroup_parent
 from policybox.results import AgentStatus, EpisodeRecord, EpisodeResult
 from policybox.storage import Resource, StorageFull, what_ran_out
 
@@ -223,3 +225,23 @@ def test_storage_full_survives_the_trip_from_a_worker_and_names_a_quota(tmp_path
         "3 of 9 episodes are kept; free space within the quota and resume"
     )
     assert what_ran_out(errno.ENOSPC, tmp_path / "not" / "made" / "yet") == Resource.SPACE
+
+
+def test_a_log_file_that_cannot_be_made_leaks_nothing(disk):
+    logs = disk("size=1m,nr_inodes=4") / "logs"  # two of the four agents' log files fit
+
+    def start() -> None:
+        with pytest.raises(StorageFull, match="no inodes left"):
+            policybox.run_episode(["random"], EpisodeSettings(steps=20), logs, agents=4)
+
+    start()  # the first also opens what stays open for the process's life (the uid lock folder)
+    fds, cgroups = psutil.Process().num_fds(), cell_cgroups()
+    start()
+    assert psutil.Process().num_fds() == fds  # no uid lease, pipe or log file left open
+    assert cell_cgroups() == cgroups  # nor the cgroup of the cell whose log could not be made
+
+
+def cell_cgroups() -> set[Path]:
+    """The cgroups this process made for its cells (others' test runs may share the parent)."""
+    parent = kill_cgroup_parent()
+    return set(parent.glob(f"policybox-{os.getpid()}-*")) if parent else set()
