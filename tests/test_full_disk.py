@@ -207,7 +207,7 @@ def test_the_python_api_raises_storage_full(disk, tmp_path):
     point = disk("size=8k")
     point.joinpath("filler").write_bytes(b"x" * 4000)
     settings = EpisodeSettings(steps=50, replay=str(point / "x.json.z"))
-    with pytest.raises(StorageFull) as caught:
+    with pytest.raises(policybox.StorageFull) as caught:
         policybox.run_episode(["random"], settings, tmp_path / "logs", agents=2)
     assert caught.value.resource == Resource.SPACE and caught.value.result.steps == 50
 
