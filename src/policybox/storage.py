@@ -11,8 +11,9 @@ A later database write (the ladder's SQLAlchemy engine) reports the same error i
 SQLite's ``OperationalError: database or disk is full`` (SQLITE_FULL), PostgreSQL's ``DiskFull``
 (SQLSTATE 53100), both raised as ``sqlalchemy.exc.OperationalError``. The ladder's transaction
 helper catches those (by ``exc.orig``: the sqlite3 message, or psycopg's ``errors.DiskFull``) and
-raises ``StorageFull(database_file, what_ran_out(errno.ENOSPC, database_file))`` -- for a server,
-``StorageFull(Path(url), Resource.SPACE)`` -- so the CLI needs nothing new.
+raises ``StorageFull(database_file, what_ran_out(errno.ENOSPC, database_file))`` (a server's own
+disk: ``Resource.SPACE``) with ``with_outcome`` saying the transaction was rolled back, so the CLI
+needs nothing new.
 """
 
 from __future__ import annotations
