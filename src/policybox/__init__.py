@@ -35,6 +35,7 @@ _EXPORTS = {
     "ConfigError": "policybox.envs",
     "SandboxUnavailable": "policybox.sandbox",
     "ZygoteError": "policybox.host.zygote",
+    "StorageFull": "policybox.storage",
 }
 __all__ = [*_EXPORTS, "__version__"]
 

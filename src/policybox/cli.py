@@ -27,12 +27,13 @@ from policybox.episode import (
     run_episode,
 )
 from policybox.errors import PolicyboxError
-from policybox.evaluation import Backend, load_summary, play_tournament, ray_backend, write_atomically
+from policybox.evaluation import Backend, load_summary, play_tournament, ray_backend
 from policybox.evaluation import Progress as EvaluationProgress
 from policybox.inert import inert, shown
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
-from policybox.spec import SpecError, parse_policy_arg
+from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.storage import StorageFull, write_atomically
 from policybox.summary import Summary, render
 from policybox.tournament import Seating, Tournament, entrants, load_tournament_file
 
@@ -79,8 +80,8 @@ def run(
 ) -> None:
     """Play one episode and print every agent's policy, reward and status.
 
-    Exit code 0 when every agent ended with status ok, 1 when any did not or the game itself raised
-    (the result is written either way), 2 for bad input.
+    Exit code 0 when every agent ended with status ok, 1 when any did not, the game itself raised (the
+    result is written either way) or a file could not be written for a full disk, 2 for bad input.
     """
     with _guarded("every cell was stopped; no result written"):
         _check_replay_name(replay)
@@ -91,19 +92,36 @@ def run(
         logs = log_dir or default_log_dir(settings.seed)
         _check_log_dir(logs)
         with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
-            result = run_episode(specs, settings, logs)
+            result, unwritten = _played(specs, settings, logs)
     _show(result)
+    for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):
+        console.print(shown(f"agent logs {note}", "yellow"))  # the episode itself is whole
     if out is not None:
         try:
             write_atomically(out, result.model_dump_json(indent=2))
+        except StorageFull as full:
+            unwritten.append(full)
         except OSError as exc:  # shown above, so the episode is not lost; say why the file is missing
-            errors.print(Text.assemble(("error: ", "bold red"), shown(f"could not write --out {out}: {exc.strerror}")))
+            errors.print(_error(f"could not write --out {out}: {exc.strerror}"))
             raise typer.Exit(2) from None
-        console.print(shown(f"result: {out}"))
-    if replay is not None:
+        else:
+            console.print(shown(f"result: {out}"))
+    if replay is not None and not any(full.path == replay for full in unwritten):
         console.print(shown(f"replay: {replay}"))
+    for full in unwritten:  # each file a full disk kept out; the episode itself is shown above
+        errors.print(_error(full.with_outcome("the result is shown above", "run again")))
     clean = result.game_fault is None and all(a.status == AgentStatus.OK for a in result.agents)
-    raise typer.Exit(0 if clean else 1)
+    raise typer.Exit(0 if clean and not unwritten else 1)
+
+
+def _played(specs: list[PolicySpec], settings: EpisodeSettings, logs: Path) -> tuple[EpisodeResult, list[StorageFull]]:
+    """The episode's result, and the error of its replay if a full disk kept that from being written."""
+    try:
+        return run_episode(specs, settings, logs), []
+    except StorageFull as full:
+        if full.result is None:  # its logs could not be made: no episode was played
+            raise
+        return full.result, [full]
 
 
 @app.command()
@@ -148,7 +166,8 @@ def evaluate(
     """Play a tournament: many isolated episodes, seats rotated, scores with intervals and ratings.
 
     Re-running the same command resumes: finished episodes are kept, the rest are played. Exit code 0
-    when every episode finished, 1 when some could not, 2 for bad input (nothing is touched).
+    when every episode finished, 1 when some could not or the folder's disk is full (what is written
+    is kept), 2 for bad input (nothing is touched).
     """
     with _guarded("finished episodes are kept; run the same command to resume"):
         if summary is not None:
@@ -244,15 +263,24 @@ def _show_summary(board: Summary) -> None:
 
 @contextlib.contextmanager
 def _guarded(after_interrupt: str) -> Iterator[None]:
-    """A user's mistake: one clear message and exit 2. Ctrl-C: say what was kept, exit 130."""
+    """A user's mistake: one clear message and exit 2. A full disk: its message, exit 1 (what was
+    written is kept). Ctrl-C: say what was kept, exit 130."""
     try:
         yield
+    except StorageFull as exc:
+        errors.print(_error(exc))
+        raise typer.Exit(1) from None
     except USER_ERRORS as exc:
-        errors.print(Text.assemble(("error: ", "bold red"), shown(exc)))
+        errors.print(_error(exc))
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
         raise typer.Exit(130) from None
+
+
+def _error(message: object) -> Text:
+    """An error line: what a user must fix, inert (it may quote a spec file or a zip's names)."""
+    return Text.assemble(("error: ", "bold red"), shown(message))
 
 
 @app.command()

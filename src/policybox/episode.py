@@ -29,6 +29,7 @@ from policybox.limits import Limits
 from policybox.results import AgentResult, AgentStatus, EpisodeResult, Failure, GameFault
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.storage import StorageFull, writing
 from policybox.threads import cell_threads
 from policybox.wire import PROTOCOL_VERSION, FrameType
 
@@ -235,6 +236,10 @@ def run_episode(
     spec. ``log_dir`` gets one log file per agent (process mode; default ./policybox-logs/<time>-seed<N>).
     With the zygote launcher, pass a running ``zygote`` to reuse it across episodes; without one, a
     zygote is started for this episode and stopped after it.
+
+    A full disk where the logs or the replay go raises ``StorageFull``; when only the replay could
+    not be written, the episode's result is its ``result``. An agent's log that a full disk cuts short
+    is noted in that agent's ``log_note``.
     """
     settings = settings or EpisodeSettings()
     parsed = [parse_policy_arg(spec) if isinstance(spec, str) else spec for spec in specs]
@@ -259,10 +264,15 @@ def run_episode(
             ready = time.monotonic()
             aborted, fault = _play(env, pool, records, settings.on_agent_failure, deadline)
             timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
-        env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
         cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
         result = _result(env, records, settings, started_at, timings, time.monotonic() - clock, cleanup, aborted)
-        return result.model_copy(update={"game_fault": fault})
+        result.game_fault = fault
+        try:
+            env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
+        except StorageFull as full:
+            full.result = result  # the episode was played: only its replay is missing
+            raise
+        return result
 
 
 def agent_records(
@@ -321,7 +331,8 @@ def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
     folder, so that nothing -- another cell included -- reads an agent's output but the operator."""
     if mode != "process" or log_dir is None:
         return None
-    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with writing(log_dir, "creating"):
+        log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     log_dir.chmod(0o700)
     return log_dir / f"agent-{agent_id}.log"
 
@@ -513,6 +524,7 @@ def _result(
                 sandbox=record.sandbox,
                 action_digest=record.action_digest,
                 log_path=str(record.log_path) if record.log_path else None,
+                log_note=record.log_note,
             )
         )
     return EpisodeResult(

@@ -10,6 +10,12 @@ which worker plays it, and when, changes nothing in its result.
 A policy's failure is part of its episode's result. A failure of the machinery -- a zygote that
 dies, a worker process that is lost -- is retried, up to ``MAX_ATTEMPTS`` plays in all; an episode
 that still fails is listed in the summary as incomplete and played again by the next run.
+
+A full disk is no such failure: whether the driver cannot write the folder or a worker cannot
+write an episode's logs or replay there, retrying would fail the same way. The tournament stops
+with ``StorageFull``, saying how many episodes are kept (every line already in ``results.jsonl``
+stays as it was) and whether ``summary.json`` could be written; with room again, the same call
+resumes.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ import json
 import multiprocessing
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -36,6 +41,7 @@ from policybox.host.zygote import Zygote, ZygoteError
 from policybox.journal import RESULTS, ResultsJournal, read_records
 from policybox.results import EpisodeRecord
 from policybox.spec import PolicySpec, SpecError
+from policybox.storage import StorageFull, write_atomically, writing
 from policybox.summary import Summary, summarize
 from policybox.tournament import Seating, Tournament, entrants
 
@@ -120,29 +126,67 @@ def play_tournament(
     """Play every episode of ``tournament`` not yet in ``out_dir`` and return the leaderboard.
 
     ``backend``: ``local`` (worker processes on this machine) or ``ray`` (each episode a Ray task on
-    the cluster at ``ray_address``, or on a Ray started for the run); the results are the same."""
+    the cluster at ``ray_address``, or on a Ray started for the run); the results are the same.
+    StorageFull when the folder's filesystem is full (see the module's docstring)."""
     with _runner(tournament, out_dir, workers, replays, backend, ray_address) as pool:
         pool.check()  # a misspelt shorthand or a game that cannot be built: refused before anything is touched
-        folder = claim_folder(out_dir, tournament)
-        with ResultsJournal(folder) as journal:
-            todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
-            progress = Progress(total=tournament.episodes, done=len(journal.records))
-            progress.failures = sum(_failures(record) for record in journal.records.values())
+        try:
+            folder = claim_folder(out_dir, tournament)
+        except StorageFull as full:
+            raise full.with_outcome("no episode was played", "run the same command", out_dir) from None
+        try:
+            records, incomplete = _play_into(pool, tournament, folder, on_progress)
+        except StorageFull as full:
+            raise _stopped(full, tournament, folder) from None
+    try:
+        return _write_summary(tournament, folder, records, incomplete)
+    except StorageFull as full:
+        kept = f"all {len(records)} finished episodes are kept, but not their {SUMMARY_FILE}"
+        raise full.with_outcome(kept, "run the same command to write it", folder) from None
+
+
+def _play_into(
+    pool: EpisodeRunner, tournament: Tournament, folder: Path, on_progress: Callable[[Progress], None] | None
+) -> tuple[list[EpisodeRecord], dict[int, str]]:
+    """Play the episodes not yet in ``folder``'s journal: every finished one, and the incomplete."""
+    with ResultsJournal(folder) as journal:
+        todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
+        progress = Progress(total=tournament.episodes, done=len(journal.records))
+        progress.failures = sum(_failures(record) for record in journal.records.values())
+        if on_progress:
+            on_progress(progress)
+
+        def finished(record: EpisodeRecord) -> None:
+            if journal.append(record):
+                progress.done += 1
+                progress.failures += _failures(record)
             if on_progress:
                 on_progress(progress)
 
-            def finished(record: EpisodeRecord) -> None:
-                if journal.append(record):
-                    progress.done += 1
-                    progress.failures += _failures(record)
-                if on_progress:
-                    on_progress(progress)
+        incomplete = play_episodes(pool, todo, finished)
+        return list(journal.records.values()), incomplete
 
-            incomplete = play_episodes(pool, todo, finished)
-            records = list(journal.records.values())
+
+def _write_summary(
+    tournament: Tournament, folder: Path, records: list[EpisodeRecord], incomplete: dict[int, str]
+) -> Summary:
     summary = summarize([(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete)
     write_atomically(folder / SUMMARY_FILE, summary.model_dump_json(indent=2))
     return summary
+
+
+def _stopped(full: StorageFull, tournament: Tournament, folder: Path) -> StorageFull:
+    """The error a tournament stopped by a full disk ends with: how many episodes are kept, and
+    whether their summary could be written too."""
+    records, _ = read_records(folder / RESULTS)
+    kept = f"{len(records)} of {tournament.episodes} episodes are kept"
+    try:
+        _write_summary(tournament, folder, list(records.values()), {})
+    except StorageFull:
+        kept += f" ({SUMMARY_FILE} could not be updated)"
+    else:
+        kept += f" ({SUMMARY_FILE} is up to date)"
+    return full.with_outcome(kept, "run the same command to resume", folder)
 
 
 def _runner(
@@ -203,20 +247,16 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
         return out_dir
     if out_dir.exists() and any(out_dir.iterdir()):
         raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stored.with_suffix(".fingerprint").write_text(tournament.fingerprint() + "\n")
-    write_atomically(stored, json.dumps(tournament.public(), indent=2))
+    with writing(out_dir, "creating"):
+        out_dir.mkdir(parents=True, exist_ok=True)
+    fingerprint = stored.with_suffix(".fingerprint")
+    try:
+        write_atomically(fingerprint, tournament.fingerprint() + "\n")
+        write_atomically(stored, json.dumps(tournament.public(), indent=2))
+    except StorageFull:
+        fingerprint.unlink(missing_ok=True)  # the folder stays empty, so the same command can claim it again
+        raise
     return out_dir
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent.resolve(), prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def _failures(record: EpisodeRecord) -> int:
@@ -244,7 +284,9 @@ def play_episodes(pool: EpisodeRunner, todo: list[int], finished: Callable[[Epis
                 finished(EpisodeRecord.model_validate_json(future.result()))
             except Exception as exc:  # the machinery failed, not a policy: try again
                 if isinstance(exc, PolicyboxError) and not isinstance(exc, ZygoteError):
-                    raise  # the user's to fix (e.g. a game that cannot be reset with this seed): no retry
+                    # The user's to fix, and every later episode would fail the same way: a game that
+                    # cannot be reset with this seed, a full disk (StorageFull). No retry.
+                    raise
                 broken |= isinstance(exc, BrokenProcessPool)
                 if attempts[episode] < MAX_ATTEMPTS:
                     queue.append(episode)
@@ -347,7 +389,8 @@ class EpisodeWorker:
         specs = [tournament.entrants[index].spec for index in seats]
         update: dict = {"seed": tournament.episode_seed(episode)}
         if self.replays:
-            (self.folder / "replays").mkdir(exist_ok=True)
+            with writing(self.folder / "replays", "creating"):
+                (self.folder / "replays").mkdir(exist_ok=True)
             update["replay"] = str(self.folder / "replays" / f"episode-{episode:05d}.json.z")
         settings = tournament.settings.model_copy(update=update)
         log_dir = self.folder / "logs" / f"episode-{episode:05d}"

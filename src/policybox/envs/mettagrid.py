@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from policybox.envs.base import ConfigError, GameRequest, InvalidAction
+from policybox.storage import StorageFull, writing
 
 ACTION = struct.Struct("<hh")
 NO_VIBE = -1
@@ -347,14 +348,21 @@ class MettaGridHost:
         """Save the recorded replay, if any: the whole game, or what was played of a game cut short.
 
         MettaGrid completes a replay when the game ends; a game stopped early (aborted, out of time)
-        never ends, so its replay is completed here, as the game's end would have.
+        never ends, so its replay is completed here, as the game's end would have. On a full disk:
+        StorageFull, and no file left.
         """
         if self._replay_writer is None:
             return
         if not self._replay_writer.get_completed_replays():
             self._replay_writer.on_episode_end()
         (replay,) = self._replay_writer.get_completed_replays()
-        replay.write_replay(Path(self._replay).resolve().as_uri())  # as mettagrid's run_episode_local does
+        path = Path(self._replay)
+        try:
+            with writing(path):
+                replay.write_replay(path.resolve().as_uri())  # as mettagrid's run_episode_local does
+        except StorageFull:
+            path.unlink(missing_ok=True)  # what a full disk let through is no replay: MettaScope cannot read it
+            raise
 
     def close(self) -> None:
         self._sim.close()

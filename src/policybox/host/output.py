@@ -7,17 +7,23 @@ past the cap it writes one notice and closes the pipe, so a cell that keeps writ
 a child process, ``os.write``) gets EPIPE instead of the host's disk or CPU. The cell's own Python
 streams stop quietly at the same cap first (``policybox.cell.output``), so a policy that merely
 prints a lot never sees the pipe close.
+
+A log the host cannot write (a full disk) is cut short at the first write that fails: the pump
+writes nothing more to it, so it has no hole, and keeps reading the pipe to the same cap, so the
+agent plays on as if nothing happened; ``cut_short`` says why, for the agent's result. A log file
+that cannot even be made is ``StorageFull`` from ``open``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from policybox.storage import full_error, write_all, writing
 
 CHUNK = 1 << 16
 NOTICE = b"\n[policybox: output limit reached; the pipe from this agent is closed]\n"
@@ -27,7 +33,9 @@ POLL_S = 0.1
 @dataclass
 class _Sink:
     log: int  # the log file's descriptor
+    path: Path
     left: int  # bytes it may still take
+    cut: bool = False  # a write failed: nothing more is written to it
 
 
 class OutputPump:
@@ -37,6 +45,7 @@ class OutputPump:
         self._limit = limit_bytes
         self._poller = select.epoll()
         self._sinks: dict[int, _Sink] = {}
+        self.cut_short: dict[Path, str] = {}  # the logs a write to failed, and why
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._wake_read, self._wake_write = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # ends a poll at close
@@ -47,14 +56,16 @@ class OutputPump:
     def open(self, log_path: Path) -> int:
         """A new pipe whose output goes to ``log_path`` (made 0600); its write end, for the cell only.
 
-        The caller hands the write end to the cell and closes its own copy.
+        The caller hands the write end to the cell and closes its own copy. StorageFull when the
+        log's filesystem is full.
         """
-        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        with writing(log_path):
+            log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600)
         os.fchmod(log, 0o600)  # an existing file keeps its mode otherwise
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(read_end, False)
         with self._lock:
-            self._sinks[read_end] = _Sink(log, self._limit)
+            self._sinks[read_end] = _Sink(log, log_path, self._limit)
             self._poller.register(read_end, select.EPOLLIN)
         return write_end
 
@@ -81,10 +92,20 @@ class OutputPump:
             return
         keep = data[: sink.left]
         sink.left -= len(keep)
-        _write_all(sink.log, keep)
+        self._write(sink, keep)
         if len(keep) < len(data):
-            _write_all(sink.log, NOTICE)
+            self._write(sink, NOTICE)
             self._retire(fd)
+
+    def _write(self, sink: _Sink, data: bytes) -> None:
+        if sink.cut:
+            return
+        try:
+            write_all(sink.log, data)
+        except OSError as exc:  # a full disk must not stop the episode: the log is cut short, its result says why
+            sink.cut = True
+            full = full_error(exc, sink.path)
+            self.cut_short[sink.path] = f"cut short: {full.problem if full else exc.strerror}"
 
     def _retire(self, fd: int) -> None:
         sink = self._sinks.pop(fd)
@@ -108,10 +129,3 @@ class OutputPump:
         self._poller.close()
         os.close(self._wake_read)
         os.close(self._wake_write)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    with contextlib.suppress(OSError):  # a full disk must not stop the episode: the log is cut short
-        while view:
-            view = view[os.write(fd, view) :]

@@ -27,7 +27,7 @@ from policybox.host.launcher import CellProcess, Launcher
 from policybox.host.output import OutputPump
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import CellSandbox, ScratchRoot, wanted_layers
-from policybox.host.uids import lease_uids
+from policybox.host.uids import UidLease, lease_uids
 from policybox.host.verify import verified_statuses
 from policybox.limits import Limits
 from policybox.results import AgentStatus, Failure
@@ -244,23 +244,14 @@ class ProcessPool:
         # One scan of the machine's processes for all the uids, not one per cell.
         wants_uids = Layer.UID in self._layers and os.geteuid() == 0
         leases = lease_uids(len(self._records)) if wants_uids else [None] * len(self._records)
-        for record, lease in zip(self._records, leases, strict=True):
-            assert record.log_path is not None
-            root = self._scratch.path if self._scratch else Path()
-            sandbox = CellSandbox(record, self._level, self._layers, self._limits, root, lease)
-            output = self._output.open(record.log_path)
+        for index, (record, lease) in enumerate(zip(self._records, leases, strict=True)):
             try:
-                process = self._launcher.launch(output, sandbox)
+                self._launch(record, lease)
             except BaseException:
-                sandbox.close()  # its cgroups exist already; no cell will own them
+                for unused in leases[index:]:  # no cell owns them (releasing one twice does nothing)
+                    if unused is not None:
+                        unused.release()
                 raise
-            finally:
-                os.close(output)  # the cell holds the only write end: its exit ends the log
-            cell = _Cell(record, process, self._limits)
-            self._cells.append(cell)
-            self._poller.register(cell.process.sock, select.EPOLLIN)
-            self._by_fd[cell.process.sock.fileno()] = cell
-            record.sandbox = dict(sandbox.statuses)
         deadline = time.monotonic_ns() + int(self._limits.init_timeout_s * 1e9)
         for cell, setup in zip(self._cells, setups, strict=True):
             cell.plan = cell.process.sandbox.plan() if self._layers else None
@@ -273,6 +264,27 @@ class ProcessPool:
                 failure = Failure(step=None, phase="init", kind="Timeout", message=message)
                 cell.record.fail(AgentStatus.DISABLED, failure)
         self.retire_stopped()
+
+    def _launch(self, record: AgentRecord, lease: UidLease | None) -> None:
+        """Start ``record``'s cell in its sandbox, its output piped to its log (StorageFull if the
+        log cannot be made); on failure the sandbox (and ``lease``) is released."""
+        assert record.log_path is not None
+        root = self._scratch.path if self._scratch else Path()
+        sandbox = CellSandbox(record, self._level, self._layers, self._limits, root, lease)
+        try:
+            output = self._output.open(record.log_path)
+            try:
+                process = self._launcher.launch(output, sandbox)
+            finally:
+                os.close(output)  # the cell holds the only write end: its exit ends the log
+        except BaseException:
+            sandbox.close()  # its cgroups exist already; no cell will own them
+            raise
+        cell = _Cell(record, process, self._limits)
+        self._cells.append(cell)
+        self._poller.register(cell.process.sock, select.EPOLLIN)
+        self._by_fd[cell.process.sock.fileno()] = cell
+        record.sandbox = dict(sandbox.statuses)
 
     def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> list[Reply | None]:
         """Send every agent of ``observations`` (by agent id) that is free its observation, then gather
@@ -374,5 +386,7 @@ class ProcessPool:
                 cell.process.close()
             self._poller.close()
             self._output.close()
+            for cell in self._cells:
+                cell.record.log_note = self._output.cut_short.get(cell.record.log_path)
             if self._scratch is not None:
                 self._leftovers = self._scratch.close()

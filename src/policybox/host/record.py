@@ -21,6 +21,7 @@ class AgentRecord:
     spec: PolicySpec
     threads: int  # the thread budget of its cell (policybox.threads)
     log_path: Path | None = None
+    log_note: str | None = None  # why its log was cut short (policybox.host.output), if it was
     status: AgentStatus = AgentStatus.OK
     failure: Failure | None = None
     first_failure_step: int | None = None
