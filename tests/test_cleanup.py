@@ -289,4 +289,4 @@ def test_the_cgroup_sweep_never_raises(tmp_path, monkeypatch, fail):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(Path, fail, broken)
-    cgroup._sweep(tmp_path)
+    cgroup.sweep(tmp_path)

@@ -9,7 +9,9 @@
   the cell's CPU limit -- a per-process rlimit alone lets a cell spread its work over children.
 
 Each is used only where the machine lets the host create it; callers get None otherwise and report
-the layer as unavailable. Cgroups left by a host that died (SIGKILL) are swept by the next host.
+the layer as unavailable. A cell's memory cgroup (and, in v2, its kill cgroup) may be made inside
+the host's memory budget instead (``policybox.host.budget``). Cgroups left by a host that died
+(SIGKILL) are swept by the next host, with every cgroup below them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import psutil
 PREFIX = "policybox-"
 V1_LIMIT_FILES = {"memory": "memory.limit_in_bytes", "pids": "pids.max", "cpuacct": "cpuacct.usage"}
 V2_LIMIT_FILES = {"memory": "memory.max", "pids": "pids.max"}
+# (controller, limit file, usage file) of memory in v1, then in v2 (controller "": the v2 hierarchy)
+MEMORY_FILES = (("memory", "memory.limit_in_bytes", "memory.usage_in_bytes"), ("", "memory.max", "memory.current"))
 _names = itertools.count()
 
 
@@ -50,11 +54,24 @@ class CellCgroup:
             (self.path / "cgroup.kill").write_text("1")
 
     def oom_kills(self) -> int:
-        """How many processes the kernel killed for exceeding this cgroup's memory limit."""
-        for name in ("memory.events", "memory.oom_control"):  # v2, v1
+        """How many of this cgroup's processes the kernel's OOM killer killed, whatever limit was hit
+        (v1 counts a kill in the victim's own cgroup only, v2 in its ancestors too)."""
+        return self._count(("memory.events", "memory.oom_control"), "oom_kill")  # v2, v1
+
+    def limit_reached(self) -> bool:
+        """Whether this cgroup's own memory limit ever held back memory: v2 counts the OOMs it caused
+        (``memory.events.local``: not its descendants'); v1 only the charges it refused (``failcnt``)."""
+        if self._count(("memory.events.local",), "oom") > 0:
+            return True
+        failcnt = self.read("memory.failcnt").strip()
+        return failcnt.isdigit() and int(failcnt) > 0
+
+    def _count(self, names: tuple[str, ...], wanted: str) -> int:
+        """The counter ``wanted`` of the first of the flat-keyed files ``names`` that has it."""
+        for name in names:
             for line in self.read(name).splitlines():
                 key, _, value = line.partition(" ")
-                if key == "oom_kill" and value.strip().isdigit():
+                if key == wanted and value.strip().isdigit():
                     return int(value)
         return 0
 
@@ -86,23 +103,41 @@ class CellCgroup:
         self.kill()
         self.remove(timeout)
 
+    def kill_and_remove_tree(self, timeout: float = 2.0) -> None:
+        """Kill and remove this cgroup and every cgroup below it, deepest first (a cgroup with
+        children cannot be removed); iterative, and never raises."""
+        found, todo = [], [self.path]
+        while todo:
+            path = todo.pop()
+            found.append(path)
+            try:
+                todo += [entry for entry in path.iterdir() if entry.is_dir()]
+            except OSError:
+                continue
+        for path in reversed(found):
+            CellCgroup(path).kill_and_remove(timeout)
 
-def new_kill_cgroup() -> CellCgroup | None:
-    """A fresh, empty v2 cgroup for one cell, or None where this machine does not allow it."""
-    parent = kill_cgroup_parent()
-    return None if parent is None else _new_child(parent)
+
+def new_kill_cgroup(parent: Path | None = None) -> CellCgroup | None:
+    """A fresh, empty v2 cgroup for one cell (in ``parent``, else in this process's own v2 cgroup),
+    or None where this machine does not allow it."""
+    parent = parent or kill_cgroup_parent()
+    return None if parent is None else new_child(parent)
 
 
-def new_limit_cgroup(controller: str, limit: int, kill_cgroup: CellCgroup | None) -> CellCgroup | None:
+def new_limit_cgroup(
+    controller: str, limit: int, kill_cgroup: CellCgroup | None, v1_folder: Path | None = None
+) -> CellCgroup | None:
     """A cgroup enforcing ``limit`` for ``controller`` (memory bytes, pids count), or None.
 
-    Prefers the v2 controller in the cell's own kill cgroup; else a new cgroup in the v1 hierarchy.
+    Prefers the v2 controller in the cell's own kill cgroup; else a new cgroup in the v1 hierarchy,
+    in ``v1_folder`` if given (the host's memory budget), else in this process's own v1 cgroup.
     """
     if kill_cgroup is not None and (kill_cgroup.path / V2_LIMIT_FILES[controller]).exists():
         kill_cgroup.write(V2_LIMIT_FILES[controller], str(limit))
         return kill_cgroup
-    parent = v1_parent(controller)
-    cgroup = None if parent is None else _new_child(parent)
+    parent = v1_folder or v1_parent(controller)
+    cgroup = None if parent is None else new_child(parent)
     if cgroup is None:
         return None
     try:
@@ -118,11 +153,12 @@ def new_accounting_cgroup(kill_cgroup: CellCgroup | None) -> CellCgroup | None:
     if kill_cgroup is not None and (kill_cgroup.path / "cpu.stat").exists():
         return kill_cgroup
     parent = v1_parent("cpuacct")
-    return None if parent is None else _new_child(parent)
+    return None if parent is None else new_child(parent)
 
 
-def _new_child(parent: Path) -> CellCgroup | None:
-    path = parent / f"{PREFIX}{os.getpid()}-{next(_names)}"
+def new_child(parent: Path, name: str | None = None) -> CellCgroup | None:
+    """A new cgroup in ``parent``, named after this process (so the sweep knows its owner), or None."""
+    path = parent / f"{PREFIX}{os.getpid()}-{name or next(_names)}"
     try:
         path.mkdir()
     except OSError:
@@ -136,7 +172,7 @@ def kill_cgroup_parent() -> Path | None:
     parent = _own_cgroup("")
     if parent is None or not _usable(parent, "cgroup.kill"):
         return None
-    _sweep(parent)
+    sweep(parent)
     return parent
 
 
@@ -146,8 +182,31 @@ def v1_parent(controller: str) -> Path | None:
     parent = _own_cgroup(controller)
     if parent is None or not _usable(parent, V1_LIMIT_FILES[controller]):
         return None
-    _sweep(parent)
+    sweep(parent)
     return parent
+
+
+@functools.cache
+def v2_memory_parent() -> Path | None:
+    """This process's own cgroup v2 folder, if its child cgroups can have a memory limit of their own."""
+    parent = kill_cgroup_parent()
+    return parent if parent is not None and _usable(parent, V2_LIMIT_FILES["memory"]) else None
+
+
+def memory_headroom() -> int | None:
+    """Bytes this process's memory cgroups and their ancestors allow it before one of their limits is
+    reached (v1 and v2), or None where none is limited."""
+    headroom = None
+    for controller, limit_file, usage_file in MEMORY_FILES:
+        folder = _own_cgroup(controller)
+        while folder is not None and (folder / limit_file).is_file():
+            cgroup = CellCgroup(folder)
+            limit, usage = cgroup.read(limit_file).strip(), cgroup.read(usage_file).strip()
+            if limit.isdigit() and usage.isdigit():
+                left = max(0, int(limit) - int(usage))
+                headroom = left if headroom is None else min(headroom, left)
+            folder = folder.parent
+    return headroom
 
 
 def _usable(parent: Path, needed_file: str) -> bool:
@@ -179,8 +238,9 @@ def _own_cgroup(controller: str) -> Path | None:
     return None
 
 
-def _sweep(parent: Path) -> None:
-    """Kill and remove cgroups left by a policybox host that died without cleaning up (e.g. SIGKILL).
+def sweep(parent: Path) -> None:
+    """Kill and remove cgroups left by a policybox process that died without cleaning up (e.g.
+    SIGKILL), with the cgroups below them (a memory budget holds its cells').
 
     Never raises: a cgroup it cannot list or remove stays for the next sweep, and the episode goes on.
     """
@@ -192,6 +252,6 @@ def _sweep(parent: Path) -> None:
         host_pid = path.name[len(PREFIX) :].split("-")[0]
         try:
             if host_pid.isdigit() and not psutil.pid_exists(int(host_pid)):
-                CellCgroup(path).kill_and_remove(timeout=0.5)
+                CellCgroup(path).kill_and_remove_tree(timeout=0.5)
         except (OSError, psutil.Error):
             continue
