@@ -36,6 +36,19 @@ from policybox.wire import (
 
 PR_SET_PDEATHSIG = 1
 RECV_SIZE = 1 << 16
+OOM_SCORE_ADJ_MAX = 1000
+
+
+def first_to_go_under_memory_pressure() -> None:
+    """Make this cell, and every process it starts (they inherit it), the kernel's first choice of
+    victim when memory runs out -- before the host, its zygote, evaluate's workers or any process
+    that is not policybox's. Done while the cell is still root: where root has CAP_SYS_RESOURCE the
+    kernel then also forbids lowering it again (``oom_score_adj_min``); elsewhere it is the uid
+    switch (a process that changed uid is not dumpable, so its /proc files are root's) and Landlock
+    (/proc is read-only too) that keep a policy from lowering it."""
+    # No /proc: there is nothing to adjust either.
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
+        adj.write(str(OOM_SCORE_ADJ_MAX))
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -103,6 +116,7 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
 
 def run_cell(fd: int, parent_pid: int) -> int:
     """Serve the host over socket ``fd`` until it says stop; the cell's exit code."""
+    first_to_go_under_memory_pressure()
     sock = socket.socket(fileno=fd)
     # A cell the host wakes must not preempt the host while it is still handing out a step's
     # observations: SCHED_BATCH tasks never preempt on wakeup (they run when a CPU is free).
