@@ -153,8 +153,20 @@ EPISODE_OPTIONS = [
     ),
     _option(
         "memory_limit_mb",
-        Annotated[int, typer.Option(min=64, help="Memory per cell, MiB.")],
+        Annotated[int, typer.Option(min=64, help="Memory per cell, MiB (at most the budget).")],
         DEFAULTS.memory_limit_mb,
+    ),
+    _option(
+        "memory_budget_mb",
+        Annotated[
+            int | None,
+            typer.Option(
+                min=64,
+                help="Memory all cells running at once may use together, MiB (one cgroup over them; evaluate's "
+                "workers share it). Default: 80% of the memory available at start.",
+            ),
+        ],
+        None,
     ),
     _option(
         "file_size_limit_mb",

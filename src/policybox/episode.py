@@ -267,6 +267,7 @@ def run_episode(
         cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
         result = _result(env, records, settings, started_at, timings, time.monotonic() - clock, cleanup, aborted)
         result.game_fault = fault
+        result.memory_budget = pool.memory_budget if isinstance(pool, ProcessPool) else None
         try:
             env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
         except StorageFull as full:
@@ -521,6 +522,7 @@ def _result(
                 threads=record.threads,
                 left_at_step=record.left_at_step,
                 latency=record.latency(),
+                memory=record.memory,
                 sandbox=record.sandbox,
                 action_digest=record.action_digest,
                 log_path=str(record.log_path) if record.log_path else None,

@@ -38,7 +38,15 @@ class Limits(BaseModel):
         default=1800, ge=1, description="CPU seconds a cell may use over all its processes (cgroup; RLIMIT_CPU each)"
     )
     memory_limit_mb: int = Field(
-        default=4096, ge=64, description="Memory per cell: a cgroup limit, else an address-space limit (approximate)"
+        default=4096,
+        ge=64,
+        description="Memory per cell, at most the budget: a cgroup limit, else an address-space limit (approximate)",
+    )
+    memory_budget_mb: int | None = Field(
+        default=None,
+        ge=64,
+        description="Memory all the cells running at once may use together (one cgroup over them, see "
+        "host.budget); None: 80% of the memory available when the host first makes it",
     )
     file_size_limit_mb: int = Field(default=256, ge=1, description="Largest file a cell may write (RLIMIT_FSIZE)")
     disk_limit_mb: int = Field(

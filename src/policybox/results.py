@@ -89,6 +89,27 @@ class Latency(BaseModel):
     max_ms: float | None = None
 
 
+class MemoryLimit(BaseModel):
+    """The memory limit in force for one cell, and what enforces it."""
+
+    mib: int
+    enforced_by: str = Field(
+        description="cgroup v1 or cgroup v2 (its own memory cgroup, inside the host's budget where there is "
+        "one), or address space (approximate: it counts memory reserved, not used)"
+    )
+
+
+class MemoryBudget(BaseModel):
+    """The memory all the cells of the host that played the episode could use together."""
+
+    mib: int
+    enforced_by: str = Field(
+        description="cgroup v1 or cgroup v2: one cgroup over all the host's cells, with this limit; "
+        "divided: no such cgroup here, so each cell's limit is at most its share (approximate)"
+    )
+    cgroup: str | None = Field(default=None, description="The budget's cgroup folder")
+
+
 class AgentResult(BaseModel):
     agent_id: int = Field(description="The agent's seat: its index in the game's agents")
     agent: str | None = Field(
@@ -111,6 +132,9 @@ class AgentResult(BaseModel):
         "stopped; None: it was in the game to the end",
     )
     latency: Latency
+    memory: MemoryLimit | None = Field(
+        default=None, description="Its cell's memory limit in force; None: none (inline mode, sandbox off)"
+    )
     sandbox: dict[str, str] = Field(
         default_factory=dict, description="Each sandbox layer of this agent's cell: active, or why not"
     )
@@ -140,6 +164,9 @@ class EpisodeResult(BaseModel):
     aborted: str | None = Field(default=None, description="Why the episode ended before the game did, if it did")
     game_fault: GameFault | None = Field(
         default=None, description="The game's own exception, when that is what ended the episode (see aborted)"
+    )
+    memory_budget: MemoryBudget | None = Field(
+        default=None, description="The memory the host's cells shared (host.budget); None: no limit (inline, off)"
     )
 
 

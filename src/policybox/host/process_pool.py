@@ -9,7 +9,8 @@ spent -- by a late reply, or by still not answering -- is disabled and its cell 
 The host never blocks on one cell: a frame a cell does not read at once waits in that cell's
 outbox and goes out as its socket becomes writable (EPOLLOUT), while the others play on. Every
 CPU_CHECK_S the host reads each cell's CPU time over all its processes and stops a cell past its
-CPU limit.
+CPU limit. All cells share this host's memory budget (``policybox.host.budget``); a cell the
+kernel's OOM killer killed is ``crashed`` with the limit that was reached named.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from policybox.host.budget import host_budget
 from policybox.host.launcher import CellProcess, Launcher
 from policybox.host.output import OutputPump
 from policybox.host.record import AgentRecord
@@ -30,8 +32,8 @@ from policybox.host.sandbox import CellSandbox, ScratchRoot, wanted_layers
 from policybox.host.uids import UidLease, lease_uids
 from policybox.host.verify import verified_statuses
 from policybox.limits import Limits
-from policybox.results import AgentStatus, Failure
-from policybox.sandbox import Layer, SandboxLevel, SandboxPlan
+from policybox.results import AgentStatus, Failure, MemoryBudget
+from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
 from policybox.wire import (
     CELL_TO_HOST,
     MAX_CELL_FRAME,
@@ -148,6 +150,8 @@ class _Cell:
         checked = verified_statuses(self.process.pid, self.plan, claims) if self.plan else {}
         statuses = {**self.process.sandbox.statuses, **checked}
         self.record.sandbox = {layer: statuses[layer] for layer in Layer if layer in statuses}
+        if not statuses.get(Layer.MEMORY, "").startswith(ACTIVE):
+            self.record.memory = None  # the address-space limit did not hold: no limit in force
 
     def check_overdue(self, now_ns: int) -> None:
         """Disable the agent if the request still in flight has already overrun its whole bank."""
@@ -186,8 +190,9 @@ class _Cell:
             if code is not None and code < 0:
                 failure.signal = signal.Signals(-code).name
                 failure.message = f"cell killed by {failure.signal}"
-                if self.process.sandbox.out_of_memory():
-                    failure.message += ": out of memory (its memory limit was reached)"
+                if cause := self.process.sandbox.out_of_memory():
+                    failure.kind = "OutOfMemory"
+                    failure.message += f": out of memory: {cause}"
                 elif failure.signal in SIGNAL_CAUSES:
                     failure.message += f": {SIGNAL_CAUSES[failure.signal]}"
             elif code is not None:
@@ -217,6 +222,7 @@ class ProcessPool:
         self._limits = limits
         self._level = level
         self._layers = wanted_layers(level, seccomp)
+        self._budget = host_budget(limits.memory_budget_mb) if Layer.MEMORY in self._layers else None
         self._scratch = ScratchRoot() if self._layers else None
         self._launcher = launcher
         self._poller = select.epoll()  # epoll directly: the selectors wrapper costs microseconds per step
@@ -238,6 +244,11 @@ class ProcessPool:
         all_cgroups = self._cells and all(cell.process.sandbox.kill_cgroup is not None for cell in self._cells)
         how = "cgroup+process-group" if all_cgroups else "process-group"
         return how if self._leftovers is None else f"{how}; not removed: {self._leftovers}"
+
+    @property
+    def memory_budget(self) -> MemoryBudget | None:
+        """The memory budget this episode's cells shared (None: they had no memory limit)."""
+        return None if self._budget is None else self._budget.describe(len(self._records))
 
     def start(self, setups: list[dict[str, Any]]) -> None:
         """Launch every cell at once, hand each its SETUP, then wait for all READY replies."""
@@ -270,7 +281,9 @@ class ProcessPool:
         log cannot be made); on failure the sandbox (and ``lease``) is released."""
         assert record.log_path is not None
         root = self._scratch.path if self._scratch else Path()
-        sandbox = CellSandbox(record, self._level, self._layers, self._limits, root, lease)
+        sandbox = CellSandbox(
+            record, self._level, self._layers, self._limits, root, lease, self._budget, len(self._records)
+        )
         try:
             output = self._output.open(record.log_path)
             try:
@@ -285,6 +298,7 @@ class ProcessPool:
         self._poller.register(cell.process.sock, select.EPOLLIN)
         self._by_fd[cell.process.sock.fileno()] = cell
         record.sandbox = dict(sandbox.statuses)
+        record.memory = sandbox.memory
 
     def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> list[Reply | None]:
         """Send every agent of ``observations`` (by agent id) that is free its observation, then gather

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from policybox.results import AgentStatus, Failure, Latency
+from policybox.results import AgentStatus, Failure, Latency, MemoryLimit
 from policybox.spec import PolicySpec
 
 NOOP_MARK = b"\x00noop"
@@ -30,6 +30,7 @@ class AgentRecord:
     minimum_action_timeout_ms: int = 0
     latencies_ns: array = field(default_factory=lambda: array("q"))  # 8 bytes a step, not a Python int
     sandbox: dict[str, str] = field(default_factory=dict)
+    memory: MemoryLimit | None = None  # its cell's memory limit in force
     playing: bool = True  # whether the policy still gets observations (no terminal failure, still in the game)
     left_at_step: int | None = None  # when it left the game (terminated or truncated)
     _digest: hashlib._Hash = field(default_factory=hashlib.sha256)

@@ -1,7 +1,8 @@
 """The host's half of one cell's sandbox: its uid, scratch folder, cgroups and clean environment.
 
 The host prepares what must exist before the cell starts (a scratch folder owned by the cell's
-uid, cgroups with limits, an environment without the host's secrets) and hands the cell a
+uid, cgroups with limits -- its memory cgroup inside the host's memory budget, see
+``policybox.host.budget`` -- and an environment without the host's secrets) and hands the cell a
 SandboxPlan for the layers the cell applies to itself (see ``policybox.cell.sandbox``).
 """
 
@@ -13,11 +14,13 @@ from pathlib import Path
 
 import psutil
 
+from policybox.host.budget import Budget
 from policybox.host.cgroup import CellCgroup, new_accounting_cgroup, new_kill_cgroup, new_limit_cgroup
 from policybox.host.record import AgentRecord
 from policybox.host.remove import remove_tree
 from policybox.host.uids import UidLease, lease_uid
 from policybox.limits import Limits
+from policybox.results import MemoryLimit
 from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
 from policybox.threads import thread_environment
 
@@ -84,8 +87,12 @@ class CellSandbox:
         limits: Limits,
         root: Path,
         uid_lease: UidLease | None = None,
+        budget: Budget | None = None,
+        cells: int = 1,
     ) -> None:
-        """``uid_lease``: the cell's uid, when the caller leased several at once; else one is leased here."""
+        """``uid_lease``: the cell's uid, when the caller leased several at once; else one is leased here.
+        ``budget``: the memory all the host's cells share, ``cells`` of them at once (needed with the
+        memory layer)."""
         self.level = level
         self.layers = layers
         self._limits = limits
@@ -109,9 +116,13 @@ class CellSandbox:
                 os.chown(self.scratch, self.uid, self.gid)
         if Layer.ENVIRONMENT in layers:
             self.statuses[Layer.ENVIRONMENT] = ACTIVE  # applied by the launcher, from environment()
-        self.kill_cgroup = new_kill_cgroup()
+        self._budget = budget
+        self._cells = cells
+        self.kill_cgroup = new_kill_cgroup(budget.folder_for("v2") if budget else None)
         self._limit_cgroups: list[CellCgroup] = []
         self.cpu_cgroup: CellCgroup | None = None
+        self._memory_cgroup: CellCgroup | None = None
+        self.memory: MemoryLimit | None = None  # the limit in force, once attached
 
     def environment(self) -> dict[str, str]:
         """What the cell starts with: the allow-list, its HOME, its thread budget and the spec's
@@ -132,7 +143,7 @@ class CellSandbox:
                 self.kill_cgroup.remove()
                 self.kill_cgroup = None
         if Layer.MEMORY in self.layers:
-            self._limit(pid, "memory", self._limits.memory_limit_mb * MIB, Layer.MEMORY)
+            self._limit_memory(pid)
         if Layer.PROCESSES in self.layers:
             self._limit(pid, "pids", self._limits.max_processes, Layer.PROCESSES)
         if Layer.CPU in self.layers:
@@ -156,21 +167,45 @@ class CellSandbox:
         """CPU time used so far by all of the cell's processes together, where a cgroup counts it."""
         return None if self.cpu_cgroup is None else self.cpu_cgroup.cpu_seconds()
 
-    def _limit(self, pid: int, controller: str, limit: int, layer: Layer) -> None:
-        cgroup = new_limit_cgroup(controller, limit, self.kill_cgroup)
+    def _limit_memory(self, pid: int) -> None:
+        """Its own memory cgroup, inside the host's budget, limited to what it asks for but at most the
+        budget; with no memory cgroup, an address-space limit of its share of the budget instead."""
+        assert self._budget is not None
+        wanted = self._limits.memory_limit_mb * MIB
+        limit = self._budget.cell_limit(wanted, self._cells)
+        cgroup = self._limit(pid, "memory", limit, Layer.MEMORY, self._budget.folder_for("v1"))
+        if cgroup is None:
+            limit = self._budget.divided().cell_limit(wanted, self._cells)
+            self.memory = MemoryLimit(mib=limit // MIB, enforced_by="address space (approximate)")
+            return
+        self._memory_cgroup = cgroup
+        version = "v2" if cgroup is self.kill_cgroup else "v1"
+        self.memory = MemoryLimit(mib=limit // MIB, enforced_by=f"cgroup {version}")
+        budget = f"the host's budget of {self._budget.limit // MIB} MiB"
+        if self._budget.version is None:
+            where = f"at most 1/{self._cells} of {budget} (no budget cgroup here)"
+        else:
+            where = f"inside {budget} for all its cells"
+        self.statuses[Layer.MEMORY] = f"{ACTIVE}: memory cgroup ({version}), limit {limit // MIB} MiB, {where}"
+
+    def _limit(
+        self, pid: int, controller: str, limit: int, layer: Layer, v1_folder: Path | None = None
+    ) -> CellCgroup | None:
+        """Put the cell into a cgroup limiting ``controller`` to ``limit``; the cgroup, or None (the
+        layer's status says why)."""
+        cgroup = new_limit_cgroup(controller, limit, self.kill_cgroup, v1_folder)
         if cgroup is None:
             self.statuses[layer] = f"unavailable: no usable {controller} cgroup on this machine"
-            return
+            return None
         if cgroup is not self.kill_cgroup:
             self._limit_cgroups.append(cgroup)
             try:
                 cgroup.add(pid)
             except OSError as exc:
                 self.statuses[layer] = f"unavailable: cannot join the {controller} cgroup ({exc.strerror})"
-                return
-        self.statuses[layer] = f"{ACTIVE}: {controller} cgroup, limit {limit if controller == 'pids' else limit // MIB}"
-        if controller == "memory":
-            self.statuses[layer] += " MiB"
+                return None
+        self.statuses[layer] = f"{ACTIVE}: {controller} cgroup, limit {limit}"
+        return cgroup
 
     def plan(self) -> SandboxPlan:
         layers = [layer for layer in self.layers if layer not in HOST_SIDE and layer not in self.statuses]
@@ -191,7 +226,7 @@ class CellSandbox:
             disk_files=self._limits.disk_limit_files,
             open_files=self._limits.max_open_files,
             processes=self._limits.max_processes,
-            address_space_bytes=None if memory_cgroup else self._limits.memory_limit_mb * MIB,
+            address_space_bytes=None if memory_cgroup or self.memory is None else self.memory.mib * MIB,
         )
 
     def _policy_paths(self) -> list[str]:
@@ -199,8 +234,19 @@ class CellSandbox:
         paths = [*self._spec.python_path, *([file_class[0]] if file_class else [])]
         return paths + ([self._spec.data_path] if self._spec.data_path else [])
 
-    def out_of_memory(self) -> bool:
-        return any(cgroup.oom_kills() > 0 for cgroup in [self.kill_cgroup, *self._limit_cgroups] if cgroup)
+    def out_of_memory(self) -> str | None:
+        """Which limit was reached when the kernel's OOM killer killed a process of this cell; None if
+        it killed none. Told apart by which cgroup's own limit held memory back: the cell's, or the
+        budget's; neither means the whole machine ran out."""
+        cgroup = self._memory_cgroup
+        if cgroup is None or cgroup.oom_kills() == 0:
+            return None
+        assert self.memory is not None  # set with the memory cgroup
+        if cgroup.limit_reached():
+            return f"its own memory limit of {self.memory.mib} MiB was reached"
+        if self._budget is not None and self._budget.reached():
+            return f"the host's memory budget of {self._budget.limit // MIB} MiB for all its cells was reached"
+        return "the machine ran out of memory"
 
     def kill(self) -> None:
         if self.kill_cgroup is not None:
