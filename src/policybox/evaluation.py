@@ -37,9 +37,11 @@ from typing import Any, Literal, Protocol
 from policybox.envs import ConfigError
 from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count, check_playable, run_episode, zygote_preload
 from policybox.errors import PolicyboxError
+from policybox.host.budget import Budget, adopt, host_budget
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.journal import RESULTS, ResultsJournal, read_records
 from policybox.results import EpisodeRecord
+from policybox.sandbox import SandboxLevel
 from policybox.spec import PolicySpec, SpecError
 from policybox.storage import StorageFull, write_atomically, writing
 from policybox.summary import Summary, summarize
@@ -300,12 +302,14 @@ def play_episodes(pool: EpisodeRunner, todo: list[int], finished: Callable[[Epis
 
 
 class _Workers:
-    """The worker processes, all started at once (each starts its zygote), replaced if one is lost."""
+    """The worker processes, all started at once (each starts its zygote), replaced if one is lost.
+    Their cells share one memory budget, made here (``policybox.host.budget``)."""
 
     def __init__(self, tournament: Tournament, folder: Path, count: int, replays: bool) -> None:
         self.count = count
         self._context = multiprocessing.get_context("spawn")  # a clean interpreter: the driver has threads
-        self._initargs = (tournament.model_dump_json(), str(folder), replays)
+        budget = _shared_budget(tournament.settings, count)
+        self._initargs = (tournament.model_dump_json(), str(folder), replays, budget)
         self._pool = self._start()
 
     def _start(self) -> ProcessPoolExecutor:
@@ -345,6 +349,14 @@ class _Workers:
 
     def __exit__(self, *exc: object) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _shared_budget(settings: EpisodeSettings, workers: int) -> Budget | None:
+    """The memory budget every worker's cells share: this process's, or a part of it for each worker
+    where it can only be divided (None: the cells have no memory limit)."""
+    if settings.mode != "process" or settings.sandbox == SandboxLevel.OFF:
+        return None
+    return host_budget(settings.limits.memory_budget_mb).split(workers)
 
 
 def _check() -> None:
@@ -406,12 +418,17 @@ class EpisodeWorker:
 _worker: EpisodeWorker | None = None
 
 
-def _start_worker(tournament_json: str, folder: str, replays: bool, counter, driver_pid: int) -> None:
-    """Die with the driver, take one CPU of this machine, hold the tournament."""
+def _start_worker(
+    tournament_json: str, folder: str, replays: bool, budget: Budget | None, counter, driver_pid: int
+) -> None:
+    """Die with the driver, take one CPU of this machine, hold the tournament, put its cells into the
+    driver's memory budget."""
     global _worker
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != driver_pid:
         os._exit(1)
+    if budget is not None:
+        adopt(budget)
     with counter.get_lock():
         index = counter.value
         counter.value += 1
