@@ -129,23 +129,24 @@ def test_cells_that_together_ask_for_more_than_the_budget_are_killed_and_the_oth
 
 def test_a_cell_over_its_own_limit_is_killed_naming_its_own_limit(tmp_path, budget_version):
     result, code, output, _ = run_in_budget(
-        tmp_path, budget_version, "-n", "2", *specs(hog(250), PACER), "--steps", "60", "--memory-limit-mb", "100"
+        tmp_path, budget_version, "-n", "2", *specs(hog(250), PACER), "--steps", str(STEPS), "--memory-limit-mb", "100"
     )
     attacker, victim = result.agents
     assert code == 1 and [agent.memory.mib for agent in result.agents] == [100, 100]
     assert (attacker.status, attacker.failure.kind) == (AgentStatus.CRASHED, "OutOfMemory")
     assert "out of memory: its own memory limit of 100 MiB was reached" in attacker.failure.message
     assert "holding 100 MiB" not in Path(attacker.log_path).read_text()
-    assert (victim.status, victim.latency.count) == (AgentStatus.OK, 60)
+    assert (victim.status, victim.latency.count) == (AgentStatus.OK, STEPS)
 
 
 def test_evaluate_shares_one_budget_across_its_workers(tmp_path, budget_version):
     """Two workers, an episode each at once, a hog of 300 MiB in each: either fits alone in the 500 MiB
-    budget, not both -- so a hog is killed only because the budget is one."""
+    budget, not both -- so a hog is killed only because the budget is one. Each hog holds its 300 MiB
+    for about 14 s: far longer than one worker may start after the other."""
     out = tmp_path / "board"
-    pacer = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"})  # 200 steps: 10 s of episode
+    pacer = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"})  # 300 steps: 15 s of episode
     args = [*specs(hog(300, step_mib=20), pacer), "--episodes", "2", "--agents", "2", "--workers", "2"]
-    driver = start("evaluate", *args, "--steps", "200", "--memory-budget-mb", "500", "--out", str(out), *LIMITS)
+    driver = start("evaluate", *args, "--steps", "300", "--memory-budget-mb", "500", "--out", str(out), *LIMITS)
     try:
         folder = budget_folder(driver.pid, budget_version)
         owners = lambda: {path.name.split("-")[1] for path in cells_in(folder)}  # noqa: E731

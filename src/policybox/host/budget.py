@@ -85,6 +85,7 @@ class Budget:
         return self.folder is not None and CellCgroup(self.folder).limit_reached()
 
     def describe(self, cells: int) -> MemoryBudget:
+        """The budget as an episode of ``cells`` cells records it."""
         if self.version is None:
             how = f"divided: at most {self.limit // max(1, cells) // MIB} MiB for each of {cells} cells (approximate)"
             return MemoryBudget(mib=self.limit // MIB, enforced_by=how)
@@ -98,8 +99,8 @@ _adopted = False
 
 def host_budget(mib: int | None) -> Budget:
     """This process's budget, of ``mib`` MiB (None: the default). Made on first use; an episode that
-    asks for another size resizes it (the last one started wins). In a process that was handed a
-    budget (``adopt``), always that one."""
+    asks for another size resizes it (the last one started wins: episodes that run at once in one
+    process should ask for the same). In a process that was handed a budget (``adopt``), always that one."""
     global _budget
     with _lock:
         if _adopted and _budget is not None:
@@ -126,16 +127,18 @@ def adopt(budget: Budget) -> None:
 def default_limit() -> int:
     """``DEFAULT_SHARE`` of the memory available now, in whole MiB (found once per process: later,
     cells use some of it)."""
-    available = [size for size in (_mem_available(), memory_headroom()) if size is not None]
-    return int(min(available) * DEFAULT_SHARE) // MIB * MIB if available else 0
+    headroom = memory_headroom()
+    available = _mem_available() if headroom is None else min(_mem_available(), headroom)
+    return int(available * DEFAULT_SHARE) // MIB * MIB
 
 
-def _mem_available() -> int | None:
+def _mem_available() -> int:
+    """What the kernel estimates can be allocated without swapping (else the free pages)."""
     with contextlib.suppress(OSError, ValueError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
-    return None
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def _make(limit: int) -> Budget:

@@ -210,7 +210,7 @@ def memory_headroom() -> int | None:
 
 
 def _usable(parent: Path, needed_file: str) -> bool:
-    probe = parent / f"{PREFIX}probe-{os.getpid()}"
+    probe = parent / f"{PREFIX}probe-{os.getpid()}-{next(_names)}"  # threads may probe one parent at once
     try:
         probe.mkdir()
         usable = (probe / needed_file).exists()
