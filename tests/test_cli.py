@@ -35,7 +35,7 @@ def test_run_prints_every_agent_and_writes_the_result(tmp_path):
         tmp_path, "--agents", "4", "-p", "random", "-p", stateful, "--steps", "60", "--seed", "7"
     )
     assert run.returncode == 0, run.stderr
-    rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
+    rows = [line for line in run.stdout.splitlines() if line.split()[:1] in (["0"], ["1"], ["2"], ["3"])]
     assert len(rows) == 4
     assert "random" in rows[0] and "Stateful" in rows[1] and all(" ok " in row for row in rows)
     assert (result.seed, result.steps, result.mode, len(result.agents)) == (7, 60, "process", 4)
@@ -76,7 +76,7 @@ def test_failed_agent_shows_its_cause_and_exits_1(tmp_path):
         str(tmp_path),
     )
     assert run.returncode == 1
-    assert "error — RuntimeError at step 10: policy gave up at step 10" in run.stdout
+    assert "agent 0 (RaiseInStep) error: RuntimeError at step 10: policy gave up at step 10" in run.stdout
     assert 'faults.py", line' in run.stdout  # the traceback is shown
 
 

@@ -11,7 +11,7 @@ import psutil
 import pytest
 from conftest import descendants, policy
 
-from policybox.envs.mettagrid import MettaGridHost
+from policybox.host.process_pool import ProcessPool
 from policybox.results import AgentStatus
 
 
@@ -55,14 +55,16 @@ def test_twenty_episodes_leave_no_process_and_no_fd(play):
 
 
 def test_exception_in_the_host_mid_episode_stops_every_cell(play, monkeypatch):
-    real_step = MettaGridHost.step
+    """A bug of the host's own (not the game's: that is a game_fault) ends the episode by raising,
+    and no cell outlives it."""
+    real_act = ProcessPool.act
 
-    def failing_step(self):
-        if self.current_step == 3:
+    def failing_act(self, step, observations):
+        if step == 3:
             raise RuntimeError("host bug")
-        real_step(self)
+        return real_act(self, step, observations)
 
-    monkeypatch.setattr(MettaGridHost, "step", failing_step)
+    monkeypatch.setattr(ProcessPool, "act", failing_act)
     with pytest.raises(RuntimeError, match="host bug"):
         play(["random"], agents=3, steps=10)
     assert cells_of(os.getpid()) == []

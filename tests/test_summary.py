@@ -8,9 +8,10 @@ import pytest
 from rich.console import Console
 
 from policybox.limits import Limits
-from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Latency
+from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure, Latency
 from policybox.spec import PolicySpec
-from policybox.summary import Summary, render, summarize
+from policybox.summary import Summary, summarize
+from policybox.tables import number, show_summary
 
 POLICIES = [("strong", PolicySpec(class_path="strong")), ("weak", PolicySpec(class_path="weak"))]
 
@@ -129,8 +130,8 @@ def test_head_to_head_is_antisymmetric():
         record(3, ["strong", "weak"], [3, 0]),
     ]
     h2h = summarize(POLICIES, records, expected_episodes=4).head_to_head
-    assert h2h["strong"]["weak"].model_dump() == {"episodes": 4, "wins": 2, "draws": 1, "losses": 1}
-    assert h2h["weak"]["strong"].model_dump() == {"episodes": 4, "wins": 1, "draws": 1, "losses": 2}
+    assert h2h["strong"]["weak"].model_dump() == {"episodes": 4, "wins": 2, "draws": 1, "losses": 1, "margin": 0.75}
+    assert h2h["weak"]["strong"].model_dump() == {"episodes": 4, "wins": 1, "draws": 1, "losses": 2, "margin": -0.75}
 
 
 def test_scores_equal_within_tolerance_tie_in_rating_and_head_to_head():
@@ -177,16 +178,46 @@ def test_records_of_another_tournament_are_refused():
         summarize(POLICIES, [record(0, ["strong", "weak"], [1, 0])] * 2, expected_episodes=2)
 
 
-def test_render_shows_the_leaderboard_and_head_to_head():
+def shown_at(width: int, summary: Summary) -> str:
+    console = Console(record=True, width=width)
+    show_summary(console, summary)
+    return console.export_text()
+
+
+def test_the_terminal_shows_the_leaderboard_head_to_head_and_notes():
     summary = summarize(POLICIES, tournament(), expected_episodes=23, incomplete={20: "cell launch failed"})
-    console = Console(record=True, width=200)
-    tables = render(summary)
-    for table in tables:
-        console.print(table)
-    text = console.export_text()
-    assert len(tables) == 3  # leaderboard, head-to-head, what they did
-    assert "what they did" in text
-    assert "strong" in text and f"{entry(summary, 'strong').reward.mean:.4g}" in text
+    text = shown_at(200, summary)
+    assert "what they did" not in text  # the synthetic agents report no stats
+    assert "strong" in text and f"{entry(summary, 'strong').reward.mean:.3g}" in text
     assert "20-0-0" in text and "0-0-20" in text
     assert "incomplete: 20 (cell launch failed)" in text and "not played: 2" in text
-    assert len(render(summarize(POLICIES[:1], [], expected_episodes=0))) == 1
+    assert "ranked by forfeit:" in text
+    assert "head-to-head" not in shown_at(200, summarize(POLICIES[:1], [], expected_episodes=0))
+
+
+def test_at_80_columns_no_number_is_split_and_long_names_are_given_in_full():
+    long = "a-policy-with-a-name-far-too-long-for-any-table:checkpoint-0001.npy"
+    policies = [("strong", PolicySpec(class_path="strong")), (long, PolicySpec(class_path="weak"))]
+    records = [
+        record(
+            e,
+            ["strong", long],
+            [1234.5678 + e, 0.001234 * e],
+            a1={
+                "status": AgentStatus.CRASHED,
+                "failure": Failure(step=4, phase="step", kind="Crashed", message="cell killed by SIGSEGV " * 5),
+            },
+        )
+        for e in range(6)
+    ]
+    summary = summarize(policies, records, expected_episodes=6)
+    text = shown_at(80, summary)
+    full_names = [line for line in text.splitlines() if " = " in line]  # left whole for the terminal to wrap
+    assert max(len(line.rstrip()) for line in text.splitlines() if line not in full_names) <= 80
+    rows = [line for line in text.splitlines() if line.lstrip().startswith(("1 ", "2 "))]
+    assert len(rows) == 2  # one line per policy: nothing wrapped
+    low, high = entry(summary, "strong").reward.ci95
+    assert f"[{number(low)}, {number(high)}]" in rows[0] and "1,2" in rows[0]  # whole numbers, no exponent
+    assert f"= {long}" in text  # the shortened name, then its full name
+    squeezed = "".join(text.split())
+    assert "".join(("cell killed by SIGSEGV " * 5).split()) in squeezed  # the whole message, wrapped not cut

@@ -29,12 +29,12 @@ from policybox.episode import (
 from policybox.errors import PolicyboxError
 from policybox.evaluation import Backend, load_summary, play_tournament, ray_backend
 from policybox.evaluation import Progress as EvaluationProgress
-from policybox.inert import inert, shown
+from policybox.inert import shown
 from policybox.results import AgentStatus, EpisodeResult
-from policybox.sandbox import SandboxLevel
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
-from policybox.summary import Summary, render
+from policybox.summary import Summary
+from policybox.tables import show_episode, show_summary
 from policybox.tournament import Seating, Tournament, entrants, load_tournament_file
 
 app = typer.Typer(
@@ -47,7 +47,6 @@ errors = Console(stderr=True, emoji=False)
 # What a user can get wrong: one clear message and exit code 2, nothing started, nothing lost.
 USER_ERRORS = (PolicyboxError, ValidationError)
 
-LOG_LINES_SHOWN = 10  # of a crashed agent's log, under the table
 POLICY_HELP = (
     "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. Forms: a shorthand (random, "
     "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class), a file path (bots/greedy.py:Greedy), "
@@ -93,7 +92,7 @@ def run(
         _check_log_dir(logs)
         with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
             result, unwritten = _played(specs, settings, logs)
-    _show(result)
+    show_episode(console, result)
     for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):
         console.print(shown(f"agent logs {note}", "yellow"))  # the episode itself is whole
     if out is not None:
@@ -257,8 +256,7 @@ def _play_tournament(tournament: Tournament, out_dir: Path, values: dict[str, An
 
 
 def _show_summary(board: Summary) -> None:
-    for renderable in render(board):
-        console.print(renderable)
+    show_summary(console, board)
 
 
 @contextlib.contextmanager
@@ -339,73 +337,6 @@ def _check_replay_name(replay: Path | None) -> None:
     """A replay file is named as MettaGrid names them, which is how MettaScope tells how to read it."""
     if replay is not None and not replay.name.endswith(REPLAY_SUFFIX):
         raise typer.BadParameter(f"{replay} does not end in {REPLAY_SUFFIX}", param_hint="--replay")
-
-
-def _show(result: EpisodeResult) -> None:
-    """The episode's table, warnings, failures and timing; every text a policy or game controls is inert."""
-    table = Table(
-        title=shown(f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}")
-    )
-    for column in ("agent", "policy", "reward", "status", "p50 ms", "p99 ms"):
-        table.add_column(column, justify="right" if column in ("agent", "reward", "p50 ms", "p99 ms") else "left")
-    for agent in result.agents:
-        status = shown(agent.status.value, "" if agent.status == AgentStatus.OK else "red")
-        if agent.failure is not None:
-            status.append(inert(f" — {agent.failure.one_line()}"))
-        name = agent.agent if agent.agent not in (None, str(agent.agent_id)) else None
-        table.add_row(
-            shown(f"{agent.agent_id} {name}" if name else agent.agent_id),
-            shown(agent.policy),
-            f"{agent.reward:g}",
-            status,
-            _ms(agent.latency.p50_ms),
-            _ms(agent.latency.p99_ms),
-        )
-    console.print(table)
-    for agent in result.agents:
-        if agent.minimum_action_timeout_ms > result.limits.act_timeout_ms:
-            needs = f"{agent.minimum_action_timeout_ms} ms per step"
-            limit = f"--act-timeout-ms is {result.limits.act_timeout_ms:g}"
-            console.print(
-                shown(f"agent {agent.agent_id} ({agent.policy}) declares it needs {needs}; {limit}", "yellow")
-            )
-    if result.sandbox == SandboxLevel.OFF:
-        why = "inline mode" if result.mode == "inline" else "--sandbox off"
-        console.print(f"[bold red]SANDBOX OFF ({why}): policies ran with this process's privileges[/]")
-    if result.aborted:
-        console.print(Text.assemble(("episode aborted: ", "bold red"), shown(result.aborted)))
-    _show_failure_details(result)
-    rate = result.steps / result.play_s if result.play_s else 0.0
-    console.print(
-        f"{result.steps} steps in {result.play_s:.2f} s ({rate:,.0f} steps/s), "
-        f"after {result.startup_s:.2f} s of start-up"
-    )
-    if result.agents and result.agents[0].log_path:
-        console.print(shown(f"agent logs: {Path(result.agents[0].log_path).parent}"))
-
-
-def _show_failure_details(result: EpisodeResult) -> None:
-    """Each distinct traceback once -- or, for a failure without one (a crash), the tail of the
-    agent's log -- headed by the agents it belongs to."""
-    by_detail: dict[str, list[str]] = {}
-    for agent in result.agents:
-        failure = agent.failure
-        detail = failure and (failure.traceback or (agent.status.is_terminal and _last_lines(failure.log_tail)))
-        if detail:
-            by_detail.setdefault(detail, []).append(f"{agent.agent_id} ({agent.policy})")
-    for detail, owners in by_detail.items():
-        console.print(shown(f"agent {', '.join(owners)}:", "bold"))
-        console.print(shown(detail.rstrip()))
-
-
-def _last_lines(text: str | None, lines: int = LOG_LINES_SHOWN) -> str | None:
-    if not text or not text.strip():
-        return None
-    return "\n".join(["(the end of its log)", *text.rstrip().split("\n")[-lines:]])  # \r stays, shown escaped
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def main() -> None:

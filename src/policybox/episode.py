@@ -442,6 +442,7 @@ def _apply(
     checked move is the game's bug; on an unchecked one it may be the game refusing an illegal move."""
     own = {}
     for i in acting:
+        records[i].turns += 1
         try:
             own[i] = apply_reply(env, records[i], step, replies[i])
         except Exception as exc:
@@ -516,6 +517,7 @@ def _result(
                 status=record.status,
                 failure=record.failure,
                 first_failure_step=record.first_failure_step,
+                turns=record.turns,
                 timeouts=record.timeouts,
                 invalid_actions=record.invalid_actions,
                 minimum_action_timeout_ms=record.minimum_action_timeout_ms,

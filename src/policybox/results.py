@@ -122,6 +122,9 @@ class AgentResult(BaseModel):
     status: AgentStatus
     failure: Failure | None = Field(default=None, description="What set the status (the latest terminal failure)")
     first_failure_step: int | None = Field(default=None, description="Step of the agent's first failure")
+    turns: int | None = Field(
+        default=None, description="Steps the agent was asked to act (its turns; every step in MettaGrid)"
+    )
     timeouts: int = 0
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0

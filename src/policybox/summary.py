@@ -6,18 +6,17 @@ depends on order).
 
 The unit of every comparison is a policy's *episode score*: the mean reward of its agents in
 that episode. An agent's reward depends on who else played, so the episode, not the agent, is
-the independent sample.
+the independent sample. The rules -- forfeits, ratings, standings, intervals -- are
+``policybox.ranking``'s, the same for every view:
 
-- **Reward**: the mean of a policy's episode scores, with a 95% percentile bootstrap interval:
-  its episode scores are resampled with replacement 2000 times, from a generator with a fixed
-  seed, and the interval runs from the 2.5th to the 97.5th percentile of the resampled means.
-- **Rating**: OpenSkill's Plackett-Luce model (default parameters), fed the episodes in index
-  order; each episode is a match in which every policy present is a team of one, ranked by its
-  episode score (scores within 1e-9 of each other tie). An episode with a single policy present
-  tells nothing about skill and is skipped. Policies are ranked by ``ordinal = mu - 3 * sigma``,
-  then by mean reward, then by key; a policy without a finished episode ranks last.
-- **Head-to-head**: for each pair of policies that shared an episode, the episodes in which one's
-  score was higher (a win), equal within 1e-9 (a draw) or lower (a loss) than the other's.
+- **Reward**: the mean of a policy's episode scores, with its 95% bootstrap interval.
+- **Rating**: OpenSkill Plackett-Luce, fed the episodes in index order, each episode placed by the
+  ranking rule in force (``rank_by``: a failed agent forfeits, or the game's reward alone).
+- **Standings**: by ordinal, equal ratings sharing a rank; each row's interval compared with the
+  next row's. A policy without a finished episode ranks last, unranked.
+- **Head-to-head**: for each pair of policies that shared an episode, the episodes in which one beat
+  the other under the same rule (a win), drew, or lost; and the mean difference of their scores.
+- **Failures**: per policy, each (status, cause) its agents ended with, how often, and one example.
 """
 
 from __future__ import annotations
@@ -26,39 +25,16 @@ import math
 import statistics
 from collections import Counter, defaultdict
 
-import numpy as np
-from openskill.models import PlackettLuce
 from pydantic import BaseModel, Field
-from rich.table import Table
-from rich.text import Text
 
-from policybox.inert import shown
+from policybox import ranking
+from policybox.ranking import RankBy, Rating, Reward
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord
 from policybox.spec import PolicySpec
 
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_BLOCK = 100  # resamples drawn at once: bounds memory to BLOCK x episodes indices
-BOOTSTRAP_SEED = 20_261_130  # fixed, so the same episodes always give the same interval
-STATS_SHOWN = 5
-DRAW_TOLERANCE = 1e-9
-INCOMPLETE_SHOWN = 5
+EXAMPLE_CHARS = 300
 
-
-class Reward(BaseModel):
-    """A policy's reward over its episodes; the unit is its episode score (its agents' mean reward)."""
-
-    mean: float = Field(description="Mean of its episode scores")
-    ci95: tuple[float, float] = Field(
-        description="95% percentile bootstrap interval of the mean: 2000 resamples of its episodes, fixed seed"
-    )
-
-
-class Rating(BaseModel):
-    """OpenSkill Plackett-Luce rating; initial values for a policy that never met another."""
-
-    mu: float
-    sigma: float
-    ordinal: float = Field(description="mu - 3 * sigma: the conservative skill estimate the ranking uses")
+__all__ = ["FailureCause", "HeadToHead", "PolicySummary", "Rating", "Reward", "Summary", "summarize"]
 
 
 class LatencySummary(BaseModel):
@@ -71,23 +47,42 @@ class LatencySummary(BaseModel):
 
 
 class HeadToHead(BaseModel):
-    """One policy's record against another, over the episodes they both played in."""
+    """One policy's record against another, over the episodes they both played in (by the ranking rule)."""
 
     episodes: int = 0
     wins: int = 0
-    draws: int = Field(default=0, description="Episode scores equal within 1e-9")
+    draws: int = Field(default=0, description="Both forfeited, or episode scores equal within 1e-9")
     losses: int = 0
+    margin: float = Field(default=0.0, description="Mean of its episode score minus the other's")
+
+
+class FailureCause(BaseModel):
+    """One way a policy's agents ended other than ok: how often, and the first example."""
+
+    status: str
+    cause: str = Field(description="The failure's kind: the exception type, Timeout, Crashed, InvalidAction, ...")
+    count: int = Field(description="Agent results that ended this way")
+    example: str = Field(description="The first such failure, in one line (text the policy controls)")
+    episode: int = Field(description="The episode of that example")
 
 
 class PolicySummary(BaseModel):
+    rank: int | None = Field(default=None, description="Its place in the standings (shared by equal ratings)")
     policy: str = Field(description="The policy's tournament key")
     spec: PolicySpec = Field(description="Its spec, every env value shown as ***")
     episodes: int = Field(description="Finished episodes it had at least one seat in")
     seat_plays: int = Field(description="Seats it played, over all its episodes")
     seats: list[int] = Field(description="How often it played each seat (agent id)")
     reward: Reward | None = Field(description="None if it has no finished episode")
+    versus_next: str | None = Field(
+        default=None,
+        description="clear: its reward interval and the next row's share no value; overlaps: they do (the two "
+        "are not shown to be ordered by their play); None for the last row",
+    )
     rating: Rating
+    forfeits: int = Field(default=0, description="Episodes it forfeited (none under rank_by reward)")
     statuses: dict[str, int] = Field(description="Its agent results per status")
+    failures: list[FailureCause] = Field(default_factory=list, description="How its agents failed, most often first")
     timeouts: int = Field(description="Step deadlines its agents missed, in total")
     invalid_actions: int = Field(description="Invalid actions its agents returned, in total")
     latency: LatencySummary
@@ -99,8 +94,11 @@ class PolicySummary(BaseModel):
 class Summary(BaseModel):
     """A tournament's leaderboard; the module docstring gives the methods."""
 
+    rank_by: RankBy = Field(default="forfeit", description="The ranking rule: forfeit or reward")
+    rule: str = Field(default=ranking.RULES["forfeit"], description="The ranking rule in force, in words")
     episodes_expected: int
     episodes_done: int
+    game_faults: int = Field(default=0, description="Finished episodes that the game itself ended by raising")
     incomplete: dict[int, str] = Field(
         description="Episodes that could not be completed, and why; the others not done were not played"
     )
@@ -116,6 +114,7 @@ def summarize(
     records: list[EpisodeRecord],
     expected_episodes: int,
     incomplete: dict[int, str] | None = None,
+    rank_by: RankBy = "forfeit",
 ) -> Summary:
     """The leaderboard of ``policies`` (key and spec, in tournament order) from their finished episodes.
 
@@ -125,23 +124,27 @@ def summarize(
     keys = [key for key, _ in policies]
     records = sorted(records, key=lambda record: record.episode)
     _check(keys, records)
-    scores = [_episode_scores(record) for record in records]
-    ratings = _ratings(keys, scores)
+    outcomes = [_outcomes(record, rank_by) for record in records]
+    ratings = _ratings(keys, outcomes)
     seat_count = max((len(record.seats) for record in records), default=0)
     agents = _agents_by_policy(records)
     entries = [
-        _policy_summary(key, spec, [s[key] for s in scores if key in s], agents[key], ratings[key], seat_count)
+        _policy_summary(key, spec, [o[key] for o in outcomes if key in o], agents[key], ratings[key], seat_count)
         for key, spec in policies
     ]
-    entries.sort(key=_rank_key)
-    ranking = [entry.policy for entry in entries]
+    entries.sort(key=lambda e: ranking.standings_key(e.policy, e.rating, e.reward.mean if e.reward else None))
+    _place(entries)
+    order = [entry.policy for entry in entries]
     return Summary(
+        rank_by=rank_by,
+        rule=ranking.RULES[rank_by],
         episodes_expected=expected_episodes,
         episodes_done=len(records),
+        game_faults=sum(record.game_fault is not None for record in records),
         incomplete=dict(sorted((incomplete or {}).items())),
-        ranking=ranking,
+        ranking=order,
         policies=entries,
-        head_to_head=_head_to_head(ranking, scores),
+        head_to_head=_head_to_head(order, outcomes),
     )
 
 
@@ -159,68 +162,85 @@ def _check(keys: list[str], records: list[EpisodeRecord]) -> None:
             raise ValueError(f"episode {record.episode}: its agents do not match its {len(record.seats)} seats")
 
 
-def _episode_scores(record: EpisodeRecord) -> dict[str, float]:
-    """Each policy's mean agent reward in this episode (fsum: the same rewards give the same score)."""
-    rewards: dict[str, list[float]] = defaultdict(list)
-    for agent in record.agents:
-        rewards[record.seats[agent.agent_id]].append(agent.reward)
-    return {key: math.fsum(values) / len(values) for key, values in rewards.items()}
+def _outcomes(record: EpisodeRecord, rank_by: RankBy) -> dict[str, ranking.Outcome]:
+    """Each policy's outcome in this episode: its score and whether it forfeited."""
+    seated = ((record.seats[agent.agent_id], agent) for agent in record.agents)
+    return ranking.episode_outcomes(seated, record.steps, rank_by)
 
 
-def _agents_by_policy(records: list[EpisodeRecord]) -> dict[str, list[AgentResult]]:
-    agents: dict[str, list[AgentResult]] = defaultdict(list)
+def _agents_by_policy(records: list[EpisodeRecord]) -> dict[str, list[tuple[int, AgentResult]]]:
+    """Each policy's agent results, each with its episode's index."""
+    agents: dict[str, list[tuple[int, AgentResult]]] = defaultdict(list)
     for record in records:
         for agent in record.agents:
-            agents[record.seats[agent.agent_id]].append(agent)
+            agents[record.seats[agent.agent_id]].append((record.episode, agent))
     return agents
 
 
-def _ratings(keys: list[str], scores: list[dict[str, float]]) -> dict[str, Rating]:
-    """Plackett-Luce ratings from the episodes in order; each policy present is a one-player team."""
-    model = PlackettLuce()
-    current = {key: model.rating(name=key) for key in keys}
-    for episode in scores:
-        present = [key for key in keys if key in episode]
-        if len(present) < 2:
-            continue
-        rated = model.rate([[current[key]] for key in present], scores=_tied([episode[key] for key in present]))
-        current.update((key, team[0]) for key, team in zip(present, rated, strict=True))
-    return {key: Rating(mu=r.mu, sigma=r.sigma, ordinal=r.ordinal()) for key, r in current.items()}
-
-
-def _tied(values: list[float]) -> list[float]:
-    """Values within DRAW_TOLERANCE above a smaller one take its value, so they tie as head-to-head draws do."""
-    snapped: dict[float, float] = {}
-    floor = -math.inf
-    for value in sorted(set(values)):
-        if value - floor > DRAW_TOLERANCE:
-            floor = value
-        snapped[value] = floor
-    return [snapped[value] for value in values]
+def _ratings(keys: list[str], outcomes: list[dict[str, ranking.Outcome]]) -> dict[str, Rating]:
+    """Plackett-Luce ratings from the episodes in order, by the ranking rules."""
+    current = {key: ranking.MODEL.rating(name=key) for key in keys}
+    for episode in outcomes:
+        current.update(ranking.rate(current, episode))
+    return {key: ranking.rating(rated) for key, rated in current.items()}
 
 
 def _policy_summary(
-    key: str, spec: PolicySpec, scores: list[float], agents: list[AgentResult], rating: Rating, seat_count: int
+    key: str,
+    spec: PolicySpec,
+    outcomes: list[ranking.Outcome],
+    agents: list[tuple[int, AgentResult]],
+    rating: Rating,
+    seat_count: int,
 ) -> PolicySummary:
-    seats = Counter(agent.agent_id for agent in agents)
-    statuses = Counter(agent.status for agent in agents)
+    results = [agent for _, agent in agents]
+    seats = Counter(agent.agent_id for agent in results)
+    statuses = Counter(agent.status for agent in results)
     return PolicySummary(
         policy=key,
         spec=spec.redacted(),
-        episodes=len(scores),
-        seat_plays=len(agents),
+        episodes=len(outcomes),
+        seat_plays=len(results),
         seats=[seats[seat] for seat in range(seat_count)],
-        reward=_reward(scores),
+        reward=ranking.reward([outcome.score for outcome in outcomes]),
         rating=rating,
+        forfeits=sum(outcome.forfeited for outcome in outcomes),
         statuses={status.value: statuses[status] for status in AgentStatus if statuses[status]},
-        timeouts=sum(agent.timeouts for agent in agents),
-        invalid_actions=sum(agent.invalid_actions for agent in agents),
+        failures=failure_causes(agents),
+        timeouts=sum(agent.timeouts for agent in results),
+        invalid_actions=sum(agent.invalid_actions for agent in results),
         latency=LatencySummary(
-            p50_ms=_median([agent.latency.p50_ms for agent in agents]),
-            p99_ms=_median([agent.latency.p99_ms for agent in agents]),
+            p50_ms=_median([agent.latency.p50_ms for agent in results]),
+            p99_ms=_median([agent.latency.p99_ms for agent in results]),
         ),
-        stats=_mean_stats(agents),
+        stats=_mean_stats(results),
     )
+
+
+def failure_causes(agents: list[tuple[int, AgentResult]]) -> list[FailureCause]:
+    """Each (status, cause) the agents (each with its episode) failed with, most frequent first, with
+    its first example."""
+    causes: dict[tuple[str, str], FailureCause] = {}
+    for episode, agent in agents:
+        if agent.status == AgentStatus.OK or agent.failure is None:
+            continue
+        key = (agent.status.value, agent.failure.kind)
+        if key in causes:
+            causes[key].count += 1
+        else:
+            example = agent.failure.one_line()[:EXAMPLE_CHARS]
+            causes[key] = FailureCause(status=key[0], cause=key[1], count=1, example=example, episode=episode)
+    return sorted(causes.values(), key=lambda cause: (-cause.count, cause.status, cause.cause))
+
+
+def _place(entries: list[PolicySummary]) -> None:
+    """Standing ranks (shared by equal ratings) and each row's interval against the next row's."""
+    ordinals = [entry.rating.ordinal if entry.reward is not None else None for entry in entries]
+    for entry, rank in zip(entries, ranking.standing_ranks(ordinals), strict=True):
+        entry.rank = rank
+    for entry, following in zip(entries, entries[1:], strict=False):
+        if entry.reward is not None and following.reward is not None:
+            entry.versus_next = ranking.versus_next(entry.reward.ci95, following.reward.ci95)
 
 
 def _mean_stats(agents: list[AgentResult]) -> dict[str, float]:
@@ -229,144 +249,33 @@ def _mean_stats(agents: list[AgentResult]) -> dict[str, float]:
     return {name: math.fsum(agent.stats.get(name, 0.0) for agent in agents) / len(agents) for name in names}
 
 
-def _reward(scores: list[float]) -> Reward | None:
-    """Mean episode score and its percentile bootstrap interval (one episode: [mean, mean])."""
-    if not scores:
-        return None
-    sample = np.asarray(scores, dtype=float)
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    means = np.concatenate(
-        [
-            sample[rng.integers(0, len(sample), size=(BOOTSTRAP_BLOCK, len(sample)))].mean(axis=1)
-            for _ in range(BOOTSTRAP_RESAMPLES // BOOTSTRAP_BLOCK)
-        ]
-    )
-    low, high = np.percentile(means, [2.5, 97.5])
-    return Reward(mean=float(sample.mean()), ci95=(float(low), float(high)))
-
-
 def _median(values: list[float | None]) -> float | None:
     present = [value for value in values if value is not None]
     return statistics.median(present) if present else None
 
 
-def _rank_key(entry: PolicySummary) -> tuple[bool, float, float, str]:
-    """Sort key, best first: played before unplayed, then higher ordinal, then higher mean reward, then key."""
-    mean = entry.reward.mean if entry.reward else -math.inf
-    return (entry.reward is None, -entry.rating.ordinal, -mean, entry.policy)
-
-
-def _head_to_head(ranking: list[str], scores: list[dict[str, float]]) -> dict[str, dict[str, HeadToHead]]:
-    """Win, draw and loss counts for every ordered pair that shared an episode, rows and columns in rank order."""
+def _head_to_head(order: list[str], outcomes: list[dict[str, ranking.Outcome]]) -> dict[str, dict[str, HeadToHead]]:
+    """Win, draw and loss counts and the mean score margin for every ordered pair that shared an
+    episode, rows and columns in standings order."""
     pairs: dict[tuple[str, str], HeadToHead] = defaultdict(HeadToHead)
-    for episode in scores:
-        for a, a_score in episode.items():
-            for b, b_score in episode.items():
+    margins: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for episode in outcomes:
+        for a, mine in episode.items():
+            for b, theirs in episode.items():
                 if a != b:
-                    _count(pairs[a, b], a_score - b_score)
-    table = {a: {b: pairs[a, b] for b in ranking if (a, b) in pairs} for a in ranking}
+                    _count(pairs[a, b], ranking.compare(mine, theirs))
+                    margins[a, b].append(mine.score - theirs.score)
+    for pair, record in pairs.items():
+        record.margin = math.fsum(margins[pair]) / len(margins[pair])
+    table = {a: {b: pairs[a, b] for b in order if (a, b) in pairs} for a in order}
     return {a: row for a, row in table.items() if row}
 
 
-def _count(record: HeadToHead, margin: float) -> None:
+def _count(record: HeadToHead, result: int) -> None:
     record.episodes += 1
-    if abs(margin) <= DRAW_TOLERANCE:
+    if result == 0:
         record.draws += 1
-    elif margin > 0:
+    elif result > 0:
         record.wins += 1
     else:
         record.losses += 1
-
-
-def render(summary: Summary) -> list[Table]:
-    """The leaderboard table (incomplete episodes in its caption), then head-to-head if there are >= 2 policies."""
-    tables = [_leaderboard(summary)]
-    if len(summary.policies) >= 2:
-        tables += [_head_to_head_table(summary), _behaviour_table(summary)]
-    return tables
-
-
-def _behaviour_table(summary: Summary, rows: int = STATS_SHOWN) -> Table:
-    """What the policies did differently: the game's stats whose means differ most between them
-    (relative to their size), so two policies with the same reward can still be told apart."""
-
-    def spread(name: str) -> float:
-        values = [entry.stats.get(name, 0.0) for entry in summary.policies]
-        return (max(values) - min(values)) / (max(abs(v) for v in values) or 1.0)
-
-    names = sorted({name for entry in summary.policies for name in entry.stats}, key=lambda n: (-spread(n), n))
-    table = Table(title="what they did: the game stats that differ most between them, mean per agent")
-    table.add_column("stat")
-    for entry in summary.policies:
-        table.add_column(shown(entry.policy), justify="right")
-    for name in [name for name in names if spread(name) > 0][:rows]:
-        table.add_row(shown(name), *(f"{entry.stats.get(name, 0.0):.4g}" for entry in summary.policies))
-    return table
-
-
-def _leaderboard(summary: Summary) -> Table:
-    table = Table(
-        title=f"leaderboard · {summary.episodes_done}/{summary.episodes_expected} episodes",
-        caption=_incomplete_line(summary),
-    )
-    for column in ("rank", "policy", "rating", "reward", "episodes", "seat plays", "statuses", "p50 ms", "p99 ms"):
-        table.add_column(column, justify="left" if column in ("policy", "statuses") else "right")
-    for rank, entry in enumerate(summary.policies, start=1):
-        rating = entry.rating
-        table.add_row(
-            str(rank),
-            shown(entry.policy),
-            f"{rating.ordinal:.2f} ({rating.mu:.2f} ± {rating.sigma:.2f})",
-            _reward_cell(entry.reward),
-            str(entry.episodes),
-            str(entry.seat_plays),
-            _statuses_cell(entry.statuses),
-            _ms(entry.latency.p50_ms),
-            _ms(entry.latency.p99_ms),
-        )
-    return table
-
-
-def _incomplete_line(summary: Summary) -> Text | None:
-    """Which episodes could not be completed (the first few, with why), and how many were not played."""
-    parts = []
-    if summary.incomplete:
-        first = [f"{episode} ({why})" for episode, why in list(summary.incomplete.items())[:INCOMPLETE_SHOWN]]
-        more = len(summary.incomplete) - len(first)
-        parts.append(f"incomplete: {', '.join(first)}" + (f" and {more} more" if more else ""))
-    not_played = summary.episodes_expected - summary.episodes_done - len(summary.incomplete)
-    if not_played > 0:
-        parts.append(f"not played: {not_played}")
-    return shown(" · ".join(parts)) if parts else None
-
-
-def _reward_cell(reward: Reward | None) -> str:
-    if reward is None:
-        return "—"
-    low, high = reward.ci95
-    return f"{reward.mean:.4g} [{low:.4g}, {high:.4g}]"
-
-
-def _statuses_cell(statuses: dict[str, int]) -> Text:
-    return Text(" · ").join(
-        Text(f"{status} {count}", style="" if status == AgentStatus.OK else "red") for status, count in statuses.items()
-    )
-
-
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
-
-
-def _head_to_head_table(summary: Summary) -> Table:
-    table = Table(title="head-to-head: row vs column, W-D-L")
-    table.add_column("policy")
-    for key in summary.ranking:
-        table.add_column(shown(key), justify="right")
-    for a in summary.ranking:
-        row = summary.head_to_head.get(a, {})
-        table.add_row(shown(a), *(_head_to_head_cell(row.get(b)) for b in summary.ranking))
-    return table
-
-
-def _head_to_head_cell(record: HeadToHead | None) -> str:
-    return "—" if record is None else f"{record.wins}-{record.draws}-{record.losses}"

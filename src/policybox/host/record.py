@@ -25,6 +25,7 @@ class AgentRecord:
     status: AgentStatus = AgentStatus.OK
     failure: Failure | None = None
     first_failure_step: int | None = None
+    turns: int = 0  # steps it was asked to act
     timeouts: int = 0
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0

@@ -1,0 +1,195 @@
+"""The rules every leaderboard ranks by, in one place: who forfeits an episode, how an episode orders
+the policies in it, head-to-head results, rating updates, and ranks in the standings.
+
+``evaluate``'s summary, the ladder's online ratings, the web page and the static report all call
+these functions; none recomputes a rule of its own.
+
+- **Forfeits** (``rank_by="forfeit"``, the default). An agent forfeits its episode when it ended
+  ``error``, ``crashed`` or ``disabled``, or when its timeouts and invalid actions together exceed
+  ``FORFEIT_SHARE`` of the turns it was asked to act. A policy forfeits an episode when any of its
+  agents did. In that episode it is placed below every policy that did not forfeit, whatever reward
+  the game gave it (the reward is still reported as the game gave it); policies that forfeited
+  share the last place. A broken entrant can never outrank one that played.
+- ``rank_by="reward"`` orders every episode by the game's reward alone.
+- **An episode's order**: by that rule, then by episode score (a policy's mean agent reward), higher
+  first; scores within ``DRAW_TOLERANCE`` tie.
+- **Ratings**: OpenSkill's Plackett-Luce model (default parameters), one update per episode with
+  every policy present as a team of one, placed as above. An episode with one policy present tells
+  nothing about skill and changes nothing.
+- **Reward**: a policy's mean episode score with a 95% percentile bootstrap interval: its episode
+  scores resampled with replacement 2000 times from a generator with a fixed seed, the interval
+  running from the 2.5th to the 97.5th percentile of the resampled means.
+- **Standings**: ordered by rating ordinal (``mu - 3 * sigma``), then mean reward, then name.
+  Ordinals within ``DRAW_TOLERANCE`` share a rank (1, 1, 3). Each row says whether its reward
+  interval is clear of the next row's or overlaps it: overlapping policies are not shown to be
+  ordered by their play.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+from openskill.models import PlackettLuce
+from pydantic import BaseModel, Field
+
+from policybox.results import AgentResult
+
+RankBy = Literal["forfeit", "reward"]
+FORFEIT_SHARE = 0.10  # timeouts + invalid actions above this share of an agent's turns forfeit its episode
+DRAW_TOLERANCE = 1e-9
+MODEL = PlackettLuce()
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_BLOCK = 100  # resamples drawn at once: bounds memory to BLOCK x episodes indices
+BOOTSTRAP_SEED = 20_261_130  # fixed, so the same episodes always give the same interval
+RULES = {
+    "forfeit": "an agent that ended error, crashed or disabled, or timed out or acted invalidly on more than "
+    f"{FORFEIT_SHARE:.0%} of its turns, forfeits its episode: its policy is placed below every policy that did "
+    "not; the others by episode score",
+    "reward": "by the game's reward alone (failed agents are not penalised beyond what the game gave them)",
+}
+
+
+class Reward(BaseModel):
+    """A policy's reward over its episodes; the unit is its episode score (its agents' mean reward)."""
+
+    mean: float = Field(description="Mean of its episode scores")
+    ci95: tuple[float, float] = Field(
+        description="95% percentile bootstrap interval of the mean: 2000 resamples of its episodes, fixed seed"
+    )
+
+
+class Rating(BaseModel):
+    """OpenSkill Plackett-Luce rating; initial values for a policy that never met another."""
+
+    mu: float
+    sigma: float
+    ordinal: float = Field(description="mu - 3 * sigma: the conservative skill estimate the ranking uses")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one policy did in one episode: its score (its agents' mean reward) and whether it forfeited."""
+
+    score: float
+    forfeited: bool = False
+
+
+def forfeits(agent: AgentResult, steps: int) -> bool:
+    """Whether this agent forfeits its episode (``steps``: the episode's, for results that predate ``turns``)."""
+    if agent.status.is_terminal:
+        return True
+    turns = agent.turns if agent.turns is not None else steps
+    return agent.timeouts + agent.invalid_actions > FORFEIT_SHARE * max(turns, 1)
+
+
+def episode_outcomes(seated: Iterable[tuple[str, AgentResult]], steps: int, rank_by: RankBy) -> dict[str, Outcome]:
+    """Each policy's outcome in one episode, from its agents (each given with its policy's key)."""
+    rewards: dict[str, list[float]] = {}
+    forfeited: dict[str, bool] = {}
+    for key, agent in seated:
+        rewards.setdefault(key, []).append(agent.reward)
+        forfeited[key] = forfeited.get(key, False) or (rank_by == "forfeit" and forfeits(agent, steps))
+    return {key: Outcome(math.fsum(values) / len(values), forfeited[key]) for key, values in rewards.items()}
+
+
+def places(outcomes: dict[str, Outcome]) -> dict[str, int]:
+    """Each policy's place in its episode, 0 the best; tied policies share a place."""
+    order = sorted(outcomes, key=lambda key: _order_key(outcomes[key]))
+    placed: dict[str, int] = {}
+    for index, key in enumerate(order):
+        previous = order[index - 1] if index else None
+        tied = previous is not None and compare(outcomes[key], outcomes[previous]) == 0
+        placed[key] = placed[previous] if tied and previous is not None else index
+    return placed
+
+
+def _order_key(outcome: Outcome) -> tuple[bool, float]:
+    return outcome.forfeited, -outcome.score
+
+
+def compare(a: Outcome, b: Outcome) -> int:
+    """1 if ``a`` beat ``b`` in their episode, 0 for a draw, -1 if it lost: a forfeit loses to a
+    policy that did not forfeit, two forfeits draw, and otherwise the higher score wins."""
+    if a.forfeited or b.forfeited:
+        return int(b.forfeited) - int(a.forfeited)
+    margin = a.score - b.score
+    return 0 if abs(margin) <= DRAW_TOLERANCE else (1 if margin > 0 else -1)
+
+
+class Rated(Protocol):
+    mu: float
+    sigma: float
+
+
+def rate(ratings: dict[str, Rated], outcomes: dict[str, Outcome]) -> dict[str, Rated]:
+    """The new ratings of the policies in one episode (the others are unchanged and not returned).
+
+    ``ratings`` maps every key of ``outcomes`` to its current OpenSkill rating (``MODEL.rating()``).
+    """
+    present = sorted(outcomes)
+    if len(present) < 2:
+        return {}
+    placed = places(outcomes)
+    teams = [[ratings[key]] for key in present]
+    rated = MODEL.rate(teams, ranks=[placed[key] for key in present])
+    return {key: team[0] for key, team in zip(present, rated, strict=True)}
+
+
+def ordinal(rating: Rated) -> float:
+    """The conservative skill estimate the standings order by."""
+    return rating.mu - 3 * rating.sigma
+
+
+def rating(rated: Rated) -> Rating:
+    return Rating(mu=rated.mu, sigma=rated.sigma, ordinal=ordinal(rated))
+
+
+def reward(scores: Sequence[float]) -> Reward | None:
+    """Mean episode score and its percentile bootstrap interval (one episode: [mean, mean])."""
+    if not scores:
+        return None
+    sample = np.asarray(scores, dtype=float)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    means = np.concatenate(
+        [
+            sample[rng.integers(0, len(sample), size=(BOOTSTRAP_BLOCK, len(sample)))].mean(axis=1)
+            for _ in range(BOOTSTRAP_RESAMPLES // BOOTSTRAP_BLOCK)
+        ]
+    )
+    low, high = np.percentile(means, [2.5, 97.5])
+    return Reward(mean=float(sample.mean()), ci95=(float(low), float(high)))
+
+
+def standings_key(name: str, rated: Rated | None, mean_reward: float | None) -> tuple[bool, float, float, str]:
+    """Sort key of a standings row, best first: rated and played before not, then higher ordinal, then
+    higher mean reward, then name."""
+    if rated is None or mean_reward is None:
+        return (True, 0.0, 0.0, name)
+    return (False, -ordinal(rated), -mean_reward, name)
+
+
+def standing_ranks(ordinals: Sequence[float | None]) -> list[int | None]:
+    """Ranks for rows already in standings order (None: a row with no rating yet, unranked): equal
+    ordinals share a rank, and the next rank skips as many as shared (1, 1, 3)."""
+    ranks: list[int | None] = []
+    for index, value in enumerate(ordinals):
+        if value is None:
+            ranks.append(None)
+        elif index and ordinals[index - 1] is not None and abs(value - ordinals[index - 1]) <= DRAW_TOLERANCE:
+            ranks.append(ranks[-1])
+        else:
+            ranks.append(index + 1)
+    return ranks
+
+
+def versus_next(interval: tuple[float, float] | None, following: tuple[float, float] | None) -> str | None:
+    """``clear`` when a row's reward interval and the next row's share no value, ``overlaps`` when they
+    do (the order between the two is then not shown by their play); None for the last row or a row
+    without an interval."""
+    if interval is None or following is None:
+        return None
+    return "clear" if interval[0] > following[1] or interval[1] < following[0] else "overlaps"

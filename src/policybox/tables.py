@@ -1,0 +1,262 @@
+"""What the terminal shows of an episode and of a leaderboard, readable at 80 columns.
+
+Numbers are never split across lines; a long policy name is shortened in a table and given in full
+below it; failure messages are lines of their own under the table, wrapped by the terminal rather
+than cut. Every text that a policy, a game or a spec file controls goes through ``policybox.inert``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from policybox.inert import shown
+from policybox.results import AgentStatus, EpisodeResult
+from policybox.sandbox import SandboxLevel
+from policybox.summary import HeadToHead, Summary
+
+NAME_WIDTH = 16  # of a policy name in a table; the full name is listed below when it is longer
+SHORT_NAME_WIDTH = 10  # in the columns of the head-to-head and behaviour tables
+STAT_WIDTH = 28
+LOG_LINES_SHOWN = 10  # of a crashed agent's log
+STATS_SHOWN = 5
+INCOMPLETE_SHOWN = 5
+
+
+def _table(title: str | Text | None = None) -> Table:
+    # One space between columns and none at the edges: every column's width goes to its content.
+    return Table(title=title, box=box.SIMPLE_HEAD, padding=0, show_edge=False, title_justify="left")
+
+
+def _number_column(table: Table, header: str) -> None:
+    table.add_column(header, justify="right", no_wrap=True)
+
+
+class _Names:
+    """Policy names as table cells: shortened past a width, each shortened one listed in full after."""
+
+    def __init__(self, width: int = NAME_WIDTH) -> None:
+        self.width = width
+        self.shortened: dict[str, str] = {}
+
+    def cell(self, name: str, width: int | None = None) -> Text:
+        width = width or self.width
+        if len(name) <= width:
+            return shown(name)
+        short = name[: width - 1] + "…"
+        self.shortened[short] = name
+        return shown(short)
+
+    def show_full(self, console: Console) -> None:
+        for short, name in self.shortened.items():
+            console.print(Text.assemble(shown(short, "dim"), " = ", shown(name)), soft_wrap=True)
+
+
+def ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# One episode
+
+
+def show_episode(console: Console, result: EpisodeResult) -> None:
+    """The episode's table, then its warnings, failures and timing."""
+    names = _Names()
+    label = shown(f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}")
+    table = _table(label)
+    _number_column(table, "agent")
+    table.add_column("policy", no_wrap=True)
+    _number_column(table, "reward")
+    table.add_column("status", no_wrap=True)
+    for header in ("p50 ms", "p99 ms"):
+        _number_column(table, header)
+    for agent in result.agents:
+        name = agent.agent if agent.agent not in (None, str(agent.agent_id)) else None
+        table.add_row(
+            names.cell(f"{agent.agent_id} {name}" if name else str(agent.agent_id), SHORT_NAME_WIDTH),
+            names.cell(agent.policy),
+            f"{agent.reward:g}",
+            shown(agent.status.value, "" if agent.status == AgentStatus.OK else "red"),
+            ms(agent.latency.p50_ms),
+            ms(agent.latency.p99_ms),
+        )
+    console.print(table)
+    names.show_full(console)
+    for agent in result.agents:
+        if agent.failure is not None:
+            console.print(shown(f"agent {agent.agent_id} ({agent.policy}) {agent.status}: {agent.failure.one_line()}"))
+    _warnings(console, result)
+    _failure_details(console, result)
+    rate = result.steps / result.play_s if result.play_s else 0.0
+    console.print(
+        f"{result.steps} steps in {result.play_s:.2f} s ({rate:,.0f} steps/s), "
+        f"after {result.startup_s:.2f} s of start-up"
+    )
+    if result.agents and result.agents[0].log_path:
+        console.print(shown(f"agent logs: {Path(result.agents[0].log_path).parent}"), soft_wrap=True)
+
+
+def _warnings(console: Console, result: EpisodeResult) -> None:
+    for agent in result.agents:
+        if agent.minimum_action_timeout_ms > result.limits.act_timeout_ms:
+            needs = f"{agent.minimum_action_timeout_ms} ms per step"
+            limit = f"--act-timeout-ms is {result.limits.act_timeout_ms:g}"
+            console.print(
+                shown(f"agent {agent.agent_id} ({agent.policy}) declares it needs {needs}; {limit}", "yellow")
+            )
+    if result.sandbox == SandboxLevel.OFF:
+        why = "inline mode" if result.mode == "inline" else "--sandbox off"
+        console.print(f"[bold red]SANDBOX OFF ({why}): policies ran with this process's privileges[/]")
+    if result.aborted:
+        console.print(Text.assemble(("episode aborted: ", "bold red"), shown(result.aborted)), soft_wrap=True)
+
+
+def _failure_details(console: Console, result: EpisodeResult) -> None:
+    """Each distinct traceback once -- or, for a failure without one (a crash), the tail of the
+    agent's log -- headed by the agents it belongs to."""
+    by_detail: dict[str, list[str]] = {}
+    for agent in result.agents:
+        failure = agent.failure
+        detail = failure and (failure.traceback or (agent.status.is_terminal and _last_lines(failure.log_tail)))
+        if detail:
+            by_detail.setdefault(detail, []).append(f"{agent.agent_id} ({agent.policy})")
+    for detail, owners in by_detail.items():
+        console.print(shown(f"agent {', '.join(owners)}:", "bold"))
+        console.print(shown(detail.rstrip()))
+
+
+def _last_lines(text: str | None, lines: int = LOG_LINES_SHOWN) -> str | None:
+    if not text or not text.strip():
+        return None
+    return "\n".join(["(the end of its log)", *text.rstrip().split("\n")[-lines:]])  # \r stays, shown escaped
+
+
+# ---------------------------------------------------------------------------------------------
+# A leaderboard
+
+
+def show_summary(console: Console, summary: Summary) -> None:
+    """The standings, the failures, head-to-head and what the policies did."""
+    names = _Names()
+    console.print(_standings(summary, names))
+    names.show_full(console)
+    console.print(shown(f"ranked by {summary.rank_by}: {summary.rule}", "dim"))
+    for line in _notes(summary):
+        console.print(shown(line, "yellow"))
+    _failures(console, summary, names)
+    if len(summary.policies) >= 2:
+        console.print(_head_to_head(summary, names))
+        behaviour = _behaviour(summary, names)
+        if behaviour.row_count:
+            console.print(behaviour)
+
+
+def _standings(summary: Summary, names: _Names) -> Table:
+    table = _table(f"leaderboard · {summary.episodes_done}/{summary.episodes_expected} episodes")
+    _number_column(table, "#")
+    table.add_column("policy", no_wrap=True)
+    for header in ("rating", "reward [95% CI]"):
+        _number_column(table, header)
+    table.add_column("vs next", no_wrap=True)
+    for header in ("eps", "forfeit", "p99 ms"):
+        _number_column(table, header)
+    for entry in summary.policies:
+        table.add_row(
+            "—" if entry.rank is None else str(entry.rank),
+            names.cell(entry.policy),
+            f"{entry.rating.ordinal:.1f}",
+            _reward_cell(entry),
+            entry.versus_next or "",
+            str(entry.episodes),
+            Text(str(entry.forfeits), style="red" if entry.forfeits else ""),
+            ms(entry.latency.p99_ms),
+        )
+    return table
+
+
+def _reward_cell(entry) -> str:
+    if entry.reward is None:
+        return "—"
+    low, high = entry.reward.ci95
+    return f"{number(entry.reward.mean)} [{number(low)}, {number(high)}]"
+
+
+def number(value: float) -> str:
+    """A reward in at most about seven characters, never in exponent form: 3 significant digits below
+    100, whole numbers above (with thousands separators)."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
+
+
+def _notes(summary: Summary) -> list[str]:
+    """Which episodes could not be completed (the first few, with why), how many were not played,
+    and how many the game itself ended."""
+    notes = []
+    if summary.incomplete:
+        first = [f"{episode} ({why})" for episode, why in list(summary.incomplete.items())[:INCOMPLETE_SHOWN]]
+        more = len(summary.incomplete) - len(first)
+        notes.append(f"incomplete: {', '.join(first)}" + (f" and {more} more" if more else ""))
+    not_played = summary.episodes_expected - summary.episodes_done - len(summary.incomplete)
+    if not_played > 0:
+        notes.append(f"not played: {not_played}")
+    if summary.game_faults:
+        notes.append(f"{summary.game_faults} episodes were ended by the game itself raising (see game_fault)")
+    return notes
+
+
+def _failures(console: Console, summary: Summary, names: _Names) -> None:
+    """Each policy's failure causes: status, cause, count and the first example, one line each."""
+    rows = [(entry.policy, cause) for entry in summary.policies for cause in entry.failures]
+    if not rows:
+        return
+    console.print(Text("failures: policy, status, cause × count, and the first one (its episode)", style="bold"))
+    for policy, cause in rows:
+        head = Text.assemble(
+            "  ",
+            shown(policy),
+            " ",
+            shown(cause.status, "red"),
+            " ",
+            shown(f"{cause.cause} ×{cause.count}"),
+            f" (episode {cause.episode}): ",
+        )
+        console.print(head + shown(cause.example))
+
+
+def _head_to_head(summary: Summary, names: _Names) -> Table:
+    table = _table("head-to-head: row vs column, W-D-L")
+    table.add_column("policy", no_wrap=True)
+    for key in summary.ranking:
+        table.add_column(names.cell(key, SHORT_NAME_WIDTH), justify="right", no_wrap=True)
+    for a in summary.ranking:
+        row = summary.head_to_head.get(a, {})
+        table.add_row(names.cell(a), *(_head_to_head_cell(row.get(b)) for b in summary.ranking))
+    return table
+
+
+def _head_to_head_cell(record: HeadToHead | None) -> str:
+    return "—" if record is None else f"{record.wins}-{record.draws}-{record.losses}"
+
+
+def _behaviour(summary: Summary, names: _Names, rows: int = STATS_SHOWN) -> Table:
+    """What the policies did differently: the game's stats whose means differ most between them
+    (relative to their size), so two policies with the same reward can still be told apart."""
+
+    def spread(name: str) -> float:
+        values = [entry.stats.get(name, 0.0) for entry in summary.policies]
+        return (max(values) - min(values)) / (max(abs(v) for v in values) or 1.0)
+
+    stats = sorted({name for entry in summary.policies for name in entry.stats}, key=lambda n: (-spread(n), n))
+    table = _table("what they did: the game stats that differ most between them, mean per agent")
+    table.add_column("stat", max_width=STAT_WIDTH, overflow="fold")
+    for entry in summary.policies:
+        table.add_column(names.cell(entry.policy, SHORT_NAME_WIDTH), justify="right", no_wrap=True)
+    for name in [name for name in stats if spread(name) > 0][:rows]:
+        table.add_row(shown(name), *(f"{entry.stats.get(name, 0.0):.4g}" for entry in summary.policies))
+    return table
