@@ -212,3 +212,75 @@ def test_user_mistakes_found_by_the_workers_are_exit_2_and_touch_nothing(tmp_pat
         run = policybox("evaluate", "-p", "random", *mistake, "--episodes", "1", "--steps", "2", "--out", str(out))
         assert run.returncode == 2 and mistake[1] in run.stderr and "Traceback" not in run.stderr
         assert not out.exists()
+
+
+def test_a_policy_that_cannot_be_built_is_refused_before_any_episode(tmp_path):
+    """A misspelt class is refused with exit 2, naming the policy, the class and what the file defines;
+    no episode is played and no folder made."""
+    (tmp_path / "bots").mkdir()
+    (tmp_path / "bots" / "greedy.py").write_text(
+        "from mettagrid.policy.noop import NoopPolicy\n\nclass Greedy(NoopPolicy):\n    pass\n\n"
+        "class GreedyAgent:\n    pass\n"
+    )
+    out = tmp_path / "board"
+    args = ["evaluate", "-p", "random", "-p", "./bots/greedy.py:Greedyy", "--episodes", "4", "--steps", "5"]
+    run = policybox(*args, "--out", str(out), cwd=tmp_path)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Greedyy cannot be built: AttributeError at start-up: no class 'Greedyy' in " in run.stderr
+    assert "greedy.py; it defines Greedy, GreedyAgent" in run.stderr and "Traceback" not in run.stderr
+    assert not out.exists()
+
+
+def test_more_episodes_grow_the_tournament_and_keep_the_first(tmp_path):
+    out = tmp_path / "board"
+    base = ["evaluate", "-p", "random", "-p", "noop", "--agents", "2", "--steps", "5", "--out", str(out)]
+    assert policybox(*base, "--episodes", "3").returncode == 0
+    first = (out / "results.jsonl").read_text().splitlines()
+    grown = policybox(*base, "--episodes", "5")
+    assert grown.returncode == 0, grown.stderr
+    assert "3 of 5 episodes already done" in grown.stdout
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert lines[:3] == first and len(lines) == 5
+    assert json.loads((out / "tournament.json").read_text())["episodes"] == 5
+    fewer = policybox(*base, "--episodes", "4")
+    assert fewer.returncode == 2 and "holds 5 episodes of this tournament" in fewer.stderr
+
+
+def test_a_changed_setting_is_refused_naming_what_differs(tmp_path):
+    out = tmp_path / "board"
+    base = ["evaluate", "-p", "noop", "--episodes", "1", "--agents", "2", "--out", str(out)]
+    assert policybox(*base, "--steps", "5").returncode == 0
+    before = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    changed = policybox(*base, "--steps", "6", "--seating", "random")
+    assert changed.returncode == 2
+    assert (
+        "settings.steps (6 here; 5 there)" in changed.stderr
+        and 'seating ("random" here; "rotate" there)' in changed.stderr
+    )
+    other_policy = policybox("evaluate", "-p", "random", *base[3:], "--steps", "5")
+    assert other_policy.returncode == 2 and "policies (random here; noop there)" in other_policy.stderr
+    assert {path: path.read_bytes() for path in out.rglob("*") if path.is_file()} == before
+
+
+def test_command_line_paths_are_relative_to_the_current_folder_and_the_files_to_the_file(tmp_path):
+    """``evaluate cups/t.yaml --out o1 -p ./bots/x.py:X``: o1 and bots/ are the current folder's; the
+    file's own out: and policies: would be the file's folder's."""
+    (tmp_path / "cups").mkdir()
+    (tmp_path / "bots").mkdir()
+    (tmp_path / "bots" / "x.py").write_text("from mettagrid.policy.noop import NoopPolicy as X\n")
+    (tmp_path / "cups" / "t.yaml").write_text("policies: [noop]\nepisodes: 1\nagents: 2\nsteps: 5\nout: from-file\n")
+    run = policybox("evaluate", "cups/t.yaml", "--out", "o1", "-p", "./bots/x.py:X", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tmp_path / "o1" / "results.jsonl").is_file() and not (tmp_path / "cups" / "o1").exists()
+    stored = json.loads((tmp_path / "o1" / "tournament.json").read_text())
+    assert stored["entrants"][0]["spec"]["class_path"] == f"{tmp_path / 'bots' / 'x.py'}:X"
+    from_file = policybox("evaluate", "cups/t.yaml", cwd=tmp_path)
+    assert from_file.returncode == 0 and (tmp_path / "cups" / "from-file" / "results.jsonl").is_file()
+
+
+def test_replays_of_a_game_that_has_none_are_refused_up_front(tmp_path):
+    out = tmp_path / "board"
+    game = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
+    run = policybox("evaluate", "-p", "random", "--env", game, "--episodes", "2", "--replays", "--out", str(out))
+    assert run.returncode == 2 and "replays are MettaGrid's format" in run.stderr
+    assert not out.exists()

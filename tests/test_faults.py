@@ -32,9 +32,10 @@ OTHERS = [
 
 
 def policybox_run(folder: Path, *args: str) -> tuple[EpisodeResult, int, str]:
-    """``policybox run ARGS --out ... --log-dir ...`` in this process: (result file, exit code, output)."""
+    """``policybox run ARGS --out ... --log-dir ...`` in this process: (result file, exit code, output).
+    With ``--no-check``: a policy that cannot be built plays its episode as a failed agent, contained."""
     out = folder / "result.json"
-    where = ["--out", str(out), "--log-dir", str(folder / "logs")]
+    where = ["--out", str(out), "--log-dir", str(folder / "logs"), "--no-check"]
     run = CliRunner().invoke(app, ["run", *args, *where], env={"COLUMNS": "300"})
     assert run.exit_code in (0, 1), run.output
     return EpisodeResult.model_validate_json(out.read_text()), run.exit_code, run.output
@@ -107,7 +108,7 @@ FAULTS = {
 
 MESSAGES = {
     "import error": "No module named 'policybox_test_no_such_module'",
-    "unknown class": "has no attribute 'NoSuchClass'",
+    "unknown class": "no class 'NoSuchClass' in ",
     "exception in __init__": "bad configuration for this policy",
     "not a policy class": "faults.py:NotAPolicy is not a MettaGrid policy",
     "hang in start-up": "not ready within the init timeout of 10 s",
@@ -205,3 +206,16 @@ def test_inline_mode_reports_init_failures_the_same_way(play, mode):
     bad, good = result.agents
     assert (bad.status, bad.failure.kind, bad.failure.phase) == (AgentStatus.ERROR, "TypeError", "init")
     assert good.status == AgentStatus.OK and good.stats["action.noop.success"] == 5
+
+
+@pytest.mark.parametrize("fault", ["import error", "unknown class", "exception in __init__", "hang in start-up"])
+def test_run_refuses_a_policy_that_cannot_be_built_before_any_step(fault, tmp_path):
+    """Without --no-check the same start-up faults are refused: exit 2, one message naming the policy
+    and its error, no result written, no cell left."""
+    spec = FAULTS[fault][0]
+    out = tmp_path / "result.json"
+    args = ["run", "-n", "2", "-p", spec, "-p", "noop", "--steps", "5", *LIMITS, "--out", str(out)]
+    run = CliRunner().invoke(app, [*args, "--log-dir", str(tmp_path / "logs")], env={"COLUMNS": "300"})
+    assert run.exit_code == 2 and not out.exists()
+    name = spec.rsplit(":", 1)[1]
+    assert f"error: {name} cannot be built: " in run.output and MESSAGES[fault] in run.output

@@ -177,7 +177,7 @@ def test_a_node_without_the_sandbox_level_refuses_its_episodes_naming_itself(tmp
     monkeypatch.setattr(ray_backend, "_workers", workers)
     try:
         with pytest.raises(SandboxUnavailable, match=r"^node \S+ \(no Ray\): strict sandbox refused, layers missing"):
-            ray_backend.play_on_node(strict.model_dump_json(), strict.fingerprint(), {}, 0)
+            ray_backend.play_on_node(strict.model_dump_json(), strict.digest(), {}, 0)
     finally:
         for worker in workers.values():
             worker.forget_zygote()

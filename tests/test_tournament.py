@@ -49,5 +49,5 @@ def test_secrets_decide_the_fingerprint_but_are_never_stored(monkeypatch):
 
     one = tournament("random,env.KEY=$POLICYBOX_TEST_KEY")
     assert "hunter2" not in str(one.public())
-    assert one.fingerprint() != tournament("random,env.KEY=other").fingerprint()
-    assert one.fingerprint() == tournament("random,env.KEY=$POLICYBOX_TEST_KEY").fingerprint()
+    assert one.entrants_fingerprint() != tournament("random,env.KEY=other").entrants_fingerprint()
+    assert one.entrants_fingerprint() == tournament("random,env.KEY=$POLICYBOX_TEST_KEY").entrants_fingerprint()

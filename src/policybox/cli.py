@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,12 +29,13 @@ from policybox.errors import PolicyboxError
 from policybox.evaluation import Backend, load_summary, play_tournament, ray_backend
 from policybox.evaluation import Progress as EvaluationProgress
 from policybox.inert import shown
+from policybox.ranking import RankBy
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
 from policybox.summary import Summary
 from policybox.tables import show_episode, show_summary
-from policybox.tournament import Seating, Tournament, entrants, load_tournament_file
+from policybox.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
 
 app = typer.Typer(
     add_completion=False,
@@ -76,6 +76,14 @@ def run(
             help="Folder for per-agent logs (policy stdout/stderr). Default: ./policybox-logs/<time>-seed<N>."
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="Refuse (exit 2) a policy that cannot be built in its cell, before any step. --no-check plays "
+            "the episode anyway: its agents fail, the others play on.",
+        ),
+    ] = True,
 ) -> None:
     """Play one episode and print every agent's policy, reward and status.
 
@@ -91,7 +99,7 @@ def run(
         logs = log_dir or default_log_dir(settings.seed)
         _check_log_dir(logs)
         with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
-            result, unwritten = _played(specs, settings, logs)
+            result, unwritten = _played(specs, settings, logs, check)
     show_episode(console, result)
     for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):
         console.print(shown(f"agent logs {note}", "yellow"))  # the episode itself is whole
@@ -113,10 +121,12 @@ def run(
     raise typer.Exit(0 if clean and not unwritten else 1)
 
 
-def _played(specs: list[PolicySpec], settings: EpisodeSettings, logs: Path) -> tuple[EpisodeResult, list[StorageFull]]:
+def _played(
+    specs: list[PolicySpec], settings: EpisodeSettings, logs: Path, check: bool
+) -> tuple[EpisodeResult, list[StorageFull]]:
     """The episode's result, and the error of its replay if a full disk kept that from being written."""
     try:
-        return run_episode(specs, settings, logs), []
+        return run_episode(specs, settings, logs, refuse_unbuilt=check), []
     except StorageFull as full:
         if full.result is None:  # its logs could not be made: no episode was played
             raise
@@ -158,6 +168,14 @@ def evaluate(
         str | None,
         typer.Option(help="With --backend ray: the cluster (e.g. 10.0.0.1:6379); default: a Ray started for the run."),
     ] = None,
+    rank_by: Annotated[
+        RankBy,
+        typer.Option(
+            help="forfeit: an agent that ended error, crashed or disabled, or timed out or acted invalidly on more "
+            "than 10% of its turns, forfeits its episode (ranked below every policy that did not). reward: the "
+            "game's reward alone."
+        ),
+    ] = "forfeit",
     summary: Annotated[
         Path | None, typer.Option("--summary", help="Print the summary of a results folder and exit.")
     ] = None,
@@ -172,8 +190,8 @@ def evaluate(
         if summary is not None:
             _show_summary(load_summary(summary))
             raise typer.Exit(0)
-        values = _tournament_values(ctx, tournament_file, episode)
-        tournament, out_dir = _tournament(values, tournament_file)
+        values, from_file = _tournament_values(ctx, tournament_file, episode)
+        tournament, out_dir = _tournament(values, tournament_file, from_file)
         _check_log_dir(out_dir)
         board = _play_tournament(tournament, out_dir, values)
     _show_summary(board)
@@ -190,14 +208,18 @@ TOURNAMENT_KEYS = {
     "replays",
     "backend",
     "ray_address",
+    "rank_by",
 } | EPISODE_OPTION_NAMES
 
 
-def _tournament_values(ctx: typer.Context, tournament_file: Path | None, episode: dict) -> dict[str, Any]:
-    """The tournament's values: the file's, overridden by every option given on the command line."""
+def _tournament_values(
+    ctx: typer.Context, tournament_file: Path | None, episode: dict
+) -> tuple[dict[str, Any], set[str]]:
+    """The tournament's values -- the file's, overridden by every option given on the command line --
+    and the names of those that came from the file."""
     given = {name: value for name, value in {**ctx.params, **episode}.items() if name in TOURNAMENT_KEYS}
     if tournament_file is None:
-        return given
+        return given, set()
     from_file = load_tournament_file(tournament_file)
     unknown = set(from_file) - TOURNAMENT_KEYS
     if unknown:
@@ -207,23 +229,28 @@ def _tournament_values(ctx: typer.Context, tournament_file: Path | None, episode
         for name, value in given.items()
         if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
     }
-    return {**given, **from_file, **explicit}
+    return {**given, **from_file, **explicit}, set(from_file) - set(explicit)
 
 
-def _tournament(values: dict[str, Any], tournament_file: Path | None) -> tuple[Tournament, Path]:
-    base = tournament_file.parent if tournament_file else None
+def _tournament(values: dict[str, Any], tournament_file: Path | None, from_file: set[str]) -> tuple[Tournament, Path]:
+    """The tournament and its results folder. Paths the file gives are relative to the file's folder;
+    paths given on the command line, to the current folder."""
     if not values.get("policies"):
         raise SpecError("give the policies: -p SPEC (repeatable), or policies: in a tournament file")
     if not values.get("out"):
         raise SpecError("give a results folder: --out DIR, or out: in a tournament file")
-    out_dir = Path(values["out"]) if base is None or Path(values["out"]).is_absolute() else base / values["out"]
+    base = tournament_file.parent if tournament_file else Path.cwd()
+    out_dir = base / values["out"] if "out" in from_file else Path(values["out"])
+    if "env" in from_file:
+        values = {**values, "env": game_file_relative_to(values["env"], base)}
     settings = EpisodeSettings.from_options({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES})
     tournament = Tournament(
-        entrants=entrants(values["policies"], base),
+        entrants=entrants(values["policies"], base if "policies" in from_file else None),
         episodes=values["episodes"],
         agents=agent_count(settings, values.get("agents"), DEFAULT_AGENTS),
         seating=values["seating"],
         settings=settings,
+        rank_by=values.get("rank_by") or "forfeit",
     )
     return tournament, out_dir
 
@@ -238,10 +265,14 @@ def _play_tournament(tournament: Tournament, out_dir: Path, values: dict[str, An
     ]
     with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("episodes", total=tournament.episodes, rate="-", failures=0)
+        said_kept = False
 
         def update(progress: EvaluationProgress) -> None:
-            elapsed = time.monotonic() - progress.started
-            rate = f"{progress.done / elapsed:.2f}" if elapsed > 0 and progress.done else "-"
+            nonlocal said_kept
+            if progress.kept and not said_kept:
+                console.print(shown(f"resuming: {progress.kept} of {progress.total} episodes already done in {out_dir}"))
+                said_kept = True
+            rate = "-" if progress.rate is None else f"{progress.rate:.2f}"
             bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)
 
         return play_tournament(

@@ -6,6 +6,7 @@ import contextlib
 import gc
 import json
 import os
+import tempfile
 import time
 import traceback
 from collections.abc import Collection, Sequence
@@ -227,6 +228,7 @@ def run_episode(
     zygote: Zygote | None = None,
     *,
     agents: int | None = None,
+    refuse_unbuilt: bool = False,
 ) -> EpisodeResult:
     """Play one episode; cells are gone when this returns.
 
@@ -237,9 +239,11 @@ def run_episode(
     With the zygote launcher, pass a running ``zygote`` to reuse it across episodes; without one, a
     zygote is started for this episode and stopped after it.
 
-    A full disk where the logs or the replay go raises ``StorageFull``; when only the replay could
-    not be written, the episode's result is its ``result``. An agent's log that a full disk cuts short
-    is noted in that agent's ``log_note``.
+    A policy that cannot be built (it fails or hangs while its cell imports, builds and loads it) is
+    that agent's failure, and the others play on -- or, with ``refuse_unbuilt``, ``PolicyRefused``
+    before any step is played. A full disk where the logs or the replay go raises ``StorageFull``; when
+    only the replay could not be written, the episode's result is its ``result``. An agent's log that
+    a full disk cuts short is noted in that agent's ``log_note``.
     """
     settings = settings or EpisodeSettings()
     parsed = [parse_policy_arg(spec) if isinstance(spec, str) else spec for spec in specs]
@@ -261,6 +265,8 @@ def run_episode(
         with contextlib.ExitStack() as cells:
             setups = [env.cell_setup(record.agent_id) for record in records]
             pool = start_pool(records, setups, settings, zygote, cells)
+            if refuse_unbuilt and (refused := refusal(records)):
+                raise refused
             ready = time.monotonic()
             aborted, fault = _play(env, pool, records, settings.on_agent_failure, deadline)
             timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
@@ -274,6 +280,43 @@ def run_episode(
             full.result = result  # the episode was played: only its replay is missing
             raise
         return result
+
+
+class PolicyRefused(SpecError):
+    """A policy cannot be built in its cell: the message names each such policy and why."""
+
+
+def refusal(records: Sequence[AgentRecord]) -> PolicyRefused | None:
+    """The refusal of the policies whose agents failed while being built, if any (one line each)."""
+    failed: dict[str, str] = {}
+    for record in records:
+        failure = record.failure
+        if failure is not None and failure.phase == "init" and record.status.is_terminal:
+            tail = _tail(record.log_path) if failure.kind == "Crashed" and record.log_path else None
+            why = failure.one_line() + (f"; its log ends: {tail.strip()[-300:]}" if tail and tail.strip() else "")
+            failed.setdefault(record.spec.display_name, f"{record.spec.display_name} cannot be built: {why}")
+    return PolicyRefused("; ".join(failed.values())) if failed else None
+
+
+def check_policies(
+    specs: Sequence[PolicySpec], settings: EpisodeSettings, agents: int, zygote: Zygote | None = None
+) -> None:
+    """Build each distinct policy once as an episode would -- in a cell, under its sandbox and start-up
+    deadline (or inline) -- and raise ``PolicyRefused`` for those that cannot be built. Specs are
+    tried a game's worth of seats at a time; no step is played."""
+    distinct = list({spec.model_dump_json(): spec for spec in specs}.values())
+    env = open_env(settings, agents)
+    try:
+        with tempfile.TemporaryDirectory(prefix="policybox-check-") as logs:
+            for start in range(0, len(distinct), agents):
+                batch = distinct[start : start + agents]
+                records = agent_records(batch, settings, Path(logs) / str(start))
+                with contextlib.ExitStack() as cells:
+                    start_pool(records, [env.cell_setup(r.agent_id) for r in records], settings, zygote, cells)
+                    if refused := refusal(records):
+                        raise refused
+    finally:
+        env.close()
 
 
 def agent_records(

@@ -35,11 +35,20 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from policybox.envs import ConfigError
-from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count, check_playable, run_episode, zygote_preload
+from policybox.episode import (
+    DEFAULT_AGENTS,
+    EpisodeSettings,
+    agent_count,
+    check_playable,
+    check_policies,
+    run_episode,
+    zygote_preload,
+)
 from policybox.errors import PolicyboxError
 from policybox.host.budget import Budget, adopt, host_budget
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.journal import RESULTS, ResultsJournal, read_records
+from policybox.ranking import RankBy
 from policybox.results import EpisodeRecord
 from policybox.sandbox import SandboxLevel
 from policybox.spec import PolicySpec, SpecError
@@ -65,8 +74,15 @@ class Progress:
 
     total: int
     done: int = 0
+    kept: int = 0  # episodes already in the folder when this run started
     failures: int = 0  # agents that ended in another status than ok, so far
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def rate(self) -> float | None:
+        """Episodes played per second by this run, once it has played one."""
+        elapsed = time.monotonic() - self.started
+        return (self.done - self.kept) / elapsed if elapsed > 0 and self.done > self.kept else None
 
 
 def evaluate(
@@ -79,6 +95,7 @@ def evaluate(
     replays: bool = False,
     backend: Backend = "local",
     ray_address: str | None = None,
+    rank_by: RankBy = "forfeit",
     **settings: Any,
 ) -> Summary:
     """Play a tournament and return its leaderboard: the Python form of ``policybox evaluate``.
@@ -87,7 +104,9 @@ def evaluate(
     ``policybox run`` by name (``steps=200``, ``seed=3``, ``act_timeout_ms=500``, ``sandbox="strict"``).
     ``agents``: the game's own number by default, 4 for games of any size (arena, navigation).
     ``backend="ray"`` plays the episodes on a Ray cluster (``ray_address``, or a Ray started for the
-    run). Calling it again with the same arguments resumes into ``out``, whatever the backend."""
+    run). ``rank_by``: ``forfeit`` (a failed agent forfeits its episode) or ``reward`` (the game's
+    reward alone; see ``policybox.ranking``). Calling it again with the same arguments resumes into
+    ``out``, whatever the backend; with more ``episodes``, it grows the tournament."""
     sources = [p.model_dump() if isinstance(p, PolicySpec) else p for p in policies]
     episode_settings = EpisodeSettings.from_options(settings)
     tournament = Tournament(
@@ -96,6 +115,7 @@ def evaluate(
         agents=agent_count(episode_settings, agents, DEFAULT_AGENTS),
         seating=seating,
         settings=episode_settings,
+        rank_by=rank_by,
     )
     return play_tournament(tournament, Path(out), workers, replays, backend=backend, ray_address=ray_address)
 
@@ -153,7 +173,7 @@ def _play_into(
     """Play the episodes not yet in ``folder``'s journal: every finished one, and the incomplete."""
     with ResultsJournal(folder) as journal:
         todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
-        progress = Progress(total=tournament.episodes, done=len(journal.records))
+        progress = Progress(total=tournament.episodes, done=len(journal.records), kept=len(journal.records))
         progress.failures = sum(_failures(record) for record in journal.records.values())
         if on_progress:
             on_progress(progress)
@@ -172,7 +192,9 @@ def _play_into(
 def _write_summary(
     tournament: Tournament, folder: Path, records: list[EpisodeRecord], incomplete: dict[int, str]
 ) -> Summary:
-    summary = summarize([(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete)
+    summary = summarize(
+        [(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete, tournament.rank_by
+    )
     write_atomically(folder / SUMMARY_FILE, summary.model_dump_json(indent=2))
     return summary
 
@@ -226,26 +248,26 @@ def load_summary(out_dir: Path) -> Summary:
     tournament = Tournament.model_validate_json(path.read_text())
     records, _ = read_records(out_dir / RESULTS)
     try:
-        return summarize([(e.key, e.spec) for e in tournament.entrants], list(records.values()), tournament.episodes)
+        entries = [(e.key, e.spec) for e in tournament.entrants]
+        return summarize(entries, list(records.values()), tournament.episodes, rank_by=tournament.rank_by)
     except ValueError as exc:  # results that do not belong to this tournament (edited by hand?)
         raise SpecError(f"{out_dir / RESULTS} does not match its {TOURNAMENT_FILE}: {exc}") from None
 
 
 def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
-    """The output folder for this tournament: new, or holding this same tournament (a resume).
+    """The output folder for this tournament: new, or holding this same tournament (a resume), or
+    holding its first episodes (it grows: more episodes of the same tournament are appended).
 
-    The stored ``tournament.json`` shows specs with secrets masked; a fingerprint of the full
-    tournament decides whether a folder is the same tournament."""
+    The stored ``tournament.json`` shows specs with secrets masked; the fingerprint beside it, a hash
+    of the entrants in full, decides whether they are the same. Anything else that differs is named
+    in the refusal, and nothing in the folder is touched."""
     stored = out_dir / TOURNAMENT_FILE
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecError(f"--out {out_dir} is a file, not a folder")
     if stored.exists():
-        fingerprint = stored.with_suffix(".fingerprint")
-        if not fingerprint.is_file() or fingerprint.read_text().strip() != tournament.fingerprint():
-            raise TournamentMismatch(
-                f"{out_dir} holds the results of another tournament (see its {TOURNAMENT_FILE}); "
-                "use another --out folder, or the same policies and settings to resume"
-            )
+        _check_same(out_dir, tournament)
+        with writing(stored):  # the number of episodes and the ranking rule may have changed
+            write_atomically(stored, json.dumps(tournament.public(), indent=2))
         return out_dir
     if out_dir.exists() and any(out_dir.iterdir()):
         raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
@@ -253,12 +275,41 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
         out_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = stored.with_suffix(".fingerprint")
     try:
-        write_atomically(fingerprint, tournament.fingerprint() + "\n")
+        write_atomically(fingerprint, tournament.entrants_fingerprint() + "\n")
         write_atomically(stored, json.dumps(tournament.public(), indent=2))
     except StorageFull:
         fingerprint.unlink(missing_ok=True)  # the folder stays empty, so the same command can claim it again
         raise
     return out_dir
+
+
+def _check_same(out_dir: Path, tournament: Tournament) -> None:
+    """Refuse a folder holding another tournament, naming what differs; or fewer episodes than it has."""
+    try:
+        previous = Tournament.model_validate_json((out_dir / TOURNAMENT_FILE).read_text())
+    except (OSError, ValueError):
+        raise TournamentMismatch(f"{out_dir} holds a {TOURNAMENT_FILE} this policybox cannot read") from None
+    fingerprint = out_dir / (Path(TOURNAMENT_FILE).stem + ".fingerprint")
+    same_entrants = fingerprint.is_file() and fingerprint.read_text().strip() == tournament.entrants_fingerprint()
+    # A folder of an older policybox kept a hash of everything: its entrants are the same if they show the
+    # same and hide nothing (no env values), and its fingerprint is then brought up to date.
+    if not same_entrants and previous.public()["entrants"] == tournament.public()["entrants"]:
+        same_entrants = not any(entrant.spec.env for entrant in tournament.entrants)
+        if same_entrants:
+            write_atomically(fingerprint, tournament.entrants_fingerprint() + "\n")
+    differences = tournament.differences(previous)
+    if not same_entrants and not any(d.startswith("policies") for d in differences):
+        differences.insert(0, "policies (the same as shown, with other secrets)")
+    if differences:
+        raise TournamentMismatch(
+            f"{out_dir} holds another tournament, which differs in: {'; '.join(differences)}. "
+            "Use another --out folder, or the same policies and settings to resume or grow it"
+        )
+    if tournament.episodes < previous.episodes:
+        raise TournamentMismatch(
+            f"{out_dir} holds {previous.episodes} episodes of this tournament; --episodes must be at least "
+            f"{previous.episodes} (evaluate --summary {out_dir} shows its leaderboard)"
+        )
 
 
 def _failures(record: EpisodeRecord) -> int:
@@ -389,10 +440,17 @@ class EpisodeWorker:
             self.zygote = None
 
     def check(self) -> None:
-        """Check the tournament as an episode would, before any: the errors a user can make."""
+        """Check the tournament as an episode would, before any: the errors a user can make -- a
+        ``--preload`` or shorthand that does not exist, a game that cannot be built (or cannot write
+        the replays asked for), a policy that cannot be built in its cell (``PolicyRefused``)."""
         tournament = self.tournament
-        self.zygote_for()  # a --preload that cannot be imported is the user's to fix: ZygoteError says so
-        check_playable([entrant.spec for entrant in tournament.entrants], tournament.settings, tournament.agents)
+        zygote = self.zygote_for()  # a --preload that cannot be imported is the user's to fix: ZygoteError says so
+        settings = tournament.settings
+        if self.replays:  # a game family without replays refuses to be opened for one
+            settings = settings.model_copy(update={"replay": str(self.folder / "replays" / "check.json.z")})
+        specs = [entrant.spec for entrant in tournament.entrants]
+        check_playable(specs, settings, tournament.agents)
+        check_policies(specs, tournament.settings, tournament.agents, zygote)
 
     def play(self, episode: int) -> EpisodeRecord:
         """Play one episode of the tournament (logs, and replays if asked, under ``folder``)."""

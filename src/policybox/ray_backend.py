@@ -109,7 +109,7 @@ class RayEpisodes:
             cpus = int(ray.cluster_resources().get("CPU", 1))
             self.count = max(1, min(workers or cpus, tournament.episodes))
             self._tournament = ray.put(tournament.model_dump_json())
-            self._fingerprint = tournament.fingerprint()
+            self._fingerprint = tournament.digest()
             bundles = {index: pack(entrant.spec) for index, entrant in enumerate(tournament.entrants)}
             self._bundles = {index: ray.put(bundle) for index, bundle in bundles.items() if bundle is not None}
         except BaseException:
@@ -170,7 +170,7 @@ def _this_node() -> str:
     return f"node {socket.gethostname()} ({node[:8] if node else 'no Ray'})"
 
 
-_workers: dict[str, EpisodeWorker] = {}  # this Ray worker process's tournaments, by fingerprint
+_workers: dict[str, EpisodeWorker] = {}  # this Ray worker process's tournaments, by digest
 
 
 def _node_worker(tournament_json: str, fingerprint: str, bundles: dict[int, Any]) -> EpisodeWorker:

@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policybox.episode import EpisodeSettings
+from policybox.ranking import RankBy
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 
 Seating = Literal["rotate", "random"]
@@ -63,14 +64,38 @@ class Tournament(BaseModel):
     agents: int = Field(ge=1, le=1024)
     seating: Seating = "rotate"
     settings: EpisodeSettings = Field(description="How each episode is played; its seed is the tournament's seed")
+    rank_by: RankBy = Field(default="forfeit", description="The summary's ranking rule (see policybox.ranking)")
 
     @property
     def keys(self) -> list[str]:
         return [entrant.key for entrant in self.entrants]
 
-    def fingerprint(self) -> str:
-        """A hash of everything that decides the episodes' results (secrets included, never shown)."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    def digest(self) -> str:
+        """A hash of the whole tournament (secrets included, never shown): equal digests, equal episodes."""
+        return _sha256(self.model_dump(mode="json"))
+
+    def entrants_fingerprint(self) -> str:
+        """A hash of the entrants as played (secrets included, never shown): the one part of a
+        tournament its stored ``tournament.json`` cannot show in full."""
+        return _sha256([entrant.model_dump(mode="json") for entrant in self.entrants])
+
+    def differences(self, other: Tournament) -> list[str]:
+        """What differs, as both show (secrets masked), between the episodes of this tournament and
+        ``other``'s, each as ``field (this value; other value)``: its policies, seats and every setting.
+        Neither the number of episodes (a tournament may grow) nor the ranking rule (it changes no
+        episode) counts. Secrets that differ behind the same mask are ``entrants_fingerprint``'s to tell."""
+        mine, theirs = self.public(), other.public()
+        found = []
+        if mine["entrants"] != theirs["entrants"]:
+            keys = f"{', '.join(self.keys)} here; {', '.join(other.keys)} there"
+            found.append(f"policies ({keys})" if self.keys != other.keys else "policies (the same names, other specs)")
+        flat_mine, flat_theirs = _flat(mine, ""), _flat(theirs, "")
+        for name in sorted(set(flat_mine) | set(flat_theirs)):
+            if name in ("episodes", "rank_by") or name.startswith("entrants"):
+                continue
+            if flat_mine.get(name) != flat_theirs.get(name):
+                found.append(f"{name} ({_shown(flat_mine.get(name))} here; {_shown(flat_theirs.get(name))} there)")
+        return found
 
     def public(self) -> dict[str, Any]:
         """The tournament as stored and shown: every secret a spec passes its cells replaced by ``***``."""
@@ -86,6 +111,24 @@ class Tournament(BaseModel):
         if self.seating == "random":
             return [random_seats(count, self.agents, self.episode_seed(e)) for e in range(self.episodes)]
         return rotate_seats(count, self.agents, self.episodes)
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def _flat(value: Any, prefix: str) -> dict[str, Any]:
+    """A nested mapping as ``{"settings.limits.act_timeout_ms": 1000.0, ...}``."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        flat.update(_flat(item, f"{prefix}.{key}" if prefix else key))
+    return flat
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else json.dumps(value)
 
 
 def episode_seed(seed: int, episode: int) -> int:
@@ -131,6 +174,19 @@ def _parse(source: str | dict[str, Any], base_dir: Path | None) -> PolicySpec:
         return check_spec(PolicySpec.model_validate(source), (base_dir or Path.cwd()).resolve())
     except ValidationError as exc:
         raise SpecError(f"policy {source!r} is not a valid spec: {exc.errors()[0]['msg']}") from None
+
+
+def game_file_relative_to(env: str, folder: Path) -> str:
+    """An ``--env`` value from a tournament file, its game file (a MettaGrid config, a PettingZoo
+    ``.py`` game) made absolute against the file's ``folder``; other games unchanged."""
+    from policybox.envs import split_env
+
+    family, target = split_env(env)
+    module, sep, factory = target.rpartition(":") if family == "pettingzoo" else (target, "", "")
+    if not module.endswith((".yaml", ".yml", ".json", ".py")) or Path(module).is_absolute():
+        return env
+    prefix = env[: len(env) - len(target)]
+    return f"{prefix}{folder.resolve() / module}{sep}{factory}"
 
 
 def load_tournament_file(path: Path) -> dict[str, Any]:

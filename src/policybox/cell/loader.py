@@ -77,6 +77,17 @@ def _attribute(module: Any, dotted: str, class_path: str) -> Any:
     value = module
     for name in dotted.split("."):
         if not hasattr(value, name):
-            raise AttributeError(f"{class_path}: {getattr(module, '__name__', module)} has no attribute {dotted!r}")
+            where = getattr(module, "__file__", None) or getattr(module, "__name__", module)
+            raise AttributeError(f"no class {dotted!r} in {where}; it defines {_classes(module)}")
         value = getattr(value, name)
     return value
+
+
+def _classes(module: Any) -> str:
+    """The classes a module defines itself (not those it imports), to name in a message."""
+    own = sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__
+    )
+    return ", ".join(own) if own else "no classes"
