@@ -270,7 +270,9 @@ def _play_tournament(tournament: Tournament, out_dir: Path, values: dict[str, An
         def update(progress: EvaluationProgress) -> None:
             nonlocal said_kept
             if progress.kept and not said_kept:
-                console.print(shown(f"resuming: {progress.kept} of {progress.total} episodes already done in {out_dir}"))
+                console.print(
+                    shown(f"resuming: {progress.kept} of {progress.total} episodes already done in {out_dir}")
+                )
                 said_kept = True
             rate = "-" if progress.rate is None else f"{progress.rate:.2f}"
             bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)
