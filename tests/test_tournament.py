@@ -30,9 +30,37 @@ def test_episode_seeds_depend_on_the_seed_and_index_only():
 
 
 def test_random_seating_is_a_seeded_shuffle_of_a_fair_deal():
-    seats = random_seats(3, 6, seed=11)
-    assert sorted(seats) == [0, 0, 1, 1, 2, 2] and seats == random_seats(3, 6, seed=11)
-    assert len({tuple(random_seats(3, 6, seed)) for seed in range(50)}) > 10
+    seats = random_seats(3, 6, 0, seed=11)
+    assert sorted(seats) == [0, 0, 1, 1, 2, 2] and seats == random_seats(3, 6, 0, seed=11)
+    assert len({tuple(random_seats(3, 6, 0, seed)) for seed in range(50)}) > 10
+
+
+@pytest.mark.parametrize("seating", ["rotate", "random"])
+def test_under_either_seating_no_two_policies_seat_counts_differ_by_more_than_one(seating):
+    """The issue's case among them: 3 policies on 4 seats -- the first -p no longer takes two seats
+    in every episode; which policies fill the extra seats rotates."""
+    for policies in range(1, 6):
+        for seats in range(1, 7):
+            for episodes in range(1, 20):
+                sources = [f"random,name=p{index}" for index in range(policies)]
+                plan = Tournament(
+                    entrants=entrants(sources),
+                    episodes=episodes,
+                    agents=seats,
+                    seating=seating,
+                    settings=EpisodeSettings(seed=episodes),
+                ).seat_maps()
+                totals = [sum(episode.count(p) for episode in plan) for p in range(policies)]
+                assert max(totals) - min(totals) <= 1, (seating, policies, seats, episodes, totals)
+    plan = Tournament(
+        entrants=entrants(["random,name=a", "random,name=b", "random,name=c"]),
+        episodes=12,
+        agents=4,
+        seating=seating,
+        settings=EpisodeSettings(),
+    ).seat_maps()
+    doubled = [max(range(3), key=episode.count) for episode in plan]
+    assert sorted(set(doubled)) == [0, 1, 2]  # each policy in turn takes the fourth seat
 
 
 def test_policies_need_distinct_names():

@@ -11,8 +11,10 @@ episode holds as many different policies as it can), shifting by one after every
 episodes so that each seat cycles through every policy: with N episodes of K seats over P
 policies, every policy plays every seat equally often when P divides N, and otherwise no two
 policies' plays of a seat, or in all, differ by more than one (``tests/test_tournament.py`` checks
-all three properties over a grid of N, K and P). ``random`` seating shuffles the seats of each
-episode as MettaGrid's multi-episode runner does, from a generator seeded by that episode's seed.
+all three properties over a grid of N, K and P). ``random`` seating deals the seats the same
+round-robin way -- so over the tournament no two policies' seat counts differ by more than one,
+and which policies take an episode's extra seats rotates -- then shuffles each episode's seats, as
+MettaGrid's multi-episode runner does, from a generator seeded by that episode's seed.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ class Tournament(BaseModel):
         """For every episode, the index of the entrant in each seat."""
         count = len(self.entrants)
         if self.seating == "random":
-            return [random_seats(count, self.agents, self.episode_seed(e)) for e in range(self.episodes)]
+            return [random_seats(count, self.agents, e, self.episode_seed(e)) for e in range(self.episodes)]
         return rotate_seats(count, self.agents, self.episodes)
 
 
@@ -142,9 +144,11 @@ def rotate_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
     return [[(e * seats + s + e // shift_every) % policies for s in range(seats)] for e in range(episodes)]
 
 
-def random_seats(policies: int, seats: int, seed: int) -> list[int]:
-    """MettaGrid's way: seats dealt to the policies in turn, then shuffled (here per episode seed)."""
-    dealt = [seat % policies for seat in range(seats)]
+def random_seats(policies: int, seats: int, episode: int, seed: int) -> list[int]:
+    """Episode ``episode``'s seats dealt to the policies in turn, continuing where the previous episode's
+    deal stopped, then shuffled by the episode's ``seed`` (MettaGrid deals every episode from the first
+    policy, so with 3 policies on 4 seats the first always got two)."""
+    dealt = [(episode * seats + seat) % policies for seat in range(seats)]
     random.Random(seed).shuffle(dealt)
     return dealt
 
