@@ -158,7 +158,7 @@ def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
 def _playing_worker(process: psutil.Process) -> bool:
     """A worker process in the middle of an episode: its zygote has cells."""
     try:
-        return "multiprocessing" in " ".join(process.cmdline()) and any(z.children() for z in process.children())
+        return "policybox.worker" in " ".join(process.cmdline()) and any(z.children() for z in process.children())
     except psutil.Error:
         return False
 

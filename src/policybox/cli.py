@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -292,10 +293,19 @@ def _show_summary(board: Summary) -> None:
     show_summary(console, board)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that it unwinds the same way."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 @contextlib.contextmanager
 def _guarded(after_interrupt: str) -> Iterator[None]:
     """A user's mistake: one clear message and exit 2. A full disk: its message, exit 1 (what was
-    written is kept). Ctrl-C: say what was kept, exit 130."""
+    written is kept). Ctrl-C: say what was kept, exit 130; SIGTERM the same, exit 143."""
+    previous = signal.signal(signal.SIGTERM, _terminated), signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     except StorageFull as exc:
@@ -304,9 +314,13 @@ def _guarded(after_interrupt: str) -> Iterator[None]:
     except USER_ERRORS as exc:
         errors.print(_error(exc))
         raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as stop:
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so changes nothing
+            errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
+        raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def _error(message: object) -> Text:

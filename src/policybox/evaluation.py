@@ -2,10 +2,11 @@
 
 The driver (this process) owns the output folder: it stores the tournament (``tournament.json``),
 appends each finished episode to ``results.jsonl`` (see ``policybox.journal``) and writes
-``summary.json``. Episodes are played by worker processes, each holding one zygote for all its
-episodes and pinned to one CPU, so that its host loop and its cells wake each other on the same
-core. An episode is a pure function of the tournament and its index (``policybox.tournament``):
-which worker plays it, and when, changes nothing in its result.
+``summary.json``. Episodes are played by worker processes (``policybox.worker_pool``: fresh
+interpreters, each holding one zygote for all its episodes and pinned to one CPU, so that its host
+loop and its cells wake each other on the same core) or by Ray tasks. An episode is a pure function
+of the tournament and its index (``policybox.tournament``): which worker plays it, and when, changes
+nothing in its result.
 
 A policy's failure is part of its episode's result. A failure of the machinery -- a zygote that
 dies, a worker process that is lost -- is retried, up to ``MAX_ATTEMPTS`` plays in all; an episode
@@ -16,20 +17,18 @@ write an episode's logs or replay there, retrying would fail the same way. The t
 with ``StorageFull``, saying how many episodes are kept (every line already in ``results.jsonl``
 stays as it was) and whether ``summary.json`` could be written; with room again, the same call
 resumes.
+
+Interrupted (Ctrl-C, SIGTERM), the driver stops its workers within seconds; every episode already
+in ``results.jsonl`` is kept, and the same call resumes.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import json
-import multiprocessing
 import os
-import signal
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -39,14 +38,10 @@ from policybox.episode import (
     DEFAULT_AGENTS,
     EpisodeSettings,
     agent_count,
-    check_playable,
-    check_policies,
-    run_episode,
-    zygote_preload,
 )
 from policybox.errors import PolicyboxError
-from policybox.host.budget import Budget, adopt, host_budget
-from policybox.host.zygote import Zygote, ZygoteError
+from policybox.host.budget import Budget, host_budget
+from policybox.host.zygote import ZygoteError
 from policybox.journal import RESULTS, ResultsJournal, read_records
 from policybox.ranking import RankBy
 from policybox.results import EpisodeRecord
@@ -55,6 +50,7 @@ from policybox.spec import PolicySpec, SpecError
 from policybox.storage import StorageFull, write_atomically, writing
 from policybox.summary import Summary, summarize
 from policybox.tournament import Seating, Tournament, entrants
+from policybox.worker_pool import LocalWorkers
 
 Backend = Literal["local", "ray"]
 TOURNAMENT_FILE = "tournament.json"
@@ -131,9 +127,8 @@ class EpisodeRunner(Protocol):
     def check(self) -> None:
         """Raise what a user got wrong (a shorthand, a game, a sandbox level) before any episode."""
 
-    def submit(self, episode: int) -> Future[str]: ...
-    def restart(self) -> None:
-        """Start again after BrokenProcessPool: the episodes in flight are submitted again."""
+    def submit(self, episode: int) -> Future[str]:
+        """Play ``episode``; a future that fails (for the driver to play it again) if the machinery does."""
 
 
 def play_tournament(
@@ -226,7 +221,7 @@ def _runner(
     if ray_address is not None:
         raise ConfigError("--ray-address is for --backend ray")
     count = max(1, min(workers or os.cpu_count() or 1, tournament.episodes))
-    return _Workers(tournament, out_dir, count, replays)
+    return LocalWorkers(tournament, out_dir, count, replays, _shared_budget(tournament.settings, count))
 
 
 def ray_backend() -> Any:
@@ -318,8 +313,8 @@ def _failures(record: EpisodeRecord) -> int:
 
 def play_episodes(pool: EpisodeRunner, todo: list[int], finished: Callable[[EpisodeRecord], None]) -> dict[int, str]:
     """Play ``todo``; the episodes that failed ``MAX_ATTEMPTS`` times, with why. Each worker has one
-    episode queued behind the one it plays, so it never waits for this process to write a result; a
-    lost worker breaks the pool, a new one takes over and the episodes in flight are played again."""
+    episode queued behind the one it plays, so it never waits for this process to write a result; an
+    episode whose worker was lost is played again."""
     attempts = dict.fromkeys(todo, 0)
     queue = list(reversed(todo))
     incomplete: dict[int, str] = {}
@@ -330,7 +325,6 @@ def play_episodes(pool: EpisodeRunner, todo: list[int], finished: Callable[[Epis
             attempts[episode] += 1
             running[pool.submit(episode)] = episode
         done, _ = wait(running, return_when=FIRST_COMPLETED)
-        broken = False
         for future in done:
             episode = running.pop(future)
             try:
@@ -340,66 +334,11 @@ def play_episodes(pool: EpisodeRunner, todo: list[int], finished: Callable[[Epis
                     # The user's to fix, and every later episode would fail the same way: a game that
                     # cannot be reset with this seed, a full disk (StorageFull). No retry.
                     raise
-                broken |= isinstance(exc, BrokenProcessPool)
                 if attempts[episode] < MAX_ATTEMPTS:
                     queue.append(episode)
                 else:
                     incomplete[episode] = f"{type(exc).__name__}: {exc}"
-        if broken:
-            queue.extend(running.values())  # in flight in the broken pool: played again
-            running.clear()
-            pool.restart()
     return incomplete
-
-
-class _Workers:
-    """The worker processes, all started at once (each starts its zygote), replaced if one is lost.
-    Their cells share one memory budget, made here (``policybox.host.budget``)."""
-
-    def __init__(self, tournament: Tournament, folder: Path, count: int, replays: bool) -> None:
-        self.count = count
-        self._context = multiprocessing.get_context("spawn")  # a clean interpreter: the driver has threads
-        budget = _shared_budget(tournament.settings, count)
-        self._initargs = (tournament.model_dump_json(), str(folder), replays, budget)
-        self._pool = self._start()
-
-    def _start(self) -> ProcessPoolExecutor:
-        counter = self._context.Value("i", 0)
-        pool = ProcessPoolExecutor(
-            self.count,
-            mp_context=self._context,
-            initializer=_start_worker,
-            initargs=(*self._initargs, counter, os.getpid()),
-        )
-        # Start every worker now, not at its first episode: each checks the tournament (importing and
-        # building what its episodes need) while starting its zygote.
-        self._checks = [pool.submit(_check) for _ in range(self.count)]
-        return pool
-
-    def check(self) -> None:
-        """Wait for the first worker's check of the tournament; raise what it found wrong, if anything.
-        A worker lost meanwhile is the machinery's failure: the pool is started again."""
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            done, _ = wait(self._checks, return_when=FIRST_COMPLETED)
-            try:
-                return next(iter(done)).result()
-            except BrokenProcessPool:
-                if attempt == MAX_ATTEMPTS:
-                    raise
-                self.restart()
-
-    def submit(self, episode: int) -> Future[str]:
-        return self._pool.submit(play_episode, episode)
-
-    def restart(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self._pool = self._start()
-
-    def __enter__(self) -> _Workers:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _shared_budget(settings: EpisodeSettings, workers: int) -> Budget | None:
@@ -408,97 +347,3 @@ def _shared_budget(settings: EpisodeSettings, workers: int) -> Budget | None:
     if settings.mode != "process" or settings.sandbox == SandboxLevel.OFF:
         return None
     return host_budget(settings.limits.memory_budget_mb).split(workers)
-
-
-def _check() -> None:
-    assert _worker is not None
-    _worker.check()
-
-
-@dataclass
-class EpisodeWorker:
-    """What a process playing episodes holds (a local worker, or a Ray worker on a node): the
-    tournament, where to write logs, and its zygote, reused for all its episodes."""
-
-    tournament: Tournament
-    folder: Path
-    replays: bool
-    seat_maps: list[list[int]]
-    zygote: Zygote | None = None
-
-    def zygote_for(self) -> Zygote | None:
-        settings = self.tournament.settings
-        if settings.mode != "process" or settings.launcher != "zygote":
-            return None
-        if self.zygote is None:
-            self.zygote = Zygote(zygote_preload(settings))
-        return self.zygote
-
-    def forget_zygote(self) -> None:
-        if self.zygote is not None:
-            self.zygote.close()
-            self.zygote = None
-
-    def check(self) -> None:
-        """Check the tournament as an episode would, before any: the errors a user can make -- a
-        ``--preload`` or shorthand that does not exist, a game that cannot be built (or cannot write
-        the replays asked for), a policy that cannot be built in its cell (``PolicyRefused``)."""
-        tournament = self.tournament
-        zygote = self.zygote_for()  # a --preload that cannot be imported is the user's to fix: ZygoteError says so
-        settings = tournament.settings
-        if self.replays:  # a game family without replays refuses to be opened for one
-            settings = settings.model_copy(update={"replay": str(self.folder / "replays" / "check.json.z")})
-        specs = [entrant.spec for entrant in tournament.entrants]
-        check_playable(specs, settings, tournament.agents)
-        check_policies(specs, tournament.settings, tournament.agents, zygote)
-
-    def play(self, episode: int) -> EpisodeRecord:
-        """Play one episode of the tournament (logs, and replays if asked, under ``folder``)."""
-        tournament = self.tournament
-        seats = self.seat_maps[episode]
-        specs = [tournament.entrants[index].spec for index in seats]
-        update: dict = {"seed": tournament.episode_seed(episode)}
-        if self.replays:
-            with writing(self.folder / "replays", "creating"):
-                (self.folder / "replays").mkdir(exist_ok=True)
-            update["replay"] = str(self.folder / "replays" / f"episode-{episode:05d}.json.z")
-        settings = tournament.settings.model_copy(update=update)
-        log_dir = self.folder / "logs" / f"episode-{episode:05d}"
-        try:
-            result = run_episode(specs, settings, log_dir, zygote=self.zygote_for())
-        except ZygoteError:
-            self.forget_zygote()  # the next episode starts a fresh one
-            raise
-        keys = [tournament.entrants[index].key for index in seats]
-        return EpisodeRecord(**result.model_dump(), episode=episode, seats=keys)
-
-
-_worker: EpisodeWorker | None = None
-
-
-def _start_worker(
-    tournament_json: str, folder: str, replays: bool, budget: Budget | None, counter, driver_pid: int
-) -> None:
-    """Die with the driver, take one CPU of this machine, hold the tournament, put its cells into the
-    driver's memory budget."""
-    global _worker
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != driver_pid:
-        os._exit(1)
-    if budget is not None:
-        adopt(budget)
-    with counter.get_lock():
-        index = counter.value
-        counter.value += 1
-    cpus = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpus[index % len(cpus)]})  # its cells inherit it: wake-ups stay on one core
-    tournament = Tournament.model_validate_json(tournament_json)
-    _worker = EpisodeWorker(tournament, Path(folder), replays, tournament.seat_maps())
-    with contextlib.suppress(ZygoteError):  # started now, while the driver checks; if it fails, the
-        _worker.zygote_for()  # first episode tries again and reports why
-
-
-def play_episode(episode: int) -> str:
-    """Play one episode of this worker process's tournament; its EpisodeRecord as JSON."""
-    assert _worker is not None
-    return _worker.play(episode).model_dump_json()

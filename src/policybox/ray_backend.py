@@ -33,11 +33,12 @@ import ray
 
 from policybox.envs import ConfigError
 from policybox.errors import PolicyboxError
-from policybox.evaluation import MAX_ATTEMPTS, EpisodeWorker
+from policybox.evaluation import MAX_ATTEMPTS
 from policybox.packing import Bundle, pack, relocate, unpack
 from policybox.sandbox import SandboxUnavailable
 from policybox.submission import private_folder
 from policybox.tournament import Tournament
+from policybox.worker import EpisodeWorker
 
 REACH_TIMEOUT_S = 5.0
 NODE_BASE = Path(tempfile.gettempdir()) / f"policybox-ray-{os.geteuid()}"  # root-only, on each node
@@ -133,10 +134,8 @@ class RayEpisodes:
             raise
 
     def submit(self, episode: int) -> Future[str]:
+        """The episode as a Ray task: Ray itself replaces lost workers and nodes and retries it."""
         return _episode.remote(self._tournament, self._fingerprint, self._bundles, episode).future()
-
-    def restart(self) -> None:
-        """Nothing to restart: Ray replaces lost workers and nodes itself."""
 
 
 @ray.remote(num_cpus=1, max_retries=0)

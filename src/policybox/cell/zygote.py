@@ -130,8 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # e.g. --preload torch where torch is not installed
         control.send(json.dumps({"error": f"preload failed: {type(exc).__name__}: {exc}"}).encode())
         return 1
-    control.send(json.dumps({"ready": os.getpid()}).encode())
-    serve(control)
+    try:
+        control.send(json.dumps({"ready": os.getpid()}).encode())
+        serve(control)
+    except ConnectionError:  # the host is gone (it was stopped while this started): nothing to tell anyone
+        return 0
     return 0
 
 

@@ -1,0 +1,182 @@
+"""The local backend's worker processes (``policybox.worker``), seen from the driver.
+
+Each worker is ``sys.executable -I -m policybox.worker``: a fresh interpreter that never imports the
+caller's ``__main__`` (so ``policybox.evaluate`` works from a script without a main guard, from
+stdin and from a notebook), in a session of its own (a terminal's Ctrl-C reaches the driver alone,
+never a worker mid-episode), killed by the kernel if the driver dies. One reader thread per worker
+turns its replies into the futures ``submit`` handed out; a worker that is lost fails its futures
+with ``WorkerLost`` (the machinery's failure: the driver plays those episodes again) and is replaced
+on the next ``submit``.
+
+Stopping is always bounded: when the driver is done it asks each worker to stop; when it is
+interrupted (Ctrl-C, SIGTERM, an error) it sends SIGTERM at once -- a worker then stops its episode,
+its cells and its zygote -- and SIGKILLs whatever is left after ``STOP_GRACE_S``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from policybox.host.budget import Budget
+from policybox.tournament import Tournament
+
+STOP_GRACE_S = 5.0
+MAX_CHECKS = 3  # a worker lost while it checks is replaced; the check is tried this often
+
+
+class WorkerLost(RuntimeError):
+    """A worker process ended while episodes were in its hands (the machinery's failure, not a policy's)."""
+
+
+class _Worker:
+    """One worker process: its connection, the futures of what it was asked, and the thread reading replies."""
+
+    def __init__(self, start: tuple[Any, ...]) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            with theirs:
+                command = [sys.executable, "-I", "-m", "policybox.worker", "--fd", str(theirs.fileno())]
+                self.process = subprocess.Popen(
+                    [*command, "--parent-pid", str(os.getpid())],
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # deaf to the terminal's Ctrl-C: the driver stops it
+                )
+        except BaseException:
+            ours.close()
+            raise
+        self.connection = Connection(ours.detach())
+        self.pending: dict[Any, Future] = {}
+        self.alive = True
+        self._lock = threading.Lock()
+        self.connection.send(start)
+        self._reader = threading.Thread(target=self._read, name=f"policybox-worker-{self.process.pid}", daemon=True)
+        self._reader.start()
+
+    def ask(self, key: Any, message: tuple[Any, ...]) -> Future:
+        """Send ``message``; the future of its reply, keyed ``key`` (an episode, or "check")."""
+        future: Future = Future()
+        with self._lock:
+            if not self.alive:
+                future.set_exception(WorkerLost(f"worker {self.process.pid} is gone"))
+                return future
+            self.pending[key] = future
+        try:
+            self.connection.send(message)
+        except OSError:
+            self._lost()
+        return future
+
+    def _read(self) -> None:
+        while True:
+            try:
+                reply = self.connection.recv()
+            except (EOFError, OSError):
+                self._lost()
+                return
+            key = "check" if reply[0] == "checked" else reply[1]
+            with self._lock:
+                future = self.pending.pop(key, None)
+            if future is None:
+                continue
+            outcome = reply[-1]
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+    def _lost(self) -> None:
+        with self._lock:
+            self.alive = False
+            pending, self.pending = self.pending, {}
+        code = self.process.poll()
+        for future in pending.values():
+            future.set_exception(WorkerLost(f"worker {self.process.pid} was lost (exit code {code})"))
+
+    def stop(self) -> None:
+        """Ask the worker to finish (its zygote and cells go with it)."""
+        with contextlib.suppress(OSError):
+            self.connection.send(("stop",))
+
+    def terminate(self) -> None:
+        """SIGTERM the worker's whole process group: it stops its episode and cells at once."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+
+    def reap(self, give_up: float) -> None:
+        """Wait for it until ``give_up`` (monotonic), SIGKILL its group after, and close its end."""
+        try:
+            self.process.wait(max(0.0, give_up - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.connection.close()
+        self._reader.join(timeout=1.0)
+
+
+class LocalWorkers:
+    """The local backend of ``play_tournament`` (an ``EpisodeRunner``): ``count`` worker processes,
+    started at once (each starts its zygote), each pinned to a CPU; their cells share ``budget``."""
+
+    def __init__(self, tournament: Tournament, folder: Path, count: int, replays: bool, budget: Budget | None) -> None:
+        self.count = count
+        self._start = ("start", tournament.model_dump_json(), str(folder), replays, budget)
+        self._workers: list[_Worker] = []
+        try:
+            for index in range(count):
+                self._workers.append(self._new(index))
+        except BaseException:
+            self._close(interrupted=True)
+            raise
+
+    def _new(self, index: int) -> _Worker:
+        return _Worker((*self._start, index))
+
+    def __enter__(self) -> LocalWorkers:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._close(interrupted=exc_type is not None)
+
+    def check(self) -> None:
+        """The first worker's check of the tournament; raise what it found wrong, if anything. A worker
+        lost meanwhile is the machinery's failure: it is replaced and the check tried again."""
+        for attempt in range(1, MAX_CHECKS + 1):
+            try:
+                return self._live(0).ask("check", ("check",)).result()
+            except WorkerLost:
+                if attempt == MAX_CHECKS:
+                    raise
+
+    def submit(self, episode: int) -> Future[str]:
+        """Play ``episode`` on the least busy worker; its EpisodeRecord as JSON."""
+        index = min(range(self.count), key=lambda i: len(self._live(i).pending))
+        return self._live(index).ask(episode, ("play", episode))
+
+    def _live(self, index: int) -> _Worker:
+        """Worker ``index``, replaced by a new process if it was lost."""
+        worker = self._workers[index]
+        if not worker.alive:
+            worker.reap(time.monotonic())
+            worker = self._workers[index] = self._new(index)
+        return worker
+
+    def _close(self, interrupted: bool) -> None:
+        """Stop every worker within ``STOP_GRACE_S``: asked to, or at once with SIGTERM when interrupted."""
+        for worker in self._workers:
+            worker.terminate() if interrupted else worker.stop()
+        give_up = time.monotonic() + STOP_GRACE_S
+        for worker in self._workers:
+            worker.reap(give_up)

@@ -1,0 +1,131 @@
+"""Ctrl-C and SIGTERM end ``policybox evaluate`` within seconds at any moment, and the Python API runs
+from a plain script: judged by exit codes, times, the processes left (psutil) and the results file.
+
+A terminal's Ctrl-C is SIGINT to the whole foreground process group, so each run is started in a
+session of its own and signalled either alone (its pid) or as a group, at moments spread over
+start-up (workers starting, the tournament checked) and play.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from policybox.journal import read_records
+
+README = Path(__file__).parents[1] / "README.md"
+EPISODES = 40
+TOURNAMENT = ["-p", "random", "-p", "noop", "--episodes", str(EPISODES), "--agents", "4", "--steps", "400"]
+# (seconds after the start, signal, to the whole group?, resume after?)
+MOMENTS = [
+    (0.3, signal.SIGINT, True, False),  # importing
+    (1.0, signal.SIGTERM, False, False),  # workers starting
+    (2.0, signal.SIGINT, False, False),  # the tournament checked
+    (3.0, signal.SIGTERM, True, False),
+    (4.5, signal.SIGINT, True, True),  # playing and writing
+    (6.0, signal.SIGTERM, False, False),
+    (8.0, signal.SIGINT, False, True),
+]
+ENDS_WITHIN_S = 20  # after the signal, on a loaded 2-core machine; typically 1-3 s
+
+
+def tree(pid: int) -> dict[int, float]:
+    """Every process below ``pid`` now (cells included: they descend from a worker's zygote), with its
+    start time (so a later process reusing a pid is not taken for it)."""
+    try:
+        found = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return {}
+    started = {}
+    for process in found:
+        try:
+            started[process.pid] = process.create_time()
+        except psutil.NoSuchProcess:
+            continue
+    return started
+
+
+def still_running(seen: dict[int, float]) -> list[int]:
+    left = []
+    for pid, created in seen.items():
+        try:
+            process = psutil.Process(pid)
+            if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
+                left.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return left
+
+
+@pytest.mark.parametrize(("after_s", "signum", "group", "resume"), MOMENTS)
+def test_a_signal_at_any_moment_ends_evaluate_cleanly(tmp_path, after_s, signum, group, resume):
+    out = tmp_path / "board"
+    command = [sys.executable, "-m", "policybox", "evaluate", *TOURNAMENT, "--out", str(out)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    seen: dict[int, float] = {}
+    deadline = time.monotonic() + after_s
+    while time.monotonic() < deadline and process.poll() is None:
+        seen.update(tree(process.pid))
+        time.sleep(0.05)
+    if process.poll() is not None:
+        pytest.skip("the tournament finished before the signal")  # not expected at these moments
+    sent = time.monotonic()
+    os.killpg(process.pid, signum) if group else process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert took < ENDS_WITHIN_S, f"took {took:.1f} s to end"
+    assert process.returncode == (130 if signum == signal.SIGINT else 143), stdout + stderr
+    assert "Traceback" not in stderr and "Traceback" not in stdout, stderr
+    assert "interrupted" in stderr
+    time.sleep(0.5)  # the kernel's parent-death signals are delivered at once; give reaping a moment
+    assert still_running(seen) == [], "processes outlived the command"
+    if not (out / "results.jsonl").exists():
+        return
+    data = (out / "results.jsonl").read_text()
+    records, good = read_records(out / "results.jsonl")
+    assert good == len(data.encode()) and len(records) == data.count("\n")  # every line is a whole record
+    if resume:  # the same command plays the rest, keeping every finished episode as it was
+        resumed = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"resuming: {len(records)} of {EPISODES} episodes already done" in resumed.stdout or not records
+        assert (out / "results.jsonl").read_text().startswith(data)
+        assert sorted(read_records(out / "results.jsonl")[0]) == list(range(EPISODES))
+
+
+def readme_api_example() -> str:
+    """The README's Python API example, verbatim (the first python block of its 'Python API' section)."""
+    section = README.read_text().split("### Python API", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize("how", ["script", "stdin", "notebook"])
+def test_the_api_example_runs_from_a_plain_script_stdin_and_a_notebook(tmp_path, how):
+    """No ``if __name__ == "__main__":`` guard: the workers never import the caller's main module."""
+    code = readme_api_example()
+    assert "__main__" not in code
+    script = tmp_path / "api.py"
+    script.write_text(code)
+    if how == "script":
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    elif how == "stdin":
+        run = subprocess.run(
+            [sys.executable, "-"], input=code, capture_output=True, text=True, cwd=tmp_path, timeout=600
+        )
+    else:  # a notebook: code run in __main__ with no file behind it
+        exec_in_main = f"import sys; exec(compile({code!r}, '<cell>', 'exec'), sys.modules['__main__'].__dict__)"
+        run = subprocess.run(
+            [sys.executable, "-c", exec_in_main], capture_output=True, text=True, cwd=tmp_path, timeout=600
+        )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "bootstrapping phase" not in run.stderr and "Traceback" not in run.stderr
+    assert json.loads((tmp_path / "board-api" / "summary.json").read_text())["episodes_done"] >= 1
