@@ -157,3 +157,20 @@ def test_sandbox_off_says_so_loudly(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "SANDBOX OFF (--sandbox off)" in run.stdout
     assert result.sandbox == "off" and result.agents[0].sandbox == {}
+
+
+def test_a_virtualenv_reached_through_a_symlink_plays_and_passes_the_doctor(tmp_path):
+    """``.venv -> /elsewhere/venv``, the link inside a folder cells see masked (/tmp): the cells still
+    import every policy, and the doctor's probe, which imports what real policies import, agrees."""
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("not running from a virtualenv")
+    link = tmp_path / "venv"
+    link.symlink_to(sys.prefix)
+    python = str(link / "bin" / "python")
+    out = tmp_path / "result.json"
+    args = ["-n", "2", "-p", "random", "--steps", "5", "--out", str(out), "--log-dir", str(tmp_path / "logs")]
+    run = subprocess.run([python, "-m", "policybox", "run", *args], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [agent.status for agent in EpisodeResult.model_validate_json(out.read_text()).agents] == ["ok", "ok"]
+    doctor = subprocess.run([python, "-m", "policybox", "doctor"], capture_output=True, text=True, timeout=300)
+    assert doctor.returncode == 0 and "cannot be imported" not in doctor.stdout, doctor.stdout

@@ -4,7 +4,10 @@ has the shape of every family's policies (MettaGrid's ``agent_policy``/``step``,
 ``act``) and imports none, so the doctor depends on no game.
 
 Each check targets its own layer only (Landlock also blocks TCP and signals, so the uid check reads
-the host's /proc/<pid>/environ instead of signalling it, and the network check sends UDP).
+the host's /proc/<pid>/environ instead of signalling it, and the network check sends UDP). The
+filesystem check also imports what real policies import -- each game family's shorthand policies --
+since a private view that hides the interpreter's files (say, a virtualenv reached through a
+symlink) breaks every policy while every layer looks applied.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ class SandboxProbe:
         checks = {
             "uid": _attempt(lambda: Path(f"/proc/{host_pid}/environ").read_bytes(), "read the host's environ"),
             "network": _attempt(lambda: _send_udp(udp_port), "sent a UDP packet to the host"),
-            "filesystem": None if os.getcwd() == os.environ.get("HOME") else "cwd is not the scratch folder",
+            "filesystem": _scratch_is_cwd() or _policy_imports(),
             "proc": _other_processes(),
             "landlock": _attempt(lambda: Path(outside).write_text("escaped"), f"wrote {outside}"),
             "rlimits": None if resource.getrlimit(resource.RLIMIT_CORE)[1] == 0 else "core dumps allowed",
@@ -41,6 +44,28 @@ class SandboxProbe:
 
     def act(self, observation: object) -> int:
         return 0
+
+
+def _scratch_is_cwd() -> str | None:
+    return None if os.getcwd() == os.environ.get("HOME") else "cwd is not the scratch folder"
+
+
+def _policy_imports() -> str | None:
+    """None when this cell can import every installed game family's shorthand policies."""
+    import importlib
+
+    from policybox.envs import FAMILIES, family
+
+    for name in FAMILIES:
+        try:
+            class_path = family(name).resolve_shorthand("random")
+        except ImportError:  # the family's library is not installed: no policy of it can play here anyway
+            continue
+        try:
+            importlib.import_module(class_path.rpartition(".")[0])
+        except Exception as exc:
+            return f"policies cannot be imported in a cell: {class_path}: {type(exc).__name__}: {exc}"
+    return None
 
 
 def _other_processes() -> str | None:

@@ -67,7 +67,7 @@ def private_view(needed: Iterable[str], read_only: Iterable[str]) -> list[str]:
     ``needed`` paths stay reachable as they are (the interpreter); ``read_only`` paths (policy files,
     checkpoints) are bound back read-only wherever they are. Returns the folders masked.
     """
-    keep = {Path(raw).resolve() for raw in needed if raw and os.path.exists(raw)}
+    keep = {path for raw in needed if raw and os.path.exists(raw) for path in _both_names(raw)}
     frozen = {Path(raw).resolve() for raw in read_only if raw and os.path.exists(raw)}
     shared = [Path(folder) for folder in SHARED_FOLDERS if _is_real_folder(folder)]
     masks: dict[Path, set[Path]] = {folder: set() for folder in shared}
@@ -83,6 +83,14 @@ def private_view(needed: Iterable[str], read_only: Iterable[str]) -> list[str]:
             _bind(path, path)
         mount(None, str(path), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     return [str(folder) for folder in masks]
+
+
+def _both_names(raw: str) -> set[Path]:
+    """A needed path as the interpreter names it and where it really is: a virtualenv reached through
+    a symlink (``.venv -> /elsewhere/venv``) is imported by the first name, so if a masked folder holds
+    that name, the real folder must be bound back there too."""
+    named = Path(os.path.abspath(raw))
+    return {named, named.resolve()}
 
 
 def _is_real_folder(path: str) -> bool:
