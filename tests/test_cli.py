@@ -1,6 +1,7 @@
 """The policybox command as a user runs it: the table, the JSON, exit codes and clear errors."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -85,7 +86,13 @@ def test_failed_agent_shows_its_cause_and_exits_1(tmp_path):
     [
         (["-p", "./no_such_bot.py:Bot"], "policy file './no_such_bot.py' does not exist"),
         (["-p", "randm"], "unknown policy shorthand 'randm'; MettaGrid knows: "),
-        (["-p", "random", "--env", "nowhere.yaml"], "is neither a known game"),
+        (["-p", "random", "--env", "nowhere.yaml"], "--env 'nowhere.yaml': the game file nowhere.yaml does not exist"),
+        (["-p", "random", "--env", "nowhere"], "is neither a known game"),
+        (
+            ["-p", "random", "--env", "pettingzoo:mpe2.simple_spread_v3:parallel_env", "--env-kwargs", '{"N": '],
+            "--env-kwargs must be a JSON object: Expecting value",
+        ),
+        (["-p", "random,data=a.pt,data=b.pt"], "data= is given twice; give it once"),
         (
             ["-p", "random", "--out", "/no/such/folder/r.json"],
             "Invalid value for --out: folder /no/such/folder does not exist",
@@ -102,7 +109,43 @@ def test_bad_input_is_one_clear_error(args, message, tmp_path):
     run = policybox("run", "--steps", "5", *args, cwd=tmp_path)
     assert run.returncode == 2
     assert message in " ".join(run.stderr.split())
-    assert "Traceback" not in run.stderr
+    assert "Traceback" not in run.stderr and "pydantic" not in run.stderr
+    assert "╭" not in run.stderr and run.stderr.splitlines()[-1].startswith("Error: ")  # one style, plain
+
+
+def test_evaluate_blames_out_for_a_file_where_its_folder_should_be(tmp_path):
+    (tmp_path / "README.md").write_text("not a folder")
+    run = policybox("evaluate", "-p", "random", "--out", "README.md", cwd=tmp_path)
+    assert run.returncode == 2 and "Invalid value for --out: " in run.stderr and "--log-dir" not in run.stderr
+
+
+def test_help_and_errors_read_well_at_80_columns():
+    run = subprocess.run(
+        [sys.executable, "-m", "policybox", "run", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert run.returncode == 0
+    assert max(len(line) for line in run.stdout.splitlines()) <= 80
+    assert "<int" not in run.stdout and "<float" not in run.stdout and "list[str]" not in run.stdout
+    assert "-p, --policy SPEC" in run.stdout and "--act-timeout-ms MS" in run.stdout and "--steps N" in run.stdout
+    assert "env.NAME=VALUE" in run.stdout and "class=CLASS" in run.stdout and "zip" in run.stdout
+    long_path = "/no/such/" + "very-long-folder-name/" * 6 + "r.json"
+    error = subprocess.run(
+        [sys.executable, "-m", "policybox", "run", "-p", "random", "--out", long_path],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert long_path.rsplit("/", 1)[0] in error.stderr  # the path whole, on one line
+
+
+def test_version():
+    import policybox
+
+    run = subprocess.run([sys.executable, "-m", "policybox", "--version"], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.strip() == f"policybox {policybox.__version__}"
 
 
 def test_existing_result_survives_bad_input(tmp_path):

@@ -96,3 +96,25 @@ def test_inside_mettagrids_own_tools_example(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.split() == ["200", "True", "200", "True"]
+
+
+def test_the_readme_can_be_followed_from_top_to_bottom():
+    """Read in order, every command can run: each evaluate writes a folder of its own (a second
+    tournament into the same folder would be refused), and every bot file a command names is one the
+    README has shown before it."""
+    outs: list[str] = []
+    shown_bots: set[str] = set()
+    for match in re.finditer(r"`(bots/[\w.]+\.py)`:|```bash\n(.*?)```", README, re.S):
+        if match.group(1):
+            shown_bots.add(match.group(1))
+            continue
+        for line in match.group(2).replace("\\\n", " ").splitlines():
+            try:
+                words = shlex.split(line)
+            except ValueError:  # a line of a multi-line `python -c "..."`
+                continue
+            if "evaluate" in words and "--out" in words:
+                outs.append(words[words.index("--out") + 1])
+            for bot in re.findall(r"\./(bots/[\w.]+\.py)", line):
+                assert bot in shown_bots, f"{bot} is used before the README shows it: {line}"
+    assert len(outs) == len(set(outs)), f"evaluate commands share a results folder: {outs}"

@@ -113,3 +113,18 @@ def test_a_terminal_shows_the_table_the_host_printed(tmp_path):
     assert r"\x1b[1A\x1b[2KFORGED-STATUSok" in squeezed
     assert any(" noop " in line and " ok " in line for line in lines)
     assert not any(line.lstrip("│ ").startswith("FORGED-STATUS") for line in lines)
+
+
+def test_evaluate_shows_a_policys_failure_inert(tmp_path):
+    """evaluate's failure causes quote the first failure's message: inert there too."""
+    out = tmp_path / "board"
+    args = ["evaluate", "-p", FORGER, "-p", "noop", "--episodes", "2", "--agents", "2", "--steps", "5"]
+    received, code = in_terminal([*args, "--out", str(out), "--workers", "1"])
+    assert code == 0, received.decode(errors="replace")
+    for what, raw in RAW.items():
+        assert raw not in received, f"the policy's {what} reached the terminal raw"
+    screen = pyte.Screen(200, 400)
+    pyte.ByteStream(screen).feed(received)
+    text = "\n".join(line.rstrip() for line in screen.display)
+    assert "ForgeTerminal error RuntimeError ×2" in text and r"\x1b[2J\x1b]0;PWNED-TITLE\x07" in text
+    assert screen.title == ""

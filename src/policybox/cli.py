@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+import policybox
 from policybox.cli_options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.episode import (
     DEFAULT_AGENTS,
@@ -41,6 +42,7 @@ from policybox.tournament import Seating, Tournament, entrants, game_file_relati
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help and errors: readable at 80 columns, paths never broken by a box
     help="Run multi-agent episodes with every agent's policy in its own OS process.",
 )
 console = Console(emoji=False)  # ":FACTORY:" in a message is text, not an emoji code
@@ -49,32 +51,49 @@ errors = Console(stderr=True, emoji=False)
 USER_ERRORS = (PolicyboxError, ValidationError)
 
 POLICY_HELP = (
-    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. Forms: a shorthand (random, "
-    "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class), a file path (bots/greedy.py:Greedy), "
-    "each optionally followed by ',data=CHECKPOINT', ',name=NAME', ',path=IMPORT_ROOT', ',kw.KEY=VALUE' "
-    "(VALUE read as JSON when it parses); or a JSON/YAML spec file; or a submission folder with a policy_spec.json."
+    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. SPEC is a shorthand (random, "
+    "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class) or a file path (bots/greedy.py:Greedy), "
+    "each optionally followed by ,data=CHECKPOINT ,name=NAME ,path=IMPORT_ROOT ,kw.KEY=VALUE (VALUE read "
+    "as JSON when it parses) ,env.NAME=VALUE (a variable for its cells; @FILE or $VAR for a secret), or "
+    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json) "
+    "or a MettaGrid submission zip."
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"policybox {policybox.__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Run multi-agent episodes with every agent's policy in its own OS process."""
 
 
 @app.command()
 @with_episode_options
 def run(
-    policies: Annotated[list[str], typer.Option("--policy", "-p", help=POLICY_HELP)],
+    policies: Annotated[list[str], typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)],
     episode: dict,
-    out: Annotated[Path | None, typer.Option(help="Write the episode result as JSON to this file.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write the episode result as JSON to this file.")
+    ] = None,
     replay: Annotated[
         Path | None,
-        typer.Option(help="Write the episode as a MettaGrid replay to this .json.z file (MettaScope plays it)."),
+        typer.Option(
+            metavar="FILE", help="Write the episode as a MettaGrid replay to this .json.z file (MettaScope plays it)."
+        ),
     ] = None,
     log_dir: Annotated[
         Path | None,
         typer.Option(
-            help="Folder for per-agent logs (policy stdout/stderr). Default: ./policybox-logs/<time>-seed<N>."
+            metavar="DIR",
+            help="Folder for per-agent logs (policy stdout/stderr). Default: ./policybox-logs/<time>-seed<N>.",
         ),
     ] = None,
     check: Annotated[
@@ -98,7 +117,7 @@ def run(
         specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
         _check_writable(out)
         logs = log_dir or default_log_dir(settings.seed)
-        _check_log_dir(logs)
+        _check_folder(logs, "--log-dir")
         with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
             result, unwritten = _played(specs, settings, logs, check)
     show_episode(console, result)
@@ -110,14 +129,14 @@ def run(
         except StorageFull as full:
             unwritten.append(full)
         except OSError as exc:  # shown above, so the episode is not lost; say why the file is missing
-            errors.print(_error(f"could not write --out {out}: {exc.strerror}"))
+            errors.print(_error(f"could not write --out {out}: {exc.strerror}"), soft_wrap=True)
             raise typer.Exit(2) from None
         else:
             console.print(shown(f"result: {out}"))
     if replay is not None and not any(full.path == replay for full in unwritten):
         console.print(shown(f"replay: {replay}"))
     for full in unwritten:  # each file a full disk kept out; the episode itself is shown above
-        errors.print(_error(full.with_outcome("the result is shown above", "run again")))
+        errors.print(_error(full.with_outcome("the result is shown above", "run again")), soft_wrap=True)
     clean = result.game_fault is None and all(a.status == AgentStatus.OK for a in result.agents)
     raise typer.Exit(0 if clean and not unwritten else 1)
 
@@ -147,13 +166,23 @@ def evaluate(
             "name (act_timeout_ms: 500); options given here override it.",
         ),
     ] = None,
-    policies: Annotated[list[str] | None, typer.Option("--policy", "-p", help=POLICY_HELP)] = None,
-    episodes: Annotated[int, typer.Option(min=1, max=1_000_000, help="Number of episodes.")] = 12,
+    policies: Annotated[list[str] | None, typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)] = None,
+    episodes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=1_000_000,
+            metavar="N",
+            help="Number of episodes. More than a folder holds grows its tournament: the first ones are kept.",
+        ),
+    ] = 12,
     out: Annotated[
-        Path | None, typer.Option(help="Results folder: tournament.json, results.jsonl, summary.json, logs/.")
+        Path | None,
+        typer.Option(metavar="DIR", help="Results folder: tournament.json, results.jsonl, summary.json, logs/."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, max=256, help="Episodes played at once (default: the number of cores).")
+        int | None,
+        typer.Option(min=1, max=256, metavar="N", help="Episodes played at once (default: the number of cores)."),
     ] = None,
     seating: Annotated[
         Seating, typer.Option(help="rotate: every policy plays every seat equally often. random: seeded shuffles.")
@@ -167,7 +196,10 @@ def evaluate(
     ] = "local",
     ray_address: Annotated[
         str | None,
-        typer.Option(help="With --backend ray: the cluster (e.g. 10.0.0.1:6379); default: a Ray started for the run."),
+        typer.Option(
+            metavar="HOST:PORT",
+            help="With --backend ray: the cluster (e.g. 10.0.0.1:6379); default: a Ray started for the run.",
+        ),
     ] = None,
     rank_by: Annotated[
         RankBy,
@@ -178,7 +210,7 @@ def evaluate(
         ),
     ] = "forfeit",
     summary: Annotated[
-        Path | None, typer.Option("--summary", help="Print the summary of a results folder and exit.")
+        Path | None, typer.Option("--summary", metavar="DIR", help="Print the summary of a results folder and exit.")
     ] = None,
 ) -> None:
     """Play a tournament: many isolated episodes, seats rotated, scores with intervals and ratings.
@@ -193,7 +225,7 @@ def evaluate(
             raise typer.Exit(0)
         values, from_file = _tournament_values(ctx, tournament_file, episode)
         tournament, out_dir = _tournament(values, tournament_file, from_file)
-        _check_log_dir(out_dir)
+        _check_folder(out_dir, "--out")
         board = _play_tournament(tournament, out_dir, values)
     _show_summary(board)
     console.print(shown(f"results: {out_dir}"))
@@ -309,10 +341,10 @@ def _guarded(after_interrupt: str) -> Iterator[None]:
     try:
         yield
     except StorageFull as exc:
-        errors.print(_error(exc))
+        errors.print(_error(exc), soft_wrap=True)
         raise typer.Exit(1) from None
     except USER_ERRORS as exc:
-        errors.print(_error(exc))
+        errors.print(_error(exc), soft_wrap=True)
         raise typer.Exit(2) from None
     except KeyboardInterrupt as stop:
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so changes nothing
@@ -324,8 +356,9 @@ def _guarded(after_interrupt: str) -> Iterator[None]:
 
 
 def _error(message: object) -> Text:
-    """An error line: what a user must fix, inert (it may quote a spec file or a zip's names)."""
-    return Text.assemble(("error: ", "bold red"), shown(message))
+    """An error line in the one style of every error (click's own included): ``Error: ...``, inert
+    (it may quote a spec file or a zip's names). Printed with soft wrap: no path is broken."""
+    return Text.assemble(("Error: ", "bold red"), shown(message))
 
 
 @app.command()
@@ -358,13 +391,13 @@ def doctor(
     raise typer.Exit(0 if all(check.works for _, checks in machines for check in checks) else 1)
 
 
-def _check_log_dir(log_dir: Path) -> None:
-    """The log folder exists or can be made there (checked without creating anything)."""
-    existing = next(path for path in (log_dir, *log_dir.absolute().parents) if path.exists())
+def _check_folder(folder: Path, option: str) -> None:
+    """The folder ``option`` names exists or can be made there (checked without creating anything)."""
+    existing = next(path for path in (folder, *folder.absolute().parents) if path.exists())
     if not existing.is_dir():
-        raise typer.BadParameter(f"{existing} is a file, not a folder", param_hint="--log-dir")
+        raise typer.BadParameter(f"{existing} is a file, not a folder", param_hint=option)
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise typer.BadParameter(f"folder {existing} is not writable", param_hint="--log-dir")
+        raise typer.BadParameter(f"folder {existing} is not writable", param_hint=option)
 
 
 def _check_writable(out: Path | None) -> None:

@@ -20,10 +20,22 @@ from policybox.limits import Limits
 from policybox.sandbox import SandboxLevel
 
 DEFAULTS = Limits()
+# What --help shows as each option's value: a word, not a Python type ("<int range>").
+METAVARS = {"env": "GAME", "env_kwargs": "JSON", "preload": "MODULE", "seed": "SEED"}
+UNITS = {"_ms": "MS", "_s": "S", "_mb": "MIB"}
 
 
 def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    kind, option = typing.get_args(annotation)[:2]
+    if option.metavar is None and _valued(kind):  # choices and flags show themselves
+        option.metavar = METAVARS.get(name) or next((v for k, v in UNITS.items() if name.endswith(k)), "N")
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+
+
+def _valued(kind: Any) -> bool:
+    """Whether an option of this type takes a free value (a number, a text) rather than a choice or a flag."""
+    plain = [arg for arg in typing.get_args(kind) if arg is not type(None)] or [kind]
+    return all(arg in (int, float, str) or typing.get_origin(arg) is list for arg in plain)
 
 
 EPISODE_OPTIONS = [

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 import policybox
 from policybox.envs import ActionSink, ConfigError, EnvFamily, EnvHost, GameRequest, InvalidAction, family, split_env
@@ -101,15 +101,29 @@ class EpisodeSettings(BaseModel):
     @classmethod
     def from_options(cls, values: dict[str, Any]) -> EpisodeSettings:
         """Settings from flat option values, as the CLI and tournament files name them: the limits'
-        fields (``act_timeout_ms``, ...) beside the settings' own; ``agents`` is ignored here."""
-        limits = Limits(**{name: values[name] for name in Limits.model_fields if name in values})
-        own = {name: value for name, value in values.items() if name in cls.model_fields and name != "limits"}
-        own["preload"] = own.get("preload") or []
-        own["env_kwargs"] = own.get("env_kwargs") or {}
+        fields (``act_timeout_ms``, ...) beside the settings' own; ``agents`` is ignored here. A value
+        that is not valid is a ConfigError naming its option."""
         unknown = set(values) - set(Limits.model_fields) - set(cls.model_fields) - {"agents"}
         if unknown:
             raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
-        return cls(limits=limits, **own)
+        own = {name: value for name, value in values.items() if name in cls.model_fields and name != "limits"}
+        own["preload"] = own.get("preload") or []
+        own["env_kwargs"] = own.get("env_kwargs") or {}
+        try:
+            limits = Limits(**{name: values[name] for name in Limits.model_fields if name in values})
+            return cls(limits=limits, **own)
+        except ValidationError as exc:
+            raise ConfigError(option_errors(exc)) from None
+
+
+def option_errors(exc: ValidationError) -> str:
+    """A pydantic error as the options it concerns: ``--steps: Input should be greater than 0``."""
+    parts = []
+    for error in exc.errors():
+        name = str(error["loc"][-1]) if error["loc"] else "settings"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(message if message.startswith("--") else f"--{name.replace('_', '-')}: {message}")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)

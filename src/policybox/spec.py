@@ -43,6 +43,7 @@ SUBMISSION_ZIP_SUFFIX = ".zip"
 # Fields MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
 METTAGRID_ONLY_FIELDS = ("policy_env_interface", "setup_script")
 KEYS = "class, data, name, path, kw.X, env.X"
+SINGLE_KEYS = {"class": "class_path", "data": "data_path", "name": "name"}  # each may be given once
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # glibc's list of variables it ignores for setuid programs (they load code or files), plus the ones
 # policybox sets for the cell itself.
@@ -139,6 +140,8 @@ def _spec_from_pairs(text: str) -> PolicySpec:
         elif not sep:
             raise SpecError(f"policy spec {text!r}: {item!r} is not KEY=VALUE (keys: {KEYS})")
         key = key.strip()
+        if key in SINGLE_KEYS and SINGLE_KEYS[key] in fields:
+            raise SpecError(f"policy spec {text!r}: {key}= is given twice; give it once")
         if key == "class":
             fields["class_path"] = value
         elif key == "data":
@@ -147,10 +150,11 @@ def _spec_from_pairs(text: str) -> PolicySpec:
             fields["name"] = value
         elif key == "path":
             fields["python_path"].append(value)
-        elif key.startswith("kw.") and len(key) > 3:
-            fields["init_kwargs"][key[3:]] = _kw_value(value)
-        elif key.startswith("env.") and len(key) > 4:
-            fields["env"][key[4:]] = _env_value(key[4:], value)
+        elif key.startswith(("kw.", "env.")) and len(key) > key.index(".") + 1:
+            group, name = ("init_kwargs", key[3:]) if key.startswith("kw.") else ("env", key[4:])
+            if name in fields[group]:
+                raise SpecError(f"policy spec {text!r}: {key}= is given twice; give it once")
+            fields[group][name] = _kw_value(value) if group == "init_kwargs" else _env_value(name, value)
         else:
             raise SpecError(f"policy spec {text!r}: unknown key {key!r} (keys: {KEYS})")
     if "class_path" not in fields:

@@ -91,6 +91,8 @@ def _load_config_file(path: Path, model: Any) -> Any:
     import yaml
     from pydantic import ValidationError
 
+    if path.suffix in (".yaml", ".yml", ".json") and not path.is_file():
+        raise ConfigError(f"--env {str(path)!r}: the game file {path} does not exist")
     if not path.is_file():
         raise ConfigError(
             f"--env {str(path)!r} is neither a known game ({', '.join(ARENA_MAPS)}) nor a config file "
