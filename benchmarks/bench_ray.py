@@ -10,7 +10,7 @@ rotated, the standard sandbox -- one contender after another within each repetit
 * Ray backend on a local ``ray.cluster_utils.Cluster``: 1 node with 1 CPU, and 2 nodes with 1 CPU
   each (both on this machine: a node is a raylet with its own worker processes).
 
-Driver capacity: what only the driver does, per result -- the evaluation loop (``evaluation.play_episodes``:
+Driver capacity: what only the driver does, per result -- the evaluation loop (``runner.play_all``:
 waiting on the futures in flight, parsing each record, appending it to ``results.jsonl``, flushed
 and fsync'd) with a backend whose episodes are already played, at 2, 200 and 2,000 episodes in
 flight, and the final summary -- on ``--records`` copies of a real record, as results per second.
@@ -37,10 +37,11 @@ sys.path.insert(0, str(BENCH))
 from bench_episode import interleaved  # noqa: E402
 
 from policybox.episode import EpisodeSettings  # noqa: E402
-from policybox.evaluation import IN_FLIGHT_PER_WORKER, play_episodes, play_tournament  # noqa: E402
-from policybox.journal import ResultsJournal, read_records  # noqa: E402
-from policybox.summary import summarize  # noqa: E402
-from policybox.tournament import Tournament, entrants  # noqa: E402
+from policybox.league.evaluation import episode_job, play_tournament  # noqa: E402
+from policybox.league.journal import ResultsJournal, read_records  # noqa: E402
+from policybox.league.runner import IN_FLIGHT_PER_WORKER, play_all  # noqa: E402
+from policybox.league.summary import summarize  # noqa: E402
+from policybox.league.tournament import Tournament, entrants  # noqa: E402
 
 console = Console()
 
@@ -119,8 +120,14 @@ def driver_capacity(board: Tournament, records: int) -> None:
             out = Path(folder) / f"many-{in_flight}"
             out.mkdir()
             runner = _Instant(copies, in_flight)
+            seats = board.seat_maps()
+            jobs = {e: episode_job(board, seats[e % len(seats)], out, e, False) for e in range(records)}
             with ResultsJournal(out) as journal:
-                loop_s = timed(lambda: play_episodes(runner, list(range(records)), journal.append))  # noqa: B023
+
+                def finished(episode, result, journal=journal):
+                    journal.append(copies[episode].model_copy(update={"agents": result.agents}))
+
+                loop_s = timed(lambda: play_all(runner, jobs, finished))  # noqa: B023
             console.print(
                 f"driver loop, {in_flight:>4} episodes in flight: {records / loop_s:,.0f} results/s "
                 f"(parsed, journaled with fsync, {len(sample.model_dump_json()):,} bytes each)"
@@ -137,13 +144,10 @@ class _Instant:
         self._lines = [record.model_dump_json() for record in records]
         self.count = max(1, in_flight // IN_FLIGHT_PER_WORKER)
 
-    def submit(self, episode: int) -> Future[str]:
+    def submit(self, job) -> Future[str]:
         future: Future[str] = Future()
-        future.set_result(self._lines[episode])
+        future.set_result(self._lines[int(job.name.split("-")[1])])
         return future
-
-    def restart(self) -> None:
-        """Never broken."""
 
 
 def main() -> None:

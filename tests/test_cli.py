@@ -168,7 +168,7 @@ def test_declared_minimum_step_time_is_reported_and_warned_about(tmp_path):
 
 def test_doctor_lists_every_layer():
     run = policybox("doctor")
-    from policybox.doctor import diagnose
+    from policybox.host.diagnosis import diagnose
     from policybox.sandbox import Layer
 
     assert run.returncode == (0 if all(check.works for check in diagnose()) else 1), run.stderr
@@ -177,7 +177,7 @@ def test_doctor_lists_every_layer():
 
 
 def test_strict_sandbox_runs_only_with_every_layer(tmp_path):
-    from policybox.doctor import diagnose
+    from policybox.host.diagnosis import diagnose
 
     run, result = policybox_run(tmp_path, "-n", "2", "-p", "random", "--steps", "5", "--sandbox", "strict")
     missing = [check.layer.value for check in diagnose() if not check.works]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import policy
 
-from policybox.doctor import diagnose
+from policybox.host.diagnosis import diagnose
 from policybox.results import AgentStatus
 from policybox.sandbox import Layer
 
@@ -144,8 +144,8 @@ def test_every_agent_result_lists_its_active_layers(play):
 
 def test_the_probe_sees_through_a_cell_without_sandbox(tmp_path):
     """The doctor's probe really detects breaches: with the sandbox off, it gets through."""
-    from policybox.doctor import _probe_report
     from policybox.episode import EpisodeSettings, run_episode
+    from policybox.host.diagnosis import _probe_report
     from policybox.spec import PolicySpec
 
     outside = tmp_path / "outside.txt"

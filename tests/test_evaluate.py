@@ -16,9 +16,9 @@ import psutil
 from conftest import policy
 
 from policybox.episode import EpisodeSettings
-from policybox.evaluation import load_summary, play_tournament
-from policybox.journal import read_records
-from policybox.tournament import Tournament, entrants
+from policybox.league.evaluation import load_summary, play_tournament
+from policybox.league.journal import read_records
+from policybox.league.tournament import Tournament, entrants
 
 SEEDED = policy("seeded_random.py:SeededRandom")
 STATEFUL = policy("stateful.py:Stateful")
@@ -158,7 +158,9 @@ def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
 def _playing_worker(process: psutil.Process) -> bool:
     """A worker process in the middle of an episode: its zygote has cells."""
     try:
-        return "policybox.worker" in " ".join(process.cmdline()) and any(z.children() for z in process.children())
+        return "policybox.league.worker" in " ".join(process.cmdline()) and any(
+            z.children() for z in process.children()
+        )
     except psutil.Error:
         return False
 

@@ -218,4 +218,4 @@ def test_run_refuses_a_policy_that_cannot_be_built_before_any_step(fault, tmp_pa
     run = CliRunner().invoke(app, [*args, "--log-dir", str(tmp_path / "logs")], env={"COLUMNS": "300"})
     assert run.exit_code == 2 and not out.exists()
     name = spec.rsplit(":", 1)[1]
-    assert f"error: {name} cannot be built: " in run.output and MESSAGES[fault] in run.output
+    assert f"Error: {name} cannot be built: " in run.output and MESSAGES[fault] in run.output

@@ -69,7 +69,7 @@ def the_error(run: subprocess.CompletedProcess) -> str:
     """The one error message of a failed run, with no traceback anywhere."""
     output = run.stdout + run.stderr
     assert "Traceback" not in output and "OSError" not in output, output
-    lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    lines = [line for line in run.stderr.splitlines() if line.startswith("Error:")]
     assert len(lines) == 1, run.stderr
     return lines[0]
 
@@ -177,7 +177,7 @@ def test_run_replay_on_a_full_disk_keeps_the_result(disk, tmp_path):
 
     both = policybox_cli(*args, "--replay", str(point / "x.json.z"), "--out", str(point / "result.json"))
     assert both.returncode == 1 and "Traceback" not in both.stdout + both.stderr
-    errors = [line for line in both.stderr.splitlines() if line.startswith("error:")]
+    errors = [line for line in both.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 2 and "(writing x.json.z)" in errors[0] and "(writing result.json)" in errors[1]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import descendants, policy
 
-from policybox.doctor import diagnose
+from policybox.host.diagnosis import diagnose
 from policybox.results import AgentStatus
 from policybox.sandbox import Layer
 

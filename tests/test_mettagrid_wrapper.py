@@ -217,7 +217,7 @@ def test_bad_input_is_one_clear_error():
         SandboxedPolicy(env_info, policy={"class_path": "random", "data_path": "/nowhere/ckpt.pt"})
     with pytest.raises(ValueError, match="steps belong to the episode MettaGrid runs"):
         SandboxedPolicy(env_info, policy="random", steps=10)
-    with pytest.raises(ValueError, match="act_timeout_ms"):
+    with pytest.raises(ValueError, match="--act-timeout-ms: Input should be greater than 0"):
         SandboxedPolicy(env_info, policy="random", act_timeout_ms=-1)
 
 

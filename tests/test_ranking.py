@@ -1,4 +1,4 @@
-"""The ranking rules (policybox.ranking) as every leaderboard applies them: a failed agent forfeits,
+"""The ranking rules (policybox.league.ranking) as every leaderboard applies them: a failed agent forfeits,
 equal ratings share a rank, and each row says whether its interval is clear of the next one's."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import pytest
 from conftest import policy
 from test_summary import entry, record
 
-from policybox import ranking
-from policybox.evaluation import evaluate
+from policybox.league import ranking
+from policybox.league.evaluation import evaluate
+from policybox.league.summary import summarize
 from policybox.results import AgentStatus, Failure
 from policybox.spec import PolicySpec
-from policybox.summary import summarize
 
 THREE = [(key, PolicySpec(class_path=key)) for key in ("alpha", "beta", "gamma")]
 BROKEN = {"status": AgentStatus.ERROR, "failure": Failure(step=1, phase="step", kind="RuntimeError", message="boom")}

@@ -18,13 +18,13 @@ import ray
 from conftest import POLICIES, descendants
 from ray.cluster_utils import Cluster
 
-from policybox import packing, ray_backend
 from policybox.episode import EpisodeSettings
-from policybox.evaluation import evaluate, play_tournament
-from policybox.journal import read_records
+from policybox.league import packing, ray_backend
+from policybox.league.evaluation import episode_job, evaluate, play_tournament
+from policybox.league.journal import read_records
+from policybox.league.tournament import Tournament, entrants
 from policybox.results import EpisodeRecord
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
-from policybox.tournament import Tournament, entrants
 
 EPISODES = 6
 
@@ -161,7 +161,7 @@ def test_a_policy_cannot_reach_the_ray_cluster_it_runs_in(cluster, tmp_path):
 
 def test_a_node_without_the_sandbox_level_refuses_its_episodes_naming_itself(tmp_path, monkeypatch):
     """What a Ray task runs, run here with the doctor reporting a layer missing on this 'node'."""
-    from policybox import doctor
+    from policybox.host import diagnosis as doctor
 
     missing = [doctor.LayerCheck(layer, False, "not on this node") for layer in doctor.Layer]
     monkeypatch.setattr(doctor, "diagnose", lambda: tuple(missing))
@@ -173,11 +173,12 @@ def test_a_node_without_the_sandbox_level_refuses_its_episodes_naming_itself(tmp
         seating="rotate",
         settings=EpisodeSettings(steps=5, sandbox=SandboxLevel.STRICT),
     )
-    workers: dict = {}
-    monkeypatch.setattr(ray_backend, "_workers", workers)
+    players: list = []
+    monkeypatch.setattr(ray_backend, "_players", players)
+    job = episode_job(strict, strict.seat_maps()[0], tmp_path / "board", 0, False)
     try:
         with pytest.raises(SandboxUnavailable, match=r"^node \S+ \(no Ray\): strict sandbox refused, layers missing"):
-            ray_backend.play_on_node(strict.model_dump_json(), strict.digest(), {}, 0)
+            ray_backend.play_on_node(job, {})
     finally:
-        for worker in workers.values():
-            worker.forget_zygote()
+        for player in players:
+            player.close()

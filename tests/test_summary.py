@@ -7,11 +7,11 @@ import random
 import pytest
 from rich.console import Console
 
+from policybox.cli.tables import number, show_summary
+from policybox.league.summary import Summary, summarize
 from policybox.limits import Limits
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure, Latency
 from policybox.spec import PolicySpec
-from policybox.summary import Summary, summarize
-from policybox.tables import number, show_summary
 
 POLICIES = [("strong", PolicySpec(class_path="strong")), ("weak", PolicySpec(class_path="weak"))]
 

@@ -3,8 +3,8 @@
 import pytest
 
 from policybox.episode import EpisodeSettings
+from policybox.league.tournament import Tournament, entrants, episode_seed, random_seats, rotate_seats
 from policybox.spec import SpecError
-from policybox.tournament import Tournament, entrants, episode_seed, random_seats, rotate_seats
 
 
 @pytest.mark.parametrize("policies", range(1, 7))

@@ -18,8 +18,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 _EXPORTS = {
-    "evaluate": "policybox.evaluation",
-    "load_summary": "policybox.evaluation",
+    "evaluate": "policybox.league.evaluation",
+    "load_summary": "policybox.league.evaluation",
     "run_episode": "policybox.episode",
     "EpisodeSettings": "policybox.episode",
     "Limits": "policybox.limits",
@@ -28,10 +28,10 @@ _EXPORTS = {
     "EpisodeResult": "policybox.results",
     "AgentResult": "policybox.results",
     "EpisodeRecord": "policybox.results",
-    "Summary": "policybox.summary",
+    "Summary": "policybox.league.summary",
     "Zygote": "policybox.host.zygote",
     "PolicyboxError": "policybox.errors",
-    "SpecError": "policybox.spec",
+    "SpecError": "policybox.errors",
     "ConfigError": "policybox.envs",
     "SandboxUnavailable": "policybox.sandbox",
     "ZygoteError": "policybox.host.zygote",

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 import policybox
 from policybox.envs import ActionSink, ConfigError, EnvFamily, EnvHost, GameRequest, InvalidAction, family, split_env
 from policybox.errors import PolicyboxError
+from policybox.host.diagnosis import unavailable
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
 from policybox.host.process_pool import ProcessPool, Reply
@@ -32,7 +33,7 @@ from policybox.sandbox import SandboxLevel, SandboxUnavailable
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import StorageFull, writing
 from policybox.threads import cell_threads
-from policybox.wire import PROTOCOL_VERSION, FrameType
+from policybox.wire import FrameType
 
 Mode = Literal["process", "inline"]
 OnFailure = Literal["continue", "abort"]
@@ -180,8 +181,6 @@ def check_strict(settings: EpisodeSettings) -> None:
     """Refuse a strict episode unless every layer works here (as ``policybox doctor`` finds)."""
     if settings.mode != "process":
         raise SandboxUnavailable("a strict sandbox needs --mode process: inline mode runs policies in the host")
-    from policybox.doctor import unavailable  # the doctor itself plays an episode: import it late
-
     missing = unavailable(wanted_layers(SandboxLevel.STRICT, seccomp=True))
     if missing:
         reasons = "; ".join(f"{check.layer}: {check.detail}" for check in missing)
@@ -370,7 +369,10 @@ def start_pool(
         else InlinePool(records)
     )
     stack.enter_context(pool)
-    pool.start([_setup(cell_env, record, settings) for record, cell_env in zip(records, cell_envs, strict=True)])
+    limit = settings.limits.log_limit_bytes
+    pool.start(
+        [record.setup_message(settings.seed, limit, env) for record, env in zip(records, cell_envs, strict=True)]
+    )
     return pool
 
 
@@ -393,18 +395,6 @@ def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
         log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     log_dir.chmod(0o700)
     return log_dir / f"agent-{agent_id}.log"
-
-
-def _setup(cell_env: dict, record: AgentRecord, settings: EpisodeSettings) -> dict:
-    return {
-        "protocol": PROTOCOL_VERSION,
-        "agent_id": record.agent_id,
-        "seed": settings.seed,
-        "threads": record.threads,
-        "log_limit_bytes": settings.limits.log_limit_bytes,
-        "spec": record.spec.model_dump(mode="json"),
-        "env": cell_env,
-    }
 
 
 class _GameRaised(Exception):

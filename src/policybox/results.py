@@ -165,6 +165,9 @@ class EpisodeResult(BaseModel):
     startup_s: float = Field(description="From the start until every cell was ready (or given up on)")
     play_s: float = Field(description="Stepping the episode, after start-up")
     aborted: str | None = Field(default=None, description="Why the episode ended before the game did, if it did")
+    node: str | None = Field(
+        default=None, description="The Ray node that played it (its agents' logs are there); None: played locally"
+    )
     game_fault: GameFault | None = Field(
         default=None, description="The game's own exception, when that is what ended the episode (see aborted)"
     )
@@ -178,6 +181,3 @@ class EpisodeRecord(EpisodeResult):
 
     episode: int = Field(description="Index of the episode in its tournament (its seed derives from it)")
     seats: list[str] = Field(description="The policy in each seat, in agent-id order, by its tournament key")
-    node: str | None = Field(
-        default=None, description="The Ray node that played it (its agents' logs are there); None: played locally"
-    )

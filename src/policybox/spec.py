@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from policybox.errors import PolicyboxError
+from policybox.errors import SpecError
 
 FILE_CLASS = re.compile(r"^(?P<file>.+\.py):(?P<cls>[A-Za-z_][A-Za-z0-9_.]*)$")
 DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -68,10 +68,6 @@ UNSAFE_ENV = frozenset(
         "LOGNAME",
     ]
 )
-
-
-class SpecError(PolicyboxError, ValueError):
-    """A policy spec the user wrote is wrong; the message says what to fix."""
 
 
 class PolicySpec(BaseModel):

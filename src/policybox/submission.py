@@ -27,8 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from policybox.errors import PolicyboxError
-from policybox.spec import SpecError
+from policybox.errors import PolicyboxError, SpecError
 
 MAX_FILES = 10_000
 MAX_BYTES = 2 * 1024**3
@@ -73,7 +72,7 @@ def unpack_submission(zip_path: Path, given: str) -> Path:
 def private_folder(root: Path, error: type[PolicyboxError] = SpecError) -> Path:
     """Make (or check) ``root``: ours, mode 700, not a symlink someone planted in /tmp (else ``error``).
 
-    Shared with ``policybox.packing``, whose bundles are as untrusted as a zip and unpacked the same way.
+    Shared with ``policybox.league.packing``, whose bundles are as untrusted as a zip and unpacked the same way.
     """
     with contextlib.suppress(FileExistsError):
         root.mkdir(mode=0o700, parents=True)

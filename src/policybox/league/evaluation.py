@@ -1,11 +1,11 @@
 """Many isolated episodes of a tournament, played in parallel, into a results folder that survives crashes.
 
 The driver (this process) owns the output folder: it stores the tournament (``tournament.json``),
-appends each finished episode to ``results.jsonl`` (see ``policybox.journal``) and writes
-``summary.json``. Episodes are played by worker processes (``policybox.worker_pool``: fresh
+appends each finished episode to ``results.jsonl`` (see ``policybox.league.journal``) and writes
+``summary.json``. Episodes are played by worker processes (``policybox.league.worker_pool``: fresh
 interpreters, each holding one zygote for all its episodes and pinned to one CPU, so that its host
 loop and its cells wake each other on the same core) or by Ray tasks. An episode is a pure function
-of the tournament and its index (``policybox.tournament``): which worker plays it, and when, changes
+of the tournament and its index (``policybox.league.tournament``): which worker plays it, and when, changes
 nothing in its result.
 
 A policy's failure is part of its episode's result. A failure of the machinery -- a zygote that
@@ -25,39 +25,25 @@ in ``results.jsonl`` is kept, and the same call resumes.
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
-from policybox.envs import ConfigError
-from policybox.episode import (
-    DEFAULT_AGENTS,
-    EpisodeSettings,
-    agent_count,
-)
-from policybox.errors import PolicyboxError
-from policybox.host.budget import Budget, host_budget
-from policybox.host.zygote import ZygoteError
-from policybox.journal import RESULTS, ResultsJournal, read_records
-from policybox.ranking import RankBy
-from policybox.results import EpisodeRecord
-from policybox.sandbox import SandboxLevel
+from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count
+from policybox.league.backends import Backend, open_runner
+from policybox.league.journal import RESULTS, ResultsJournal, read_records
+from policybox.league.ranking import RankBy
+from policybox.league.runner import EpisodeJob, EpisodeRunner, play_all
+from policybox.league.summary import Summary, summarize
+from policybox.league.tournament import Seating, Tournament, entrants
+from policybox.results import EpisodeRecord, EpisodeResult
 from policybox.spec import PolicySpec, SpecError
 from policybox.storage import StorageFull, write_atomically, writing
-from policybox.summary import Summary, summarize
-from policybox.tournament import Seating, Tournament, entrants
-from policybox.worker_pool import LocalWorkers
 
-Backend = Literal["local", "ray"]
 TOURNAMENT_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
-MAX_ATTEMPTS = 3
-IN_FLIGHT_PER_WORKER = 2
-PR_SET_PDEATHSIG = 1
 
 
 class TournamentMismatch(SpecError):
@@ -101,7 +87,7 @@ def evaluate(
     ``agents``: the game's own number by default, 4 for games of any size (arena, navigation).
     ``backend="ray"`` plays the episodes on a Ray cluster (``ray_address``, or a Ray started for the
     run). ``rank_by``: ``forfeit`` (a failed agent forfeits its episode) or ``reward`` (the game's
-    reward alone; see ``policybox.ranking``). Calling it again with the same arguments resumes into
+    reward alone; see ``policybox.league.ranking``). Calling it again with the same arguments resumes into
     ``out``, whatever the backend; with more ``episodes``, it grows the tournament."""
     sources = [p.model_dump() if isinstance(p, PolicySpec) else p for p in policies]
     episode_settings = EpisodeSettings.from_options(settings)
@@ -114,21 +100,6 @@ def evaluate(
         rank_by=rank_by,
     )
     return play_tournament(tournament, Path(out), workers, replays, backend=backend, ray_address=ray_address)
-
-
-class EpisodeRunner(Protocol):
-    """Where a tournament's episodes are played: worker processes here, or a Ray cluster. Each
-    ``submit`` gives the episode's EpisodeRecord as JSON; this process alone writes the folder."""
-
-    count: int  # episodes played at once
-
-    def __enter__(self) -> EpisodeRunner: ...
-    def __exit__(self, *exc: object) -> None: ...
-    def check(self) -> None:
-        """Raise what a user got wrong (a shorthand, a game, a sandbox level) before any episode."""
-
-    def submit(self, episode: int) -> Future[str]:
-        """Play ``episode``; a future that fails (for the driver to play it again) if the machinery does."""
 
 
 def play_tournament(
@@ -145,14 +116,18 @@ def play_tournament(
     ``backend``: ``local`` (worker processes on this machine) or ``ray`` (each episode a Ray task on
     the cluster at ``ray_address``, or on a Ray started for the run); the results are the same.
     StorageFull when the folder's filesystem is full (see the module's docstring)."""
-    with _runner(tournament, out_dir, workers, replays, backend, ray_address) as pool:
-        pool.check()  # a misspelt shorthand or a game that cannot be built: refused before anything is touched
+    with open_runner(backend, workers, ray_address, tournament.settings, most=tournament.episodes) as runner:
+        settings = tournament.settings
+        if replays:  # a game without replays (or a backend that cannot keep them) refuses them here
+            settings = settings.model_copy(update={"replay": str(out_dir / "replays" / "check.json.z")})
+        # A misspelt shorthand, a game or a policy that cannot be built: refused before anything is touched.
+        runner.check(_still_to_play(tournament, out_dir), settings, tournament.agents)
         try:
             folder = claim_folder(out_dir, tournament)
         except StorageFull as full:
             raise full.with_outcome("no episode was played", "run the same command", out_dir) from None
         try:
-            records, incomplete = _play_into(pool, tournament, folder, on_progress)
+            records, incomplete = _play_into(runner, tournament, folder, replays, on_progress)
         except StorageFull as full:
             raise _stopped(full, tournament, folder) from None
     try:
@@ -162,10 +137,26 @@ def play_tournament(
         raise full.with_outcome(kept, "run the same command to write it", folder) from None
 
 
+def _still_to_play(tournament: Tournament, out_dir: Path) -> list[PolicySpec]:
+    """The specs of the entrants with a seat in an episode the folder does not hold yet (all of them
+    for a new folder): a finished tournament is summarised again without building any policy."""
+    done = read_records(out_dir / RESULTS)[0] if (out_dir / TOURNAMENT_FILE).is_file() else {}
+    seats = tournament.seat_maps()
+    playing = sorted(
+        {index for episode in range(tournament.episodes) if episode not in done for index in seats[episode]}
+    )
+    return [tournament.entrants[index].spec for index in playing]
+
+
 def _play_into(
-    pool: EpisodeRunner, tournament: Tournament, folder: Path, on_progress: Callable[[Progress], None] | None
+    runner: EpisodeRunner,
+    tournament: Tournament,
+    folder: Path,
+    replays: bool,
+    on_progress: Callable[[Progress], None] | None,
 ) -> tuple[list[EpisodeRecord], dict[int, str]]:
     """Play the episodes not yet in ``folder``'s journal: every finished one, and the incomplete."""
+    seats = tournament.seat_maps()
     with ResultsJournal(folder) as journal:
         todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
         progress = Progress(total=tournament.episodes, done=len(journal.records), kept=len(journal.records))
@@ -173,15 +164,33 @@ def _play_into(
         if on_progress:
             on_progress(progress)
 
-        def finished(record: EpisodeRecord) -> None:
+        def finished(episode: Hashable, result: EpisodeResult) -> None:
+            keys = [tournament.entrants[index].key for index in seats[episode]]
+            record = EpisodeRecord(**result.model_dump(), episode=episode, seats=keys)
             if journal.append(record):
                 progress.done += 1
                 progress.failures += _failures(record)
             if on_progress:
                 on_progress(progress)
 
-        incomplete = play_episodes(pool, todo, finished)
-        return list(journal.records.values()), incomplete
+        jobs = {episode: episode_job(tournament, seats[episode], folder, episode, replays) for episode in todo}
+        incomplete = play_all(runner, jobs, finished)
+        return list(journal.records.values()), {int(episode): why for episode, why in incomplete.items()}
+
+
+def episode_job(tournament: Tournament, seats: list[int], folder: Path, episode: int, replays: bool) -> EpisodeJob:
+    """Episode ``episode`` of the tournament as a job: its seats' specs, its own seed, its logs (and
+    replay) under ``folder``."""
+    name = f"episode-{episode:05d}"
+    update: dict[str, Any] = {"seed": tournament.episode_seed(episode)}
+    if replays:
+        update["replay"] = str(folder / "replays" / f"{name}.json.z")
+    return EpisodeJob(
+        name=name,
+        specs=[tournament.entrants[index].spec for index in seats],
+        settings=tournament.settings.model_copy(update=update),
+        log_dir=str(folder / "logs" / name),
+    )
 
 
 def _write_summary(
@@ -206,33 +215,6 @@ def _stopped(full: StorageFull, tournament: Tournament, folder: Path) -> Storage
     else:
         kept += f" ({SUMMARY_FILE} is up to date)"
     return full.with_outcome(kept, "run the same command to resume", folder)
-
-
-def _runner(
-    tournament: Tournament,
-    out_dir: Path,
-    workers: int | None,
-    replays: bool,
-    backend: Backend,
-    ray_address: str | None,
-) -> EpisodeRunner:
-    if backend == "ray":
-        return ray_backend().RayEpisodes(tournament, workers, replays, ray_address)
-    if ray_address is not None:
-        raise ConfigError("--ray-address is for --backend ray")
-    count = max(1, min(workers or os.cpu_count() or 1, tournament.episodes))
-    return LocalWorkers(tournament, out_dir, count, replays, _shared_budget(tournament.settings, count))
-
-
-def ray_backend() -> Any:
-    """``policybox.ray_backend``, imported on demand: Ray is an optional dependency."""
-    try:
-        import ray  # noqa: F401
-    except ModuleNotFoundError:
-        raise ConfigError("--backend ray needs Ray: pip install 'policybox[ray]'") from None
-    import policybox.ray_backend
-
-    return policybox.ray_backend
 
 
 def load_summary(out_dir: Path) -> Summary:
@@ -309,41 +291,3 @@ def _check_same(out_dir: Path, tournament: Tournament) -> None:
 
 def _failures(record: EpisodeRecord) -> int:
     return sum(agent.status != "ok" for agent in record.agents)
-
-
-def play_episodes(pool: EpisodeRunner, todo: list[int], finished: Callable[[EpisodeRecord], None]) -> dict[int, str]:
-    """Play ``todo``; the episodes that failed ``MAX_ATTEMPTS`` times, with why. Each worker has one
-    episode queued behind the one it plays, so it never waits for this process to write a result; an
-    episode whose worker was lost is played again."""
-    attempts = dict.fromkeys(todo, 0)
-    queue = list(reversed(todo))
-    incomplete: dict[int, str] = {}
-    running: dict[Future[str], int] = {}
-    while queue or running:
-        while queue and len(running) < IN_FLIGHT_PER_WORKER * pool.count:
-            episode = queue.pop()
-            attempts[episode] += 1
-            running[pool.submit(episode)] = episode
-        done, _ = wait(running, return_when=FIRST_COMPLETED)
-        for future in done:
-            episode = running.pop(future)
-            try:
-                finished(EpisodeRecord.model_validate_json(future.result()))
-            except Exception as exc:  # the machinery failed, not a policy: try again
-                if isinstance(exc, PolicyboxError) and not isinstance(exc, ZygoteError):
-                    # The user's to fix, and every later episode would fail the same way: a game that
-                    # cannot be reset with this seed, a full disk (StorageFull). No retry.
-                    raise
-                if attempts[episode] < MAX_ATTEMPTS:
-                    queue.append(episode)
-                else:
-                    incomplete[episode] = f"{type(exc).__name__}: {exc}"
-    return incomplete
-
-
-def _shared_budget(settings: EpisodeSettings, workers: int) -> Budget | None:
-    """The memory budget every worker's cells share: this process's, or a part of it for each worker
-    where it can only be divided (None: the cells have no memory limit)."""
-    if settings.mode != "process" or settings.sandbox == SandboxLevel.OFF:
-        return None
-    return host_budget(settings.limits.memory_budget_mb).split(workers)

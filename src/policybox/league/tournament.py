@@ -32,7 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policybox.episode import EpisodeSettings
-from policybox.ranking import RankBy
+from policybox.league.ranking import RankBy
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 
 Seating = Literal["rotate", "random"]
@@ -66,7 +66,7 @@ class Tournament(BaseModel):
     agents: int = Field(ge=1, le=1024)
     seating: Seating = "rotate"
     settings: EpisodeSettings = Field(description="How each episode is played; its seed is the tournament's seed")
-    rank_by: RankBy = Field(default="forfeit", description="The summary's ranking rule (see policybox.ranking)")
+    rank_by: RankBy = Field(default="forfeit", description="The summary's ranking rule (see policybox.league.ranking)")
 
     @property
     def keys(self) -> list[str]:

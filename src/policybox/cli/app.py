@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 import policybox
-from policybox.cli_options import EPISODE_OPTION_NAMES, with_episode_options
+from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
+from policybox.cli.tables import show_episode, show_summary
 from policybox.episode import (
     DEFAULT_AGENTS,
     REPLAY_SUFFIX,
@@ -28,16 +29,16 @@ from policybox.episode import (
     run_episode,
 )
 from policybox.errors import PolicyboxError
-from policybox.evaluation import Backend, load_summary, play_tournament, ray_backend
-from policybox.evaluation import Progress as EvaluationProgress
 from policybox.inert import shown
-from policybox.ranking import RankBy
+from policybox.league.backends import Backend, ray_backend
+from policybox.league.evaluation import Progress as EvaluationProgress
+from policybox.league.evaluation import load_summary, play_tournament
+from policybox.league.ranking import RankBy
+from policybox.league.summary import Summary
+from policybox.league.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
-from policybox.summary import Summary
-from policybox.tables import show_episode, show_summary
-from policybox.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
 
 app = typer.Typer(
     add_completion=False,
@@ -374,7 +375,7 @@ def doctor(
     """
     with _guarded("nothing was changed"):
         if ray_address is None:
-            from policybox.doctor import diagnose
+            from policybox.host.diagnosis import diagnose
 
             with console.status("Starting a probe cell with every sandbox layer…"):
                 machines = [("this machine", list(diagnose()))]

@@ -15,9 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from policybox.inert import shown
+from policybox.league.summary import HeadToHead, Summary
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
-from policybox.summary import HeadToHead, Summary
 
 NAME_WIDTH = 16  # of a policy name in a table; the full name is listed below when it is longer
 SHORT_NAME_WIDTH = 10  # in the columns of the head-to-head and behaviour tables

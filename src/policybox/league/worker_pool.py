@@ -1,6 +1,6 @@
-"""The local backend's worker processes (``policybox.worker``), seen from the driver.
+"""The local backend: worker processes (``policybox.league.worker``) that play a driver's episodes.
 
-Each worker is ``sys.executable -I -m policybox.worker``: a fresh interpreter that never imports the
+Each worker is ``sys.executable -I -m policybox.league.worker``: a fresh interpreter that never imports the
 caller's ``__main__`` (so ``policybox.evaluate`` works from a script without a main guard, from
 stdin and from a notebook), in a session of its own (a terminal's Ctrl-C reaches the driver alone,
 never a worker mid-episode), killed by the kernel if the driver dies. One reader thread per worker
@@ -25,11 +25,12 @@ import threading
 import time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
+from policybox.episode import EpisodeSettings
 from policybox.host.budget import Budget
-from policybox.tournament import Tournament
+from policybox.league.runner import EpisodeJob
+from policybox.spec import PolicySpec
 
 STOP_GRACE_S = 5.0
 MAX_CHECKS = 3  # a worker lost while it checks is replaced; the check is tried this often
@@ -46,7 +47,7 @@ class _Worker:
         ours, theirs = socket.socketpair()
         try:
             with theirs:
-                command = [sys.executable, "-I", "-m", "policybox.worker", "--fd", str(theirs.fileno())]
+                command = [sys.executable, "-I", "-m", "policybox.league.worker", "--fd", str(theirs.fileno())]
                 self.process = subprocess.Popen(
                     [*command, "--parent-pid", str(os.getpid())],
                     pass_fds=(theirs.fileno(),),
@@ -65,7 +66,7 @@ class _Worker:
         self._reader.start()
 
     def ask(self, key: Any, message: tuple[Any, ...]) -> Future:
-        """Send ``message``; the future of its reply, keyed ``key`` (an episode, or "check")."""
+        """Send ``message``; the future of its reply, keyed ``key`` (a job's, or "check")."""
         future: Future = Future()
         with self._lock:
             if not self.alive:
@@ -127,13 +128,14 @@ class _Worker:
 
 
 class LocalWorkers:
-    """The local backend of ``play_tournament`` (an ``EpisodeRunner``): ``count`` worker processes,
-    started at once (each starts its zygote), each pinned to a CPU; their cells share ``budget``."""
+    """The local backend (an ``EpisodeRunner``): ``count`` worker processes, started at once (each
+    starts its zygote with its first episode), each pinned to a CPU; their cells share ``budget``."""
 
-    def __init__(self, tournament: Tournament, folder: Path, count: int, replays: bool, budget: Budget | None) -> None:
+    def __init__(self, count: int, budget: Budget | None) -> None:
         self.count = count
-        self._start = ("start", tournament.model_dump_json(), str(folder), replays, budget)
+        self._budget = budget
         self._workers: list[_Worker] = []
+        self._jobs = 0
         try:
             for index in range(count):
                 self._workers.append(self._new(index))
@@ -142,7 +144,7 @@ class LocalWorkers:
             raise
 
     def _new(self, index: int) -> _Worker:
-        return _Worker((*self._start, index))
+        return _Worker(("start", self._budget, index))
 
     def __enter__(self) -> LocalWorkers:
         return self
@@ -150,20 +152,21 @@ class LocalWorkers:
     def __exit__(self, exc_type: object, *exc: object) -> None:
         self._close(interrupted=exc_type is not None)
 
-    def check(self) -> None:
-        """The first worker's check of the tournament; raise what it found wrong, if anything. A worker
-        lost meanwhile is the machinery's failure: it is replaced and the check tried again."""
+    def check(self, specs: list[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
+        """The first worker's check; raise what it found wrong, if anything. A worker lost meanwhile is
+        the machinery's failure: it is replaced and the check tried again."""
         for attempt in range(1, MAX_CHECKS + 1):
             try:
-                return self._live(0).ask("check", ("check",)).result()
+                return self._live(0).ask("check", ("check", specs, settings, agents)).result()
             except WorkerLost:
                 if attempt == MAX_CHECKS:
                     raise
 
-    def submit(self, episode: int) -> Future[str]:
-        """Play ``episode`` on the least busy worker; its EpisodeRecord as JSON."""
+    def submit(self, job: EpisodeJob) -> Future[str]:
+        """Play ``job`` on the least busy worker; its EpisodeResult as JSON."""
         index = min(range(self.count), key=lambda i: len(self._live(i).pending))
-        return self._live(index).ask(episode, ("play", episode))
+        self._jobs += 1
+        return self._live(index).ask(self._jobs, ("play", self._jobs, job.model_dump_json()))
 
     def _live(self, index: int) -> _Worker:
         """Worker ``index``, replaced by a new process if it was lost."""

@@ -7,7 +7,7 @@ depends on order).
 The unit of every comparison is a policy's *episode score*: the mean reward of its agents in
 that episode. An agent's reward depends on who else played, so the episode, not the agent, is
 the independent sample. The rules -- forfeits, ratings, standings, intervals -- are
-``policybox.ranking``'s, the same for every view:
+``policybox.league.ranking``'s, the same for every view:
 
 - **Reward**: the mean of a policy's episode scores, with its 95% bootstrap interval.
 - **Rating**: OpenSkill Plackett-Luce, fed the episodes in index order, each episode placed by the
@@ -27,8 +27,8 @@ from collections import Counter, defaultdict
 
 from pydantic import BaseModel, Field
 
-from policybox import ranking
-from policybox.ranking import RankBy, Rating, Reward
+from policybox.league import ranking
+from policybox.league.ranking import RankBy, Rating, Reward
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord
 from policybox.spec import PolicySpec
 

@@ -1,5 +1,9 @@
 """Which sandbox layers work on this machine: found by starting a real cell with every layer and
-letting a probe policy try to get past each one (``policybox.probe``), then checking from outside."""
+letting a probe policy try to get past each one (``policybox.probe``), then checking from outside.
+
+It sits in the host layer, below the episode: it starts its one cell with the pool and launcher an
+episode uses (a cell forked by a zygote, the arena's cell half) and plays nothing, so the episode's
+strict mode and the Ray backend can call it, and ``policybox doctor`` only presents what it finds."""
 
 from __future__ import annotations
 
@@ -11,8 +15,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from policybox.episode import EpisodeSettings, run_episode
+from policybox.envs import GameRequest, family
+from policybox.host.launcher import ZygoteLauncher
+from policybox.host.process_pool import ProcessPool
+from policybox.host.record import AgentRecord
+from policybox.host.zygote import Zygote
+from policybox.limits import Limits
 from policybox.probe import MARK
+from policybox.results import Failure
 from policybox.sandbox import ACTIVE, Layer, SandboxLevel
 from policybox.spec import PolicySpec
 
@@ -42,16 +52,35 @@ def diagnose() -> tuple[LayerCheck, ...]:
         )
         os.environ[SECRET] = "the host's secret"
         try:
-            settings = EpisodeSettings(steps=1, sandbox=SandboxLevel.STANDARD, seccomp=True)
-            agent = run_episode([spec], settings, Path(folder) / "logs").agents[0]
+            record = _probe_cell(spec, Path(folder) / "probe.log")
         finally:
             del os.environ[SECRET]
-        breaches = _probe_report(Path(agent.log_path)) if agent.log_path else {}
+        breaches = _probe_report(Path(folder) / "probe.log")
         breaches["network"] = breaches.get("network") or _received(listener)
         breaches["landlock"] = breaches.get("landlock") or (f"{outside} was written" if outside.exists() else None)
-    if agent.failure is not None and agent.failure.phase == "init":
-        return tuple(LayerCheck(layer, False, f"probe cell failed: {agent.failure.one_line()}") for layer in Layer)
-    return tuple(_check(layer, agent.sandbox.get(layer), breaches.get(layer)) for layer in Layer)
+    if record.failure is not None and record.failure.phase == "init":
+        return tuple(LayerCheck(layer, False, f"probe cell failed: {record.failure.one_line()}") for layer in Layer)
+    return tuple(_check(layer, record.sandbox.get(layer), breaches.get(layer)) for layer in Layer)
+
+
+def _probe_cell(spec: PolicySpec, log: Path) -> AgentRecord:
+    """Start the probe in a cell with every layer (forked by a zygote, as an episode's cells are), let
+    it report, stop it: its record holds the layers as the host verified them."""
+    adapter = family("mettagrid")
+    game = adapter.open_host(GameRequest("arena", {}, 1, 1, 0))  # only for the cell half's setup
+    record = AgentRecord(0, spec, threads=1, log_path=log)
+    limits = Limits()
+    try:
+        with (
+            Zygote(adapter.ZYGOTE_PRELOAD) as zygote,
+            ProcessPool([record], limits, SandboxLevel.STANDARD, True, ZygoteLauncher(zygote)) as pool,
+        ):
+            pool.start([record.setup_message(0, limits.log_limit_bytes, game.cell_setup(0))])
+    except Exception as exc:  # a zygote that cannot start: every layer unknown, and why
+        record.failure = Failure(step=None, phase="init", kind=type(exc).__name__, message=str(exc))
+    finally:
+        game.close()
+    return record
 
 
 def _check(layer: Layer, status: str | None, breach: str | None) -> LayerCheck:
@@ -69,6 +98,8 @@ def unavailable(layers: list[Layer]) -> list[LayerCheck]:
 
 
 def _probe_report(log: Path) -> dict[str, str | None]:
+    if not log.is_file():
+        return {}
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith(MARK):
             return json.loads(line[len(MARK) :])

@@ -1,0 +1,48 @@
+"""Which runner plays a leaderboard's episodes: ``local`` worker processes, or ``ray`` tasks on a cluster."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from policybox.envs import ConfigError
+from policybox.episode import EpisodeSettings
+from policybox.host.budget import Budget, host_budget
+from policybox.league.runner import EpisodeRunner
+from policybox.league.worker_pool import LocalWorkers
+from policybox.sandbox import SandboxLevel
+
+Backend = Literal["local", "ray"]
+
+
+def open_runner(
+    backend: Backend, workers: int | None, ray_address: str | None, settings: EpisodeSettings, most: int | None = None
+) -> EpisodeRunner:
+    """``workers`` episodes at once (at most ``most``): on this machine (default: one per core, their
+    cells sharing one memory budget), or on the Ray cluster at ``ray_address`` (or a Ray started for
+    the run; default: one per CPU of the cluster)."""
+    if backend == "ray":
+        return ray_backend().RayEpisodes(workers if most is None else min(workers or most, most), ray_address)
+    if ray_address is not None:
+        raise ConfigError("--ray-address is for --backend ray")
+    count = max(1, min(workers or os.cpu_count() or 1, most or workers or os.cpu_count() or 1))
+    return LocalWorkers(count, shared_budget(settings, count))
+
+
+def shared_budget(settings: EpisodeSettings, workers: int) -> Budget | None:
+    """The memory budget every worker's cells share: this process's, or a part of it for each worker
+    where it can only be divided (None: the cells have no memory limit)."""
+    if settings.mode != "process" or settings.sandbox == SandboxLevel.OFF:
+        return None
+    return host_budget(settings.limits.memory_budget_mb).split(workers)
+
+
+def ray_backend() -> Any:
+    """``policybox.league.ray_backend``, imported on demand: Ray is an optional dependency."""
+    try:
+        import ray  # noqa: F401
+    except ModuleNotFoundError:
+        raise ConfigError("--backend ray needs Ray: pip install 'policybox[ray]'") from None
+    import policybox.league.ray_backend
+
+    return policybox.league.ray_backend
