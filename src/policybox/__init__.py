@@ -6,6 +6,7 @@ import-light: every cell imports it before anything else, and must not pull in t
     import policybox
     summary = policybox.evaluate(["random", "noop"], out="board", episodes=4, steps=100)
     result = policybox.run_episode(["random"], agents=4)
+    ladder = policybox.Ladder.create("cup", policybox.LadderSettings(settings=policybox.EpisodeSettings(), agents=4))
 """
 
 from importlib import import_module
@@ -29,6 +30,8 @@ _EXPORTS = {
     "AgentResult": "policybox.results",
     "EpisodeRecord": "policybox.results",
     "Summary": "policybox.league.summary",
+    "Ladder": "policybox.ladder",
+    "LadderSettings": "policybox.ladder",
     "Zygote": "policybox.host.zygote",
     "PolicyboxError": "policybox.errors",
     "SpecError": "policybox.errors",

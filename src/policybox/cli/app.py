@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
-from rich.text import Text
 
 import policybox
+from policybox.cli.common import POLICY_HELP, check_folder, console, error_line, errors, guarded
+from policybox.cli.ladder import ladder_app
 from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.cli.tables import show_episode, show_summary
 from policybox.episode import (
@@ -28,7 +24,6 @@ from policybox.episode import (
     default_log_dir,
     run_episode,
 )
-from policybox.errors import PolicyboxError
 from policybox.inert import shown
 from policybox.league.backends import Backend, ray_backend
 from policybox.league.evaluation import Progress as EvaluationProgress
@@ -45,19 +40,6 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,  # plain help and errors: readable at 80 columns, paths never broken by a box
     help="Run multi-agent episodes with every agent's policy in its own OS process.",
-)
-console = Console(emoji=False)  # ":FACTORY:" in a message is text, not an emoji code
-errors = Console(stderr=True, emoji=False)
-# What a user can get wrong: one clear message and exit code 2, nothing started, nothing lost.
-USER_ERRORS = (PolicyboxError, ValidationError)
-
-POLICY_HELP = (
-    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. SPEC is a shorthand (random, "
-    "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class) or a file path (bots/greedy.py:Greedy), "
-    "each optionally followed by ,data=CHECKPOINT ,name=NAME ,path=IMPORT_ROOT ,kw.KEY=VALUE (VALUE read "
-    "as JSON when it parses) ,env.NAME=VALUE (a variable for its cells; @FILE or $VAR for a secret), or "
-    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json) "
-    "or a MettaGrid submission zip."
 )
 
 
@@ -111,14 +93,14 @@ def run(
     Exit code 0 when every agent ended with status ok, 1 when any did not, the game itself raised (the
     result is written either way) or a file could not be written for a full disk, 2 for bad input.
     """
-    with _guarded("every cell was stopped; no result written"):
+    with guarded("every cell was stopped; no result written"):
         _check_replay_name(replay)
         settings = EpisodeSettings.from_options({**episode, "replay": str(replay) if replay else None})
         agents = agent_count(settings, episode["agents"], DEFAULT_AGENTS)
         specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
         _check_writable(out)
         logs = log_dir or default_log_dir(settings.seed)
-        _check_folder(logs, "--log-dir")
+        check_folder(logs, "--log-dir")
         with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
             result, unwritten = _played(specs, settings, logs, check)
     show_episode(console, result)
@@ -130,14 +112,14 @@ def run(
         except StorageFull as full:
             unwritten.append(full)
         except OSError as exc:  # shown above, so the episode is not lost; say why the file is missing
-            errors.print(_error(f"could not write --out {out}: {exc.strerror}"), soft_wrap=True)
+            errors.print(error_line(f"could not write --out {out}: {exc.strerror}"), soft_wrap=True)
             raise typer.Exit(2) from None
         else:
             console.print(shown(f"result: {out}"))
     if replay is not None and not any(full.path == replay for full in unwritten):
         console.print(shown(f"replay: {replay}"))
     for full in unwritten:  # each file a full disk kept out; the episode itself is shown above
-        errors.print(_error(full.with_outcome("the result is shown above", "run again")), soft_wrap=True)
+        errors.print(error_line(full.with_outcome("the result is shown above", "run again")), soft_wrap=True)
     clean = result.game_fault is None and all(a.status == AgentStatus.OK for a in result.agents)
     raise typer.Exit(0 if clean and not unwritten else 1)
 
@@ -220,13 +202,13 @@ def evaluate(
     when every episode finished, 1 when some could not or the folder's disk is full (what is written
     is kept), 2 for bad input (nothing is touched).
     """
-    with _guarded("finished episodes are kept; run the same command to resume"):
+    with guarded("finished episodes are kept; run the same command to resume"):
         if summary is not None:
             _show_summary(load_summary(summary))
             raise typer.Exit(0)
         values, from_file = _tournament_values(ctx, tournament_file, episode)
         tournament, out_dir = _tournament(values, tournament_file, from_file)
-        _check_folder(out_dir, "--out")
+        check_folder(out_dir, "--out")
         board = _play_tournament(tournament, out_dir, values)
     _show_summary(board)
     console.print(shown(f"results: {out_dir}"))
@@ -326,42 +308,6 @@ def _show_summary(board: Summary) -> None:
     show_summary(console, board)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that it unwinds the same way."""
-
-
-def _terminated(signum: int, frame: object) -> None:
-    raise Terminated
-
-
-@contextlib.contextmanager
-def _guarded(after_interrupt: str) -> Iterator[None]:
-    """A user's mistake: one clear message and exit 2. A full disk: its message, exit 1 (what was
-    written is kept). Ctrl-C: say what was kept, exit 130; SIGTERM the same, exit 143."""
-    previous = signal.signal(signal.SIGTERM, _terminated), signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    except StorageFull as exc:
-        errors.print(_error(exc), soft_wrap=True)
-        raise typer.Exit(1) from None
-    except USER_ERRORS as exc:
-        errors.print(_error(exc), soft_wrap=True)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt as stop:
-        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so changes nothing
-            errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
-        raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous[0])
-        signal.signal(signal.SIGINT, previous[1])
-
-
-def _error(message: object) -> Text:
-    """An error line in the one style of every error (click's own included): ``Error: ...``, inert
-    (it may quote a spec file or a zip's names). Printed with soft wrap: no path is broken."""
-    return Text.assemble(("Error: ", "bold red"), shown(message))
-
-
 @app.command()
 def doctor(
     ray_address: Annotated[
@@ -373,7 +319,7 @@ def doctor(
 
     Exit code 0 when every layer works (so --sandbox strict can run) on every machine checked, 1 otherwise.
     """
-    with _guarded("nothing was changed"):
+    with guarded("nothing was changed"):
         if ray_address is None:
             from policybox.host.diagnosis import diagnose
 
@@ -390,15 +336,6 @@ def doctor(
             table.add_row(check.layer.value, "[green]yes[/]" if check.works else "[red]no[/]", shown(check.detail))
         console.print(table)
     raise typer.Exit(0 if all(check.works for _, checks in machines for check in checks) else 1)
-
-
-def _check_folder(folder: Path, option: str) -> None:
-    """The folder ``option`` names exists or can be made there (checked without creating anything)."""
-    existing = next(path for path in (folder, *folder.absolute().parents) if path.exists())
-    if not existing.is_dir():
-        raise typer.BadParameter(f"{existing} is a file, not a folder", param_hint=option)
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise typer.BadParameter(f"folder {existing} is not writable", param_hint=option)
 
 
 def _check_writable(out: Path | None) -> None:
@@ -418,6 +355,9 @@ def _check_replay_name(replay: Path | None) -> None:
     """A replay file is named as MettaGrid names them, which is how MettaScope tells how to read it."""
     if replay is not None and not replay.name.endswith(REPLAY_SUFFIX):
         raise typer.BadParameter(f"{replay} does not end in {REPLAY_SUFFIX}", param_hint="--replay")
+
+
+app.add_typer(ladder_app, name="ladder")
 
 
 def main() -> None:

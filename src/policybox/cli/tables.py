@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from policybox.inert import shown
+from policybox.league import board
 from policybox.league.summary import HeadToHead, Summary
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
@@ -260,3 +261,110 @@ def _behaviour(summary: Summary, names: _Names, rows: int = STATS_SHOWN) -> Tabl
     for name in [name for name in stats if spread(name) > 0][:rows]:
         table.add_row(shown(name), *(f"{entry.stats.get(name, 0.0):.4g}" for entry in summary.policies))
     return table
+
+
+# ---------------------------------------------------------------------------------------------
+# A ladder
+
+
+def show_standings(console: Console, standings: board.Standings) -> None:
+    """The ladder's standings table, then why each rejected or suspended name is so."""
+    names = _Names()
+    table = _table(f"ladder · {standings.matches} matches")
+    _number_column(table, "#")
+    table.add_column("name", no_wrap=True)
+    _number_column(table, "v")
+    table.add_column("state", no_wrap=True)
+    for header in ("rating", "reward [95% CI]"):
+        _number_column(table, header)
+    table.add_column("vs next", no_wrap=True)
+    for header in ("matches", "forfeit"):
+        _number_column(table, header)
+    for row in standings.rows:
+        table.add_row(
+            "—" if row.rank is None else str(row.rank),
+            names.cell(row.name),
+            str(row.version),
+            shown(row.state, "" if row.state == "active" else "yellow"),
+            "—" if row.rating is None else f"{row.rating.ordinal:.1f}",
+            _reward(row.reward),
+            row.versus_next or "",
+            str(row.matches),
+            Text(str(row.forfeits), style="red" if row.forfeits else ""),
+        )
+    console.print(table)
+    names.show_full(console)
+    console.print(shown(f"ranked by {standings.rank_by}: {standings.rule}", "dim"))
+    for row in standings.rows:
+        if row.reason:
+            console.print(shown(f"{row.name} v{row.version} {row.state}: {row.reason.splitlines()[0]}", "yellow"))
+        if row.latest is not None:
+            why = f": {row.latest.reason.splitlines()[0]}" if row.latest.reason else ""
+            console.print(shown(f"{row.name} v{row.latest.version} is {row.latest.state}{why}", "yellow"))
+
+
+def _reward(reward) -> str:
+    if reward is None:
+        return "—"
+    low, high = reward.ci95
+    return f"{number(reward.mean)} [{number(low)}, {number(high)}]"
+
+
+def show_name(console: Console, page: board.NamePage) -> None:
+    """One name: its versions, opponents, seats, rating history (the last few), matches and failures."""
+    console.print(shown(f"{page.name}", "bold"))
+    versions = _table("versions")
+    for header in ("v", "state", "matches", "rating", "submitted", "reason"):
+        versions.add_column(header, no_wrap=header != "reason")
+    for v in page.versions:
+        rating = "—" if v.rating is None else f"{v.rating.ordinal:.1f}"
+        reason = (v.reason or "").splitlines()[0] if v.reason else ""
+        versions.add_row(str(v.version), shown(v.state), str(v.matches), rating, v.submitted_at, shown(reason))
+    console.print(versions)
+    names = _Names()
+    opponents = _table("head-to-head: W-D-L and mean score margin")
+    opponents.add_column("opponent", no_wrap=True)
+    for header in ("matches", "W-D-L", "margin"):
+        _number_column(opponents, header)
+    for o in page.head_to_head:
+        opponents.add_row(names.cell(o.name), str(o.matches), f"{o.wins}-{o.draws}-{o.losses}", f"{o.margin:+.3g}")
+    console.print(opponents)
+    seats = _table("per seat")
+    for header in ("seat", "plays", "mean reward"):
+        _number_column(seats, header)
+    for s in page.seats:
+        seats.add_row(str(s.seat), str(s.plays), "—" if s.mean_reward is None else number(s.mean_reward))
+    console.print(seats)
+    if page.history:
+        last = page.history[-1]
+        console.print(
+            f"rating after match {last.match}: {last.rating.mu:.2f} ± {last.rating.sigma:.2f} "
+            f"({len(page.history)} points)"
+        )
+    show_matches(console, board.MatchList(matches=page.recent), title="recent matches")
+    for failure in page.failures:
+        head = f"match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
+        console.print(shown(f"{head}: {failure.cause} at step {failure.step}: {failure.message}", "yellow"))
+        if failure.log_tail:
+            console.print(shown(failure.log_tail.rstrip()[-2000:], "dim"))
+    names.show_full(console)
+
+
+def show_matches(console: Console, found: board.MatchList, title: str = "matches") -> None:
+    names = _Names(SHORT_NAME_WIDTH)
+    table = _table(title)
+    _number_column(table, "match")
+    table.add_column("played", no_wrap=True)
+    table.add_column("seats: name v · reward · status", overflow="fold")
+    for match in found.matches:
+        seats = Text("  ").join(
+            Text.assemble(
+                names.cell(f"{s.name} v{s.version}"),
+                f" {number(s.reward) if s.reward is not None else '—'} ",
+                shown(s.status or "", "" if s.status == "ok" else "red"),
+            )
+            for s in match.seats
+        )
+        table.add_row(str(match.id), (match.played_at or "")[:19], seats)
+    console.print(table)
+    names.show_full(console)

@@ -18,7 +18,9 @@ these functions; none recomputes a rule of its own.
   nothing about skill and changes nothing.
 - **Reward**: a policy's mean episode score with a 95% percentile bootstrap interval: its episode
   scores resampled with replacement 2000 times from a generator with a fixed seed, the interval
-  running from the 2.5th to the 97.5th percentile of the resampled means.
+  running from the 2.5th to the 97.5th percentile of the resampled means. Beyond
+  ``BOOTSTRAP_MAX`` episodes it is the normal approximation, mean ± 1.96 s/√n -- what the bootstrap
+  gives at that size -- which needs only the scores' sum and sum of squares (a ladder keeps those).
 - **Standings**: ordered by rating ordinal (``mu - 3 * sigma``), then mean reward, then name.
   Ordinals within ``DRAW_TOLERANCE`` share a rank (1, 1, 3). Each row says whether its reward
   interval is clear of the next row's or overlaps it: overlapping policies are not shown to be
@@ -45,6 +47,8 @@ MODEL = PlackettLuce()
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_BLOCK = 100  # resamples drawn at once: bounds memory to BLOCK x episodes indices
 BOOTSTRAP_SEED = 20_261_130  # fixed, so the same episodes always give the same interval
+BOOTSTRAP_MAX = 500  # episodes; beyond, the normal approximation
+Z95 = 1.959963984540054
 RULES = {
     "forfeit": "an agent that ended error, crashed or disabled, or timed out or acted invalidly on more than "
     f"{FORFEIT_SHARE:.0%} of its turns, forfeits its episode: its policy is placed below every policy that did "
@@ -149,10 +153,13 @@ def rating(rated: Rated) -> Rating:
 
 
 def reward(scores: Sequence[float]) -> Reward | None:
-    """Mean episode score and its percentile bootstrap interval (one episode: [mean, mean])."""
+    """Mean episode score and its 95% interval: the percentile bootstrap (one episode: [mean, mean]),
+    or beyond ``BOOTSTRAP_MAX`` episodes the normal approximation."""
     if not scores:
         return None
     sample = np.asarray(scores, dtype=float)
+    if len(sample) > BOOTSTRAP_MAX:
+        return reward_from_moments(len(sample), math.fsum(sample), math.fsum(sample * sample))
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     means = np.concatenate(
         [
@@ -162,6 +169,16 @@ def reward(scores: Sequence[float]) -> Reward | None:
     )
     low, high = np.percentile(means, [2.5, 97.5])
     return Reward(mean=float(sample.mean()), ci95=(float(low), float(high)))
+
+
+def reward_from_moments(count: int, total: float, squares: float) -> Reward | None:
+    """Mean and normal-approximation 95% interval from ``count`` scores' sum and sum of squares."""
+    if count == 0:
+        return None
+    mean = total / count
+    variance = max(0.0, squares / count - mean * mean) * count / max(1, count - 1)  # the sample variance
+    half = Z95 * math.sqrt(variance / count)
+    return Reward(mean=mean, ci95=(mean - half, mean + half))
 
 
 def standings_key(name: str, rated: Rated | None, mean_reward: float | None) -> tuple[bool, float, float, str]:

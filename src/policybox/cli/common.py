@@ -1,0 +1,78 @@
+"""What every ``policybox`` command shares: its consoles, how it reports a user's mistake, a full disk
+and an interrupt, and the checks of the folders it is given."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.text import Text
+
+from policybox.errors import PolicyboxError
+from policybox.inert import shown
+from policybox.storage import StorageFull
+
+console = Console(emoji=False)  # ":FACTORY:" in a message is text, not an emoji code
+errors = Console(stderr=True, emoji=False)
+# What a user can get wrong: one clear message and exit code 2, nothing started, nothing lost.
+USER_ERRORS = (PolicyboxError, ValidationError)
+
+POLICY_HELP = (
+    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. SPEC is a shorthand (random, "
+    "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class) or a file path (bots/greedy.py:Greedy), "
+    "each optionally followed by ,data=CHECKPOINT ,name=NAME ,path=IMPORT_ROOT ,kw.KEY=VALUE (VALUE read "
+    "as JSON when it parses) ,env.NAME=VALUE (a variable for its cells; @FILE or $VAR for a secret), or "
+    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json) "
+    "or a MettaGrid submission zip."
+)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that it unwinds the same way."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def guarded(after_interrupt: str) -> Iterator[None]:
+    """A user's mistake: one clear message and exit 2. A full disk: its message, exit 1 (what was
+    written is kept). Ctrl-C: say what was kept, exit 130; SIGTERM the same, exit 143."""
+    previous = signal.signal(signal.SIGTERM, _terminated), signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    except StorageFull as exc:
+        errors.print(error_line(exc), soft_wrap=True)
+        raise typer.Exit(1) from None
+    except USER_ERRORS as exc:
+        errors.print(error_line(exc), soft_wrap=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt as stop:
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so changes nothing
+            errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
+        raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
+
+
+def error_line(message: object) -> Text:
+    """An error line in the one style of every error (click's own included): ``Error: ...``, inert
+    (it may quote a spec file or a zip's names). Printed with soft wrap: no path is broken."""
+    return Text.assemble(("Error: ", "bold red"), shown(message))
+
+
+def check_folder(folder: Path, option: str) -> None:
+    """The folder ``option`` names exists or can be made there (checked without creating anything)."""
+    existing = next(path for path in (folder, *folder.absolute().parents) if path.exists())
+    if not existing.is_dir():
+        raise typer.BadParameter(f"{existing} is a file, not a folder", param_hint=option)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise typer.BadParameter(f"folder {existing} is not writable", param_hint=option)

@@ -1,0 +1,216 @@
+"""``policybox ladder``: a continuous leaderboard in a folder and a database (see policybox.league.ladder)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.live import Live
+from rich.text import Text
+
+from policybox.cli import tables
+from policybox.cli.common import POLICY_HELP, console, guarded
+from policybox.cli.options import with_episode_options
+from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count
+from policybox.inert import shown
+from policybox.league import board, scheduler
+from policybox.league.backends import Backend
+from policybox.league.ladder import Ladder, LadderSettings
+from policybox.league.ranking import RankBy
+from policybox.league.tournament import Seating
+
+ladder_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="A continuous leaderboard: submissions qualified, matched and rated as they arrive, in a database.",
+)
+DIR = Annotated[Path, typer.Argument(metavar="DIR", help="The ladder's folder.")]
+NAME = Annotated[str, typer.Argument(metavar="NAME", help="A submission's name: [a-z0-9][a-z0-9_-]{0,39}.")]
+JSON = Annotated[bool, typer.Option("--json", help="Print it as JSON instead of a table.")]
+
+
+@ladder_app.command()
+@with_episode_options
+def init(
+    folder: DIR,
+    episode: dict,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="A PostgreSQL database for the ladder (postgresql://USER:PASSWORD@HOST/DB, empty); "
+            "default: SQLite in DIR.",
+        ),
+    ] = None,
+    seating: Annotated[
+        Seating, typer.Option(help="How a match's versions share the seats: rotate (balanced) or random.")
+    ] = "rotate",
+    versions_per_match: Annotated[
+        int, typer.Option(min=2, metavar="M", help="Different versions in a match (at most the seats).")
+    ] = 2,
+    placement_matches: Annotated[
+        int, typer.Option(min=0, metavar="P", help="Matches a new version plays before the others pick.")
+    ] = 5,
+    suspend_after: Annotated[
+        int, typer.Option(min=1, metavar="K", help="Consecutive matches with a failed agent that suspend a version.")
+    ] = 5,
+    setup_timeout_s: Annotated[
+        float, typer.Option(min=1, metavar="S", help="How long a version's setup script may run.")
+    ] = 300.0,
+    rank_by: Annotated[
+        RankBy, typer.Option(help="forfeit: a failed agent forfeits its match. reward: the game's reward alone.")
+    ] = "forfeit",
+) -> None:
+    """Make a ladder in DIR (a new or empty folder): its game, its settings and its database."""
+    with guarded("nothing was made"):
+        settings = EpisodeSettings.from_options(episode)
+        agents = agent_count(settings, episode["agents"], DEFAULT_AGENTS)
+        ladder_settings = LadderSettings(
+            settings=settings,
+            agents=agents,
+            seating=seating,
+            versions_per_match=min(versions_per_match, agents),
+            placement_matches=placement_matches,
+            suspend_after=suspend_after,
+            setup_timeout_s=setup_timeout_s,
+            rank_by=rank_by,
+        )
+        with Ladder.create(folder, ladder_settings, db) as ladder:
+            where = "SQLite in the folder" if db is None else "PostgreSQL"
+            database = ladder.engine.url.render_as_string(hide_password=True)
+            console.print(shown(f"ladder {folder}: {settings.env}, {agents} seats, {where} ({database})"))
+
+
+@ladder_app.command()
+def submit(
+    folder: DIR,
+    name: NAME,
+    spec: Annotated[
+        str,
+        typer.Argument(
+            metavar="SPEC",
+            help=POLICY_HELP.replace("Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. ", ""),
+        ),
+    ],
+) -> None:
+    """Submit SPEC as NAME's next version: its files are copied into the ladder; it qualifies at the
+    next `ladder run`. The same content as NAME's latest version is refused (exit 2)."""
+    with guarded("nothing was submitted"), Ladder.open(folder) as ladder:
+        version = ladder.submit(name, spec)
+        console.print(shown(f"{version.label} submitted ({version.digest[:12]}); it qualifies at the next ladder run"))
+
+
+@ladder_app.command()
+def retire(folder: DIR, name: NAME) -> None:
+    """Take NAME out of matchmaking; its history and ratings stay (a new submission brings it back)."""
+    with guarded("nothing was changed"), Ladder.open(folder) as ladder:
+        ladder.retire(name)
+        console.print(shown(f"{name} is retired"))
+
+
+@ladder_app.command()
+def reinstate(folder: DIR, name: NAME) -> None:
+    """Lift the suspension of NAME's current version: it plays again."""
+    with guarded("nothing was changed"), Ladder.open(folder) as ladder:
+        version = ladder.reinstate(name)
+        console.print(shown(f"{version.label} is active again"))
+
+
+@ladder_app.command("run")
+def run_ladder(
+    folder: DIR,
+    matches: Annotated[
+        int | None,
+        typer.Option(min=1, metavar="N", help="Stop after N matches are played (default: run until stopped)."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=256, metavar="N", help="Matches played at once (default: the cores).")
+    ] = None,
+    backend: Annotated[
+        Backend, typer.Option(help="local: worker processes here. ray: Ray tasks on a cluster.")
+    ] = "local",
+    ray_address: Annotated[
+        str | None, typer.Option(metavar="HOST:PORT", help="With --backend ray: the cluster.")
+    ] = None,
+) -> None:
+    """Qualify what is queued and play matches, storing each with its ratings, until stopped (Ctrl-C)
+    or until N matches are played. One run per ladder at a time; a killed run is carried on by the next."""
+    with guarded("every stored match is kept; run it again to carry on"), Ladder.open(folder) as ladder:
+        progress = _run_with_progress(ladder, matches, workers, backend, ray_address)
+    note = f" ({progress.note})" if progress.note else ""
+    console.print(
+        shown(
+            f"{progress.played} matches played; {progress.qualified} versions qualified, {progress.rejected} "
+            f"rejected, {progress.suspended} suspended{note}"
+        )
+    )
+
+
+def _run_with_progress(ladder: Ladder, matches, workers, backend, ray_address) -> scheduler.Progress:
+    with Live(Text(""), console=console, transient=True, auto_refresh=False) as live:
+
+        def show(progress: scheduler.Progress) -> None:
+            if not console.is_terminal:
+                return
+            minutes = (time.monotonic() - progress.started) / 60
+            rate = f"{progress.played / minutes:.1f}/min" if minutes > 0 else "-"
+            line = (
+                f"ladder: {progress.played} matches played ({rate}) · {progress.in_flight} in flight · "
+                f"{progress.qualified} qualified · {progress.rejected} rejected · {progress.suspended} suspended"
+            )
+            live.update(shown(line + (f" · {progress.note}" if progress.note else "")), refresh=True)
+
+        return scheduler.run(ladder, matches, workers, backend, ray_address, show)
+
+
+@ladder_app.command()
+def status(folder: DIR, json: JSON = False) -> None:
+    """The standings: one row per name (its playing version), best first."""
+    with guarded("nothing was changed"), Ladder.open(folder, read_only=True) as ladder:
+        standings = board.standings(ladder)
+    if json:
+        console.print_json(standings.model_dump_json())
+    else:
+        tables.show_standings(console, standings)
+
+
+@ladder_app.command()
+def show(folder: DIR, name: NAME, json: JSON = False) -> None:
+    """One name: its versions, rating history, head-to-head, seats, recent matches and failures (with log tails)."""
+    with guarded("nothing was changed"), Ladder.open(folder, read_only=True) as ladder:
+        page = board.name_page(ladder, name, private=True)
+    if json:
+        console.print_json(page.model_dump_json())
+    else:
+        tables.show_name(console, page)
+
+
+@ladder_app.command("matches")
+def list_matches(
+    folder: DIR,
+    json: JSON = False,
+    limit: Annotated[int, typer.Option(min=1, metavar="N", help="The latest N matches.")] = 50,
+) -> None:
+    """The matches played, newest first (a match scheduled but not yet played is not listed)."""
+    with guarded("nothing was changed"), Ladder.open(folder, read_only=True) as ladder:
+        found = board.match_list(ladder, limit)
+    if json:
+        console.print_json(found.model_dump_json())
+    else:
+        tables.show_matches(console, found)
+
+
+@ladder_app.command()
+def rerate(folder: DIR) -> None:
+    """Recompute every rating from the stored matches and compare with the live ones: exit 0 when they
+    are equal, 1 (listing each difference) when not."""
+    with guarded("nothing was changed"), Ladder.open(folder) as ladder:
+        differences = ladder.rerate()
+    if not differences:
+        console.print("rerate: every rating equals a replay of the stored matches")
+        raise typer.Exit(0)
+    for version, live, replayed in differences:
+        console.print(shown(f"{version.label}: live {live}, replayed {replayed}"))
+    raise typer.Exit(1)

@@ -1,0 +1,45 @@
+"""``policybox.ladder.Ladder``: a continuous leaderboard from Python -- the ``policybox ladder`` commands.
+
+    from policybox import EpisodeSettings, Ladder, LadderSettings
+
+    ladder = Ladder.create("cup", LadderSettings(settings=EpisodeSettings(steps=200), agents=4))
+    ladder.submit("greedy", "./bots/greedy.py:Greedy,data=bots/greedy.npy")
+    ladder.submit("random", "random")
+    ladder.run(matches=20)                      # qualifies both, then plays 20 matches
+    for row in ladder.standings().rows:
+        print(row.rank, row.name, row.version, row.state, row.rating, row.reward)
+
+A ladder made here is the same as one ``policybox ladder init`` makes: any command works on it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policybox.league import board, scheduler
+from policybox.league.ladder import Ladder as StoredLadder
+from policybox.league.ladder import LadderSettings
+
+__all__ = ["Ladder", "LadderSettings"]
+
+
+class Ladder(StoredLadder):
+    """A ladder (``Ladder.create(DIR, settings)`` or ``Ladder.open(DIR)``): submit, retire, reinstate and
+    rerate (``policybox.league.ladder``), and run it and read it (``policybox.league.scheduler``, ``board``)."""
+
+    def run(self, matches: int | None = None, workers: int | None = None, **backend: Any) -> scheduler.Progress:
+        """``ladder run``: qualify what is queued and play until stopped, or until ``matches`` are
+        played (``backend="ray", ray_address=...`` for a cluster); how it went."""
+        return scheduler.run(self, matches, workers, **backend)
+
+    def standings(self) -> board.Standings:
+        """``ladder status``: one row per name, best first."""
+        return board.standings(self)
+
+    def show(self, name: str) -> board.NamePage:
+        """``ladder show NAME``: its versions, rating history, head-to-head, failures (with log tails)."""
+        return board.name_page(self, name, private=True)
+
+    def matches(self, limit: int = 100) -> board.MatchList:
+        """``ladder matches``: the matches played, newest first."""
+        return board.match_list(self, limit)

@@ -1,0 +1,517 @@
+"""What a ladder shows -- its standings, one name's page, its matches, one match, its queue -- as data.
+
+One function per view, each returning a pydantic model: ``ladder status --json`` prints it, the
+terminal tables render it, the web page's JSON API serves it and its HTML pages are rendered from
+it. No view computes anything of its own: the ranking rules are ``policybox.league.ranking``'s.
+
+Log tails belong to the team that submitted them: a view includes them only when asked to
+(``private=True``: the operator's command line, or the owner's session on the web page).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections import defaultdict
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy import Connection, and_, select
+
+from policybox.league import ranking, store
+from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
+from policybox.league.ladder import Ladder
+from policybox.league.ranking import Rating, Reward
+from policybox.results import EpisodeResult
+from policybox.spec import SpecError
+
+RECENT = 20
+FAILURES_SHOWN = 10
+
+
+class Latest(BaseModel):
+    """A name's newest version when it is not the one that plays (still qualifying, or rejected)."""
+
+    version: int
+    state: str
+    reason: str | None = None
+
+
+class Standing(BaseModel):
+    rank: int | None = Field(default=None, description="Its place (equal ratings share one); None until it has played")
+    name: str
+    version: int = Field(description="The version that plays: the name's latest qualified one (else its latest)")
+    state: str = Field(description="qualifying, active, rejected, suspended or retired")
+    rating: Rating | None = None
+    matches: int = 0
+    reward: Reward | None = None
+    versus_next: str | None = Field(default=None, description="clear or overlaps: its interval against the next row's")
+    statuses: dict[str, int] = Field(default_factory=dict)
+    forfeits: int = 0
+    timeouts: int = 0
+    invalid_actions: int = 0
+    reason: str | None = Field(default=None, description="Why it is rejected or suspended")
+    latest: Latest | None = None
+
+
+class Standings(BaseModel):
+    rank_by: str
+    rule: str
+    matches: int = Field(description="Matches played")
+    rows: list[Standing]
+
+
+def standings(ladder: Ladder) -> Standings:
+    """One row per name, best first."""
+    with ladder.engine.connect() as connection:
+        current = store.current_versions(connection)
+        rows = [_standing(connection, name, current.get(name)) for name in _names(connection)]
+        played = connection.execute(select(matches.c.id).where(matches.c.state == "played")).all()
+    rows.sort(
+        key=lambda r: ranking.standings_key(
+            r.name, r.rating if r.matches else None, r.reward.mean if r.reward else None
+        )
+    )
+    ordinals = [row.rating.ordinal if row.rating and row.matches else None for row in rows]
+    for row, rank in zip(rows, ranking.standing_ranks(ordinals), strict=True):
+        row.rank = rank
+    for row, following in zip(rows, rows[1:], strict=False):
+        if row.reward is not None and following.reward is not None:
+            row.versus_next = ranking.versus_next(row.reward.ci95, following.reward.ci95)
+    settings = ladder.settings
+    return Standings(rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=len(played), rows=rows)
+
+
+def _names(connection: Connection) -> list[str]:
+    return [row.name for row in connection.execute(select(names.c.name).order_by(names.c.id))]
+
+
+def _standing(connection: Connection, name: str, current: Any) -> Standing:
+    latest = store.latest_version(connection, name)
+    assert latest is not None
+    retired = store.name_row(connection, name).retired
+    if current is None:  # nothing qualified yet: its latest is what there is to show
+        return Standing(
+            name=name, version=latest.number, state="retired" if retired else latest.state, reason=latest.reason
+        )
+    row = Standing(
+        name=name,
+        version=current.number,
+        state="retired" if retired else current.state,
+        rating=ranking.rating(ranking.MODEL.rating(mu=current.mu, sigma=current.sigma)),
+        matches=current.matches,
+        reward=_reward(connection, current),
+        statuses=dict(current.statuses or {}),
+        forfeits=current.forfeits,
+        timeouts=current.timeouts,
+        invalid_actions=current.invalid_actions,
+        reason=current.reason,
+    )
+    if latest.number != current.number:
+        row.latest = Latest(version=latest.number, state=latest.state, reason=latest.reason)
+    return row
+
+
+def _reward(connection: Connection, version: Any) -> Reward | None:
+    """Its bootstrap interval while it has few matches (its scores fetched), else from its moments."""
+    if version.matches <= ranking.BOOTSTRAP_MAX:
+        scores = connection.execute(select(ratings.c.score).where(ratings.c.version_id == version.id)).scalars().all()
+        return ranking.reward(list(scores))
+    return ranking.reward_from_moments(version.matches, version.score_sum, version.score_squares)
+
+
+# ---------------------------------------------------------------------------------------------
+# One name
+
+
+class VersionInfo(BaseModel):
+    version: int
+    state: str
+    reason: str | None
+    digest: str
+    source: str
+    submitted_at: str
+    qualified_at: str | None
+    matches: int
+    rating: Rating | None
+
+
+class RatingPoint(BaseModel):
+    match: int
+    version: int
+    played_at: str | None
+    rating: Rating
+
+
+class Opponent(BaseModel):
+    name: str
+    matches: int = 0
+    wins: int = 0
+    draws: int = 0
+    losses: int = 0
+    margin: float = Field(default=0.0, description="Mean of its score minus the opponent's")
+
+
+class SeatRecord(BaseModel):
+    seat: int
+    plays: int
+    mean_reward: float | None
+
+
+class SeatResult(BaseModel):
+    seat: int
+    name: str
+    version: int
+    reward: float | None
+    status: str | None
+    cause: str | None = None
+
+
+class MatchRow(BaseModel):
+    id: int
+    played_at: str | None
+    seed: int
+    steps: int | None
+    seats: list[SeatResult]
+    game_fault: str | None = None
+
+
+class FailureRow(BaseModel):
+    match: int
+    version: int
+    seat: int
+    status: str
+    step: int | None
+    cause: str | None
+    message: str | None
+    log_tail: str | None = Field(default=None, description="Only for its own team (private views)")
+
+
+class NamePage(BaseModel):
+    name: str
+    standing: Standing
+    versions: list[VersionInfo]
+    history: list[RatingPoint]
+    head_to_head: list[Opponent]
+    seats: list[SeatRecord]
+    recent: list[MatchRow]
+    failures: list[FailureRow]
+
+
+def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
+    """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures."""
+    with ladder.engine.connect() as connection:
+        row = store.name_row(connection, name)
+        if row is None:
+            raise SpecError(f"this ladder has no submission called {name!r}")
+        own = connection.execute(select(versions).where(versions.c.name_id == row.id).order_by(versions.c.number)).all()
+        ids = {v.id: v.number for v in own}
+        standing = next(s for s in standings(ladder).rows if s.name == name)
+        return NamePage(
+            name=name,
+            standing=standing,
+            versions=[_version_info(v) for v in own],
+            history=_history(connection, ids),
+            head_to_head=_opponents(connection, ids),
+            seats=_seat_records(connection, ids),
+            recent=match_rows(connection, ids, RECENT),
+            failures=_failures(connection, ids, private),
+        )
+
+
+def _version_info(row: Any) -> VersionInfo:
+    rated = row.mu is not None
+    return VersionInfo(
+        version=row.number,
+        state=row.state,
+        reason=row.reason,
+        digest=row.digest,
+        source=row.source,
+        submitted_at=row.submitted_at,
+        qualified_at=row.qualified_at,
+        matches=row.matches,
+        rating=ranking.rating(ranking.MODEL.rating(mu=row.mu, sigma=row.sigma)) if rated else None,
+    )
+
+
+def _history(connection: Connection, ids: dict[int, int]) -> list[RatingPoint]:
+    rows = connection.execute(
+        select(ratings.c.match_id, ratings.c.version_id, ratings.c.mu, ratings.c.sigma, matches.c.played_at)
+        .join(matches, matches.c.id == ratings.c.match_id)
+        .where(ratings.c.version_id.in_(list(ids)))
+        .order_by(ratings.c.match_id)
+    )
+    return [
+        RatingPoint(
+            match=r.match_id,
+            version=ids[r.version_id],
+            played_at=r.played_at,
+            rating=ranking.rating(ranking.MODEL.rating(mu=r.mu, sigma=r.sigma)),
+        )
+        for r in rows
+    ]
+
+
+def _opponents(connection: Connection, ids: dict[int, int]) -> list[Opponent]:
+    mine = ratings.alias("mine")
+    theirs = ratings.alias("theirs")
+    rows = connection.execute(
+        select(
+            mine.c.score,
+            mine.c.forfeited,
+            theirs.c.score.label("their_score"),
+            theirs.c.forfeited.label("their_forfeit"),
+            names.c.name,
+        )
+        .join(theirs, and_(theirs.c.match_id == mine.c.match_id, theirs.c.version_id != mine.c.version_id))
+        .join(versions, versions.c.id == theirs.c.version_id)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(mine.c.version_id.in_(list(ids)), theirs.c.version_id.not_in(list(ids)))
+    )
+    found: dict[str, Opponent] = {}
+    margins: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        record = found.setdefault(r.name, Opponent(name=r.name))
+        result = ranking.compare(ranking.Outcome(r.score, r.forfeited), ranking.Outcome(r.their_score, r.their_forfeit))
+        record.matches += 1
+        record.wins += result > 0
+        record.draws += result == 0
+        record.losses += result < 0
+        margins[r.name].append(r.score - r.their_score)
+    for name, record in found.items():
+        record.margin = sum(margins[name]) / len(margins[name])
+    return sorted(found.values(), key=lambda o: o.name)
+
+
+def _seat_records(connection: Connection, ids: dict[int, int]) -> list[SeatRecord]:
+    rows = connection.execute(
+        select(match_seats.c.seat, match_seats.c.reward)
+        .join(matches, matches.c.id == match_seats.c.match_id)
+        .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played")
+    )
+    rewards: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        rewards[r.seat].append(r.reward)
+    return [
+        SeatRecord(seat=s, plays=len(v), mean_reward=sum(v) / len(v) if v else None) for s, v in sorted(rewards.items())
+    ]
+
+
+def _failures(connection: Connection, ids: dict[int, int], private: bool) -> list[FailureRow]:
+    rows = connection.execute(
+        select(match_seats)
+        .join(matches, matches.c.id == match_seats.c.match_id)
+        .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played", match_seats.c.status != "ok")
+        .order_by(match_seats.c.match_id.desc())
+        .limit(FAILURES_SHOWN)
+    )
+    return [
+        FailureRow(
+            match=r.match_id,
+            version=ids[r.version_id],
+            seat=r.seat,
+            status=r.status,
+            step=r.failure_step,
+            cause=r.failure_kind,
+            message=r.failure_message,
+            log_tail=r.log_tail if private else None,
+        )
+        for r in rows
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Matches
+
+
+def match_rows(
+    connection: Connection, version_ids: dict[int, int] | None = None, limit: int = 100, before: int | None = None
+) -> list[MatchRow]:
+    """Played matches, newest first (only those of ``version_ids`` if given; ids below ``before``)."""
+    query = select(matches.c.id, matches.c.played_at, matches.c.seed, matches.c.result).where(
+        matches.c.state == "played"
+    )
+    if version_ids is not None:
+        query = query.where(
+            matches.c.id.in_(select(match_seats.c.match_id).where(match_seats.c.version_id.in_(list(version_ids))))
+        )
+    if before is not None:
+        query = query.where(matches.c.id < before)
+    found = connection.execute(query.order_by(matches.c.id.desc()).limit(limit)).all()
+    seats = _seat_results(connection, [m.id for m in found])
+    return [
+        MatchRow(
+            id=m.id,
+            played_at=m.played_at,
+            seed=m.seed,
+            steps=(m.result or {}).get("steps"),
+            seats=seats[m.id],
+            game_fault=_fault_line(m.result),
+        )
+        for m in found
+    ]
+
+
+def _fault_line(result: dict[str, Any] | None) -> str | None:
+    fault = (result or {}).get("game_fault")
+    return None if fault is None else EpisodeResult.model_validate(result).game_fault.one_line()
+
+
+def _seat_results(connection: Connection, match_ids: list[int]) -> dict[int, list[SeatResult]]:
+    rows = connection.execute(
+        select(match_seats, versions.c.number, names.c.name)
+        .join(versions, versions.c.id == match_seats.c.version_id)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(match_seats.c.match_id.in_(match_ids))
+        .order_by(match_seats.c.match_id, match_seats.c.seat)
+    )
+    found: dict[int, list[SeatResult]] = {match_id: [] for match_id in match_ids}
+    for r in rows:
+        found[r.match_id].append(
+            SeatResult(
+                seat=r.seat, name=r.name, version=r.number, reward=r.reward, status=r.status, cause=r.failure_kind
+            )
+        )
+    return found
+
+
+class MatchList(BaseModel):
+    matches: list[MatchRow]
+
+
+def match_list(ladder: Ladder, limit: int = 100, before: int | None = None) -> MatchList:
+    with ladder.engine.connect() as connection:
+        return MatchList(matches=match_rows(connection, None, limit, before))
+
+
+class MatchAgent(BaseModel):
+    seat: int
+    name: str
+    version: int
+    agent: str | None
+    reward: float
+    status: str
+    cause: str | None
+    step: int | None
+    message: str | None
+    p50_ms: float | None
+    p99_ms: float | None
+    sandbox: dict[str, str]
+    log_tail: str | None = None
+
+
+class MatchPage(BaseModel):
+    id: int
+    played_at: str | None
+    seed: int
+    steps: int
+    env: dict[str, Any]
+    aborted: str | None
+    game_fault: str | None
+    sandbox: str
+    agents: list[MatchAgent]
+    replay_command: str = Field(description="The policybox run command that plays this match again")
+    replay_file: str | None = Field(default=None, description="Its MettaGrid replay, when the ladder wrote one")
+
+
+def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
+    """One played match. ``private_for``: the names whose log tails may be shown (None: every name's)."""
+    with ladder.engine.connect() as connection:
+        row = connection.execute(
+            select(matches).where(and_(matches.c.id == match_id, matches.c.state == "played"))
+        ).first()
+        if row is None:
+            raise SpecError(f"this ladder has no played match {match_id}")
+        seats = _seat_results(connection, [match_id])[match_id]
+    result = EpisodeResult.model_validate(row.result)
+    agents = []
+    for agent, seat in zip(result.agents, seats, strict=True):
+        failure = agent.failure
+        visible = private_for is None or seat.name in private_for
+        agents.append(
+            MatchAgent(
+                seat=seat.seat,
+                name=seat.name,
+                version=seat.version,
+                agent=agent.agent,
+                reward=agent.reward,
+                status=agent.status.value,
+                cause=failure.kind if failure else None,
+                step=failure.step if failure else None,
+                message=failure.message if failure else None,
+                p50_ms=agent.latency.p50_ms,
+                p99_ms=agent.latency.p99_ms,
+                sandbox=agent.sandbox,
+                log_tail=failure.log_tail if failure and visible else None,
+            )
+        )
+    replay = ladder.folder / "replays" / f"match-{match_id:06d}.json.z"
+    return MatchPage(
+        id=row.id,
+        played_at=row.played_at,
+        seed=row.seed,
+        steps=result.steps,
+        env=result.env,
+        aborted=result.aborted,
+        game_fault=result.game_fault.one_line() if result.game_fault else None,
+        sandbox=result.sandbox,
+        agents=agents,
+        replay_command=_replay_command(ladder, result),
+        replay_file=str(replay) if replay.is_file() else None,
+    )
+
+
+def _replay_command(ladder: Ladder, result: EpisodeResult) -> str:
+    settings = ladder.settings.settings
+    words = ["policybox", "run", "--env", settings.env, "--steps", str(settings.steps), "--seed", str(result.seed)]
+    words += ["-n", str(len(result.agents))]
+    if settings.env_kwargs:
+        words += ["--env-kwargs", json.dumps(settings.env_kwargs)]
+    for agent in result.agents:
+        spec = agent.spec
+        words += ["-p", spec.class_path + (f",data={spec.data_path}" if spec.data_path else "")]
+    return shlex.join(words)
+
+
+# ---------------------------------------------------------------------------------------------
+# The queue
+
+
+class QueueRow(BaseModel):
+    name: str
+    version: int
+    state: str
+    submitted_at: str
+    reason: str | None = None
+    setup_output: str | None = None
+
+
+class Queue(BaseModel):
+    qualifying: list[QueueRow]
+    rejected: list[QueueRow]
+
+
+def queue(ladder: Ladder) -> Queue:
+    with ladder.engine.connect() as connection:
+        rows = connection.execute(
+            select(versions, names.c.name, qualifications.c.setup_output)
+            .join(names, names.c.id == versions.c.name_id)
+            .outerjoin(qualifications, qualifications.c.version_id == versions.c.id)
+            .where(versions.c.state.in_(["qualifying", "rejected"]))
+            .order_by(versions.c.id)
+        ).all()
+
+    def shown(r: Any) -> QueueRow:
+        return QueueRow(
+            name=r.name,
+            version=r.number,
+            state=r.state,
+            submitted_at=r.submitted_at,
+            reason=r.reason,
+            setup_output=r.setup_output,
+        )
+
+    return Queue(
+        qualifying=[shown(r) for r in rows if r.state == "qualifying"],
+        rejected=[shown(r) for r in rows if r.state == "rejected"],
+    )

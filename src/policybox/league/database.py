@@ -1,0 +1,286 @@
+"""A ladder's database: one schema for SQLite and PostgreSQL (SQLAlchemy Core), versioned and migrated.
+
+SQLite, in the ladder's folder, is the default: opened in WAL mode, so the one writer (``ladder run``)
+and any number of readers (``ladder status``, the web page) never block each other. A PostgreSQL
+server (``--db postgresql://...``) takes the same schema for a ladder run on a cluster.
+
+**Versions.** The schema's version is a row of ``meta``. Opening a database applies the migrations it
+lacks, in one transaction, so a database of an older policybox is brought up to date, never misread;
+one from a newer policybox is refused, naming both versions. A migration is a plain function here
+rather than an Alembic script: the schema is small and made by code, a ladder's database is embedded
+in its folder, and a list of functions keyed by version is what Alembic's runtime would reduce to,
+without its ini file, environment script and revision files to ship and keep apart from the code.
+
+**Whose database.** ``meta`` also holds the ladder's id; a folder's ``ladder.json`` names the id it
+expects, so a folder pointed at another ladder's database is refused.
+
+Errors a user meets -- a server that does not answer, a database that is not a ladder's -- are
+``LadderError`` with one clear message; a full disk is ``policybox.storage.StorageFull``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Connection,
+    Engine,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+)
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+
+from policybox.errors import PolicyboxError
+from policybox.storage import Resource, StorageFull, what_ran_out
+
+SCHEMA_VERSION_KEY = "schema_version"
+LADDER_ID_KEY = "ladder_id"
+CONNECT_TIMEOUT_S = 5
+
+
+class LadderError(PolicyboxError):
+    """A ladder's folder or database the user pointed at cannot be used; the message says why."""
+
+
+metadata = MetaData()
+
+meta = Table("meta", metadata, Column("key", String(64), primary_key=True), Column("value", Text, nullable=False))
+
+names = Table(
+    "names",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(40), nullable=False, unique=True),
+    Column("retired", Boolean, nullable=False, default=False),
+    Column("created_at", String(32), nullable=False),
+)
+
+versions = Table(
+    "versions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name_id", ForeignKey("names.id"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("digest", String(64), nullable=False),
+    Column("spec", JSON, nullable=False),  # the PolicySpec its cells are given (in the ladder's own copy)
+    Column("source", Text, nullable=False),  # what was submitted, as given (env values masked)
+    Column("state", String(16), nullable=False),  # qualifying | active | rejected | suspended
+    Column("reason", Text),  # why it is rejected or suspended
+    Column("submitted_at", String(32), nullable=False),
+    Column("qualified_at", String(32)),
+    Column("activated_after", Integer),  # the last match stored before it became active (rerate replays it there)
+    Column("mu", Float),
+    Column("sigma", Float),
+    Column("matches", Integer, nullable=False, default=0),
+    Column("last_match", Integer),  # the id of the last match it played
+    Column("failing_streak", Integer, nullable=False, default=0),  # consecutive matches with a terminal failure
+    Column("forfeits", Integer, nullable=False, default=0),
+    Column("score_sum", Float, nullable=False, default=0.0),  # of its episode scores: the reward's moments
+    Column("score_squares", Float, nullable=False, default=0.0),
+    Column("statuses", JSON, nullable=False, default=dict),  # its agent results per status
+    Column("timeouts", Integer, nullable=False, default=0),
+    Column("invalid_actions", Integer, nullable=False, default=0),
+    UniqueConstraint("name_id", "number"),
+)
+
+qualifications = Table(
+    "qualifications",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("version_id", ForeignKey("versions.id"), nullable=False),
+    Column("outcome", String(16), nullable=False),  # qualified | rejected
+    Column("reason", Text),
+    Column("setup_output", Text),
+    Column("result", JSON),  # its validation episode's EpisodeResult, if it got that far
+    Column("finished_at", String(32), nullable=False),
+)
+
+matches = Table(
+    "matches",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("seed", Integer, nullable=False),
+    Column("state", String(16), nullable=False),  # scheduled | played | void
+    Column("scheduled_at", String(32), nullable=False),
+    Column("played_at", String(32)),
+    Column("reason", Text),  # why a match is void (the machinery failed it every time)
+    Column("result", JSON),  # its EpisodeResult (secrets masked)
+)
+
+match_seats = Table(
+    "match_seats",
+    metadata,
+    Column("match_id", ForeignKey("matches.id"), primary_key=True),
+    Column("seat", Integer, primary_key=True),
+    Column("version_id", ForeignKey("versions.id"), nullable=False),
+    Column("reward", Float),
+    Column("status", String(16)),
+    Column("failure_kind", String(200)),
+    Column("failure_step", Integer),
+    Column("failure_message", Text),
+    Column("log_tail", Text),  # the team's own: never shown to another
+    Column("timeouts", Integer),
+    Column("invalid_actions", Integer),
+    Column("p50_ms", Float),
+    Column("p99_ms", Float),
+)
+
+ratings = Table(
+    "ratings",
+    metadata,
+    Column("match_id", ForeignKey("matches.id"), primary_key=True),
+    Column("version_id", ForeignKey("versions.id"), primary_key=True),
+    Column("mu", Float, nullable=False),
+    Column("sigma", Float, nullable=False),
+    Column("score", Float, nullable=False),  # its episode score in that match
+    Column("forfeited", Boolean, nullable=False),
+)
+
+seat_counts = Table(
+    "seat_counts",
+    metadata,
+    Column("version_id", ForeignKey("versions.id"), primary_key=True),
+    Column("seat", Integer, primary_key=True),
+    Column("plays", Integer, nullable=False),
+)
+
+Index("match_seats_by_version", match_seats.c.version_id, match_seats.c.match_id)
+Index("matches_by_state", matches.c.state, matches.c.id)
+Index("ratings_by_version", ratings.c.version_id, ratings.c.match_id)
+
+
+def _create_v1(connection: Connection) -> None:
+    metadata.create_all(connection)
+
+
+# MIGRATIONS[n] brings a database from schema version n to n + 1.
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def connect(url: str, read_only: bool = False) -> Engine:
+    """An engine for ``url`` (``sqlite:///PATH`` or ``postgresql+psycopg://...``). SQLite gets WAL and a
+    busy timeout, so that readers and the one writer never wait on each other for long; a read-only
+    SQLite engine cannot write even by mistake."""
+    if url.startswith("sqlite:"):
+        path = url.split("///", 1)[1]
+        target = f"sqlite:///file:{path}?mode=ro&uri=true" if read_only else url
+        engine = create_engine(target, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    url = url.replace("postgresql://", "postgresql+psycopg://", 1) if url.startswith("postgresql://") else url
+    return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer, nor it them
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=FULL")  # a stored match survives a power cut, as the journal does
+    cursor.close()
+
+
+def create(engine: Engine, ladder_id: str, settings: dict[str, Any]) -> None:
+    """Make a new ladder's schema in an empty database, with its id and settings."""
+    with transaction(engine) as connection:
+        if _tables(connection):
+            raise LadderError(f"{shown(engine)} is not empty: a new ladder needs an empty database")
+        for migrate in MIGRATIONS:
+            migrate(connection)
+        connection.execute(
+            meta.insert(),
+            [
+                {"key": SCHEMA_VERSION_KEY, "value": str(SCHEMA_VERSION)},
+                {"key": LADDER_ID_KEY, "value": ladder_id},
+                {"key": "settings", "value": json.dumps(settings)},
+            ],
+        )
+
+
+def open_schema(engine: Engine, ladder_id: str) -> dict[str, Any]:
+    """Check that the database is this ladder's and bring its schema up to date; the ladder's settings."""
+    with transaction(engine) as connection:
+        if "meta" not in _tables(connection):
+            raise LadderError(f"{shown(engine)} holds no ladder")
+        values = dict(connection.execute(select(meta.c.key, meta.c.value)).all())
+        if values.get(LADDER_ID_KEY) != ladder_id:
+            raise LadderError(f"{shown(engine)} is the database of another ladder (id {values.get(LADDER_ID_KEY)})")
+        found = int(values.get(SCHEMA_VERSION_KEY, "0"))
+        if found > SCHEMA_VERSION:
+            raise LadderError(
+                f"{shown(engine)} has schema version {found}, made by a newer policybox; this one knows "
+                f"versions up to {SCHEMA_VERSION}: upgrade policybox to use it"
+            )
+        for migrate in MIGRATIONS[found:]:
+            migrate(connection)
+        if found < SCHEMA_VERSION:
+            connection.execute(meta.update().where(meta.c.key == SCHEMA_VERSION_KEY).values(value=str(SCHEMA_VERSION)))
+        return json.loads(values["settings"])
+
+
+def _tables(connection: Connection) -> set[str]:
+    from sqlalchemy import inspect
+
+    return set(inspect(connection).get_table_names())
+
+
+@contextlib.contextmanager
+def transaction(engine: Engine) -> Iterator[Connection]:
+    """One transaction: committed whole, or rolled back whole. A server that cannot be reached is a
+    LadderError; a full disk is StorageFull (the transaction rolled back, the database intact)."""
+    try:
+        with engine.begin() as connection:
+            yield connection
+    except OperationalError as exc:
+        raise _user_error(engine, exc) from None
+    except DBAPIError as exc:
+        if _is_disk_full(exc):
+            raise _full(engine) from None
+        raise
+
+
+def _user_error(engine: Engine, exc: OperationalError) -> PolicyboxError:
+    if _is_disk_full(exc):
+        return _full(engine)
+    reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+    return LadderError(f"the ladder's database {shown(engine)} cannot be used: {reason}")
+
+
+def _is_disk_full(exc: SQLAlchemyError) -> bool:
+    """SQLite's ``database or disk is full`` (SQLITE_FULL), PostgreSQL's DiskFull (SQLSTATE 53100)."""
+    orig = getattr(exc, "orig", None)
+    return "database or disk is full" in str(orig) or getattr(orig, "sqlstate", None) == "53100"
+
+
+def _full(engine: Engine) -> StorageFull:
+    """SQLite: the database file's own disk (space or inodes); a server's: its space."""
+    if engine.url.get_backend_name() == "sqlite":
+        where = Path(engine.url.database or ".").absolute()
+        resource = what_ran_out(errno.ENOSPC, where)
+    else:
+        where, resource = Path(shown(engine)), Resource.SPACE
+    full = StorageFull(where, resource, "writing")
+    return full.with_outcome("the transaction was rolled back: the ladder is as it was", "run the same command")
+
+
+def shown(engine: Engine) -> str:
+    """The database as a message names it: its URL without a password."""
+    return engine.url.render_as_string(hide_password=True)

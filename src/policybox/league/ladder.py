@@ -1,0 +1,189 @@
+"""A ladder: a folder and a database in which submissions become versions, qualify, play and are rated.
+
+``Ladder.create(DIR, settings)`` makes one; every later use opens it from its folder
+(``Ladder.open(DIR)``): ``DIR/ladder.json`` holds its id and, for a PostgreSQL ladder, the server's
+URL (the file is 0600: the URL may hold a password); a SQLite ladder's database is
+``DIR/ladder.db``. Versions' files are kept under ``DIR/versions`` (root-only, content-addressed),
+agents' logs under ``DIR/logs``. ``ladder run`` plays it (``policybox.league.scheduler``); what it
+shows is ``policybox.league.board``'s; ``policybox.ladder.Ladder`` is all of it in one object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from policybox.episode import EpisodeSettings
+from policybox.league import store, versions
+from policybox.league.database import LadderError, connect, create, open_schema, transaction
+from policybox.league.ranking import RankBy
+from policybox.league.tournament import Seating
+from policybox.spec import SpecError
+from policybox.storage import write_atomically, writing
+from policybox.submission import private_folder
+
+FOLDER_FILE = "ladder.json"
+SQLITE_FILE = "ladder.db"
+LOCK_FILE = "run.lock"
+
+
+class LadderSettings(BaseModel):
+    """How a ladder plays: stored in its database when it is made, the same for every match."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    settings: EpisodeSettings = Field(description="How every match is played; each match's seed derives from its seed")
+    agents: int = Field(ge=1, le=1024, description="Seats of every match")
+    seating: Seating = Field(default="rotate", description="How the chosen versions share the seats")
+    versions_per_match: int = Field(default=2, ge=2, description="Different versions in a match (at most the seats)")
+    placement_matches: int = Field(default=5, ge=0, description="Matches a new version plays before the others pick")
+    suspend_after: int = Field(
+        default=5, ge=1, description="Consecutive matches with a failed agent (error, crashed, disabled) that suspend"
+    )
+    setup_timeout_s: float = Field(default=300.0, gt=0, description="How long a version's setup script may run")
+    rank_by: RankBy = Field(default="forfeit", description="The ranking rule (policybox.league.ranking)")
+
+
+class Ladder:
+    """An open ladder: its folder, its settings and its database."""
+
+    def __init__(self, folder: Path, settings: LadderSettings, database_url: str, engine: Any) -> None:
+        self.folder, self.settings, self.database_url, self.engine = folder, settings, database_url, engine
+
+    @classmethod
+    def create(cls, folder: str | Path, settings: LadderSettings, database: str | None = None) -> Ladder:
+        """Make a ladder in ``folder`` (new or empty), its database SQLite in the folder or ``database``
+        (a PostgreSQL URL, whose database must be empty)."""
+        folder = Path(folder)
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise LadderError(f"{folder} is not an empty folder: a new ladder needs a folder of its own")
+        with writing(folder, "creating"):
+            folder.mkdir(parents=True, exist_ok=True)
+        url = database or f"sqlite:///{(folder / SQLITE_FILE).absolute()}"
+        ladder_id = uuid.uuid4().hex
+        engine = connect(url)
+        create(engine, ladder_id, settings.model_dump(mode="json"))
+        write_atomically(folder / FOLDER_FILE, json.dumps({"ladder_id": ladder_id, "database": database}, indent=2))
+        (folder / FOLDER_FILE).chmod(0o600)
+        return cls(folder, settings, url, engine)
+
+    @classmethod
+    def open(cls, folder: str | Path, read_only: bool = False) -> Ladder:
+        """The ladder in ``folder``; its database's schema brought up to date (unless ``read_only``)."""
+        folder = Path(folder)
+        marker = folder / FOLDER_FILE
+        if not marker.is_file():
+            raise LadderError(
+                f"{folder} is not a ladder (it has no {FOLDER_FILE}): make one with policybox ladder init"
+            )
+        try:
+            described = json.loads(marker.read_text())
+            ladder_id, database = described["ladder_id"], described.get("database")
+        except (ValueError, KeyError, TypeError):
+            raise LadderError(f"{marker} is not a ladder's {FOLDER_FILE}") from None
+        url = database or f"sqlite:///{(folder / SQLITE_FILE).absolute()}"
+        engine = connect(url, read_only=read_only and database is None)
+        settings = LadderSettings.model_validate(open_schema(engine, ladder_id))
+        return cls(folder, settings, url, engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Ladder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -----------------------------------------------------------------------------------------
+    # Submissions
+
+    def submit(self, name: str, source: str, base_dir: Path | None = None) -> store.Version:
+        """``source`` (any -p form) as the next version of ``name``, queued for qualification. Its files
+        are copied into the ladder first; the same content as the name's latest version is refused.
+        A new version of a retired name brings the name back."""
+        versions.check_name(name)
+        kept = versions.store(source, private_folder(self.folder / "versions", LadderError), base_dir)
+        with transaction(self.engine) as connection:
+            latest = store.latest_version(connection, name)
+            if latest is not None and latest.digest == kept.digest:
+                raise SpecError(f"{source} holds the same content as {latest.label}: there is nothing new to submit")
+            version = store.add_version(
+                connection, name, kept.digest, kept.spec.model_dump(mode="json"), _shown(source)
+            )
+            store.set_retired(connection, name, False)
+        return version
+
+    def retire(self, name: str) -> None:
+        """Take ``name`` out of matchmaking; its history and ratings stay."""
+        with transaction(self.engine) as connection:
+            self._known(connection, name)
+            store.set_retired(connection, name, True)
+
+    def reinstate(self, name: str) -> store.Version:
+        """Lift the suspension of ``name``'s current version (and a retirement): it plays again."""
+        with transaction(self.engine) as connection:
+            self._known(connection, name)
+            current = store.current_versions(connection).get(name)
+            if current is None or current.state != "suspended":
+                raise SpecError(f"{name} has no suspended version to reinstate")
+            store.set_state(connection, current.id, "active", None)
+            store.reset_streak(connection, current.id)
+            store.set_retired(connection, name, False)
+            return store.version_by_id(connection, current.id)
+
+    def _known(self, connection: Any, name: str) -> None:
+        if store.name_row(connection, name) is None:
+            raise SpecError(f"this ladder has no submission called {name!r}")
+
+    # -----------------------------------------------------------------------------------------
+    # The one runner
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Hold the ladder's run lock: one ``ladder run`` at a time. The kernel releases it when the
+        process dies, however it dies, so a killed run never blocks the next."""
+        with writing(self.folder / LOCK_FILE, "creating"):
+            handle = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(handle, 32, 0).decode(errors="replace").strip() or "another process"
+                raise LadderError(
+                    f"{self.folder} is being run already (by pid {holder}): one ladder run at a time"
+                ) from None
+            os.ftruncate(handle, 0)
+            os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(handle)  # closing it releases the lock
+
+    # -----------------------------------------------------------------------------------------
+    # Audit
+
+    def rerate(self) -> list[tuple[store.Version, tuple[float, float] | None, tuple[float, float] | None]]:
+        """Every rating recomputed from the stored matches; each version whose live rating differs, with
+        both (none, when the ladder's live ratings are a replay of its results, as they must be)."""
+        with transaction(self.engine) as connection:
+            replayed = store.replayed_ratings(connection, self.settings.rank_by)
+            live = store.live_ratings(connection)
+            return [
+                (store.version_by_id(connection, version_id), live.get(version_id), replayed.get(version_id))
+                for version_id in sorted(set(live) | set(replayed))
+                if live.get(version_id) != replayed.get(version_id)
+            ]
+
+
+def _shown(source: str) -> str:
+    """What was submitted, as results may show it: an inline ``env.NAME=value`` masked."""
+    parts = source.split(",")
+    return ",".join(part.split("=", 1)[0] + "=***" if part.strip().startswith("env.") else part for part in parts)

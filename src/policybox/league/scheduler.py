@@ -1,0 +1,289 @@
+"""``ladder run``: qualify what is queued, choose matches, play them, store each with its ratings.
+
+The loop, until stopped (or until ``matches`` have been played):
+
+1. **Recover.** Matches scheduled but not stored by a run that was killed are played first, with
+   the seed and seats they were given.
+2. **Qualify.** Each queued version runs its setup script in a cell (if it has one) and plays a
+   validation episode with a copy of itself in every seat, under the ladder's settings (as Kaggle
+   does). It qualifies when every agent ends ``ok`` and the game raised nothing; otherwise it is
+   ``rejected`` with the reason (status, step, and the traceback or log tail). A failure of the
+   machinery is retried, never a rejection.
+3. **Match.** While a worker is free: ``matchmaking.choose`` picks the versions and seats from the
+   database's state, the match is stored as scheduled (so a kill cannot lose it), then played.
+4. **Store.** Each match is stored with every rating it changed in one transaction, in the order
+   matches were scheduled (a result that arrives early waits for the ones before it), so the
+   ratings are a replay of the stored results in id order -- what ``ladder rerate`` recomputes.
+   A match the machinery fails ``MAX_ATTEMPTS`` times is void: it counts for nobody.
+
+Submissions that arrive while it runs (``ladder submit`` from another process) are picked up at the
+next turn of the loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+
+from policybox.league import matchmaking, ranking, store
+from policybox.league.backends import Backend, open_runner
+from policybox.league.database import transaction
+from policybox.league.ladder import Ladder
+from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, is_users
+from policybox.league.setup import run_setup
+from policybox.league.tournament import episode_seed
+from policybox.league.versions import Stored
+from policybox.results import AgentStatus, EpisodeResult
+from policybox.spec import PolicySpec
+
+POLL_S = 1.0  # how often an idle run looks for new submissions
+QUALIFY_SEED_OFFSET = 1 << 30  # qualification episodes' seeds, apart from every match's
+
+
+@dataclass
+class Progress:
+    """What a progress line shows, updated as the run goes."""
+
+    played: int = 0  # matches stored by this run
+    qualified: int = 0
+    rejected: int = 0
+    suspended: int = 0
+    in_flight: int = 0
+    started: float = field(default_factory=time.monotonic)
+    note: str = ""  # what the run is waiting for, if it is idle
+
+
+@dataclass
+class _Match:
+    id: int
+    seed: int
+    seats: list[int]
+    attempts: int = 0
+
+
+@dataclass
+class _Qualification:
+    version: store.Version
+    spec: PolicySpec
+    setup_output: str | None
+    attempts: int = 0
+
+
+def run(
+    ladder: Ladder,
+    matches: int | None = None,
+    workers: int | None = None,
+    backend: Backend = "local",
+    ray_address: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> Progress:
+    """Run the ladder until stopped, or until ``matches`` more matches are stored; how it went."""
+    with ladder.running(), open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
+        loop = _Loop(ladder, runner, matches, on_progress or (lambda progress: None))
+        loop.run()
+        return loop.progress
+
+
+class _Loop:
+    def __init__(self, ladder: Ladder, runner, limit: int | None, report: Callable[[Progress], None]) -> None:
+        self.ladder, self.runner, self.limit, self.report = ladder, runner, limit, report
+        self.settings = ladder.settings
+        self.progress = Progress()
+        self.in_flight: dict[Future[str], _Match | _Qualification] = {}
+        self.order: deque[int] = deque()  # matches in flight or waiting to be stored, in id order
+        self.finished: dict[int, EpisodeResult | str] = {}  # played (the result) or void (why), not yet stored
+        self.matches: dict[int, _Match] = {}
+        self.qualifying: set[int] = set()  # versions whose qualification is under way
+        self.scheduled = 0  # matches this run has scheduled
+
+    @property
+    def capacity(self) -> int:
+        return IN_FLIGHT_PER_WORKER * self.runner.count
+
+    def run(self) -> None:
+        with transaction(self.ladder.engine) as connection:
+            left = store.scheduled(connection)
+        for match_id, seed, seats in left:  # a killed run's: played again, as they were (and counted)
+            self.scheduled += 1
+            self._play(_Match(match_id, seed, seats))
+        while not self._done():
+            self._qualify()
+            self._schedule()
+            self._wait()
+            self.report(self.progress)
+
+    def _done(self) -> bool:
+        if self.in_flight or self.order:
+            return False
+        if self.limit is not None and self.progress.played >= self.limit:
+            return True
+        if self.limit is not None and not self._waiting_for_more():
+            self.progress.note = "fewer than two versions can play, and none is qualifying"
+            return True
+        return False
+
+    def _waiting_for_more(self) -> bool:
+        """Whether anything may still come of waiting: a version qualifying, or two that can play."""
+        with transaction(self.ladder.engine) as connection:
+            return bool(store.qualifying(connection)) or len(store.candidates(connection, self.settings.agents)) >= 2
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _qualify(self) -> None:
+        with transaction(self.ladder.engine) as connection:
+            waiting = [v for v in store.qualifying(connection) if v.id not in self.qualifying]
+        for version in waiting:
+            if len(self.in_flight) >= self.capacity:
+                return
+            self.qualifying.add(version.id)
+            spec, setup_output = PolicySpec.model_validate(version.spec), None
+            if getattr(spec, "setup_script", None):  # TEMP until the versions branch
+                outcome = run_setup(
+                    Stored(spec=spec, digest=version.digest, files=None),
+                    self.settings.settings,
+                    self.ladder.folder / "setup" / f"{version.name}-v{version.number}",
+                    self.settings.setup_timeout_s,
+                )
+                if not outcome.ok:
+                    self._qualified(version, False, f"its setup script failed: {outcome.output}", outcome.output, None)
+                    continue
+                spec, setup_output = outcome.spec, outcome.output
+            self._submit(_Qualification(version, spec, setup_output))
+
+    def _schedule(self) -> None:
+        """Choose and store new matches while a worker is free (and the limit is not reached)."""
+        rules = matchmaking.Rules(
+            seats=self.settings.agents,
+            versions_per_match=self.settings.versions_per_match,
+            placement=self.settings.placement_matches,
+            seating=self.settings.seating,
+            seed=self.settings.settings.seed,
+        )
+        while len(self.in_flight) < self.capacity and (self.limit is None or self.scheduled < self.limit):
+            with transaction(self.ladder.engine) as connection:
+                index = store.matches_scheduled(connection)
+                seats = matchmaking.choose(store.candidates(connection, self.settings.agents), rules, index)
+                if seats is None:
+                    self.progress.note = "waiting for two versions that can play"
+                    return
+                seed = episode_seed(self.settings.settings.seed, index)
+                match_id = store.schedule(connection, seed, seats)
+            self.scheduled += 1
+            self.progress.note = ""
+            self._play(_Match(match_id, seed, seats))
+
+    def _play(self, match: _Match) -> None:
+        self.matches[match.id] = match
+        self.order.append(match.id)
+        self._submit(match)
+
+    def _submit(self, work: _Match | _Qualification) -> None:
+        work.attempts += 1
+        self.in_flight[self.runner.submit(self._job(work))] = work
+        self.progress.in_flight = len(self.in_flight)
+
+    def _job(self, work: _Match | _Qualification) -> EpisodeJob:
+        settings = self.settings.settings
+        if isinstance(work, _Match):
+            with transaction(self.ladder.engine) as connection:
+                specs = [PolicySpec.model_validate(store.version_by_id(connection, v).spec) for v in work.seats]
+            name, seed = f"match-{work.id:06d}", work.seed
+        else:
+            specs = [work.spec] * self.settings.agents
+            name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
+            seed = episode_seed(settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
+        log_dir = self.ladder.folder / "logs" / name
+        return EpisodeJob(
+            name=name, specs=specs, settings=settings.model_copy(update={"seed": seed}), log_dir=str(log_dir)
+        )
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _wait(self) -> None:
+        if not self.in_flight:
+            if not self._done():
+                time.sleep(POLL_S)  # idle: new submissions are looked for at the next turn
+            return
+        done, _ = wait(self.in_flight, timeout=POLL_S, return_when=FIRST_COMPLETED)
+        for future in done:
+            work = self.in_flight.pop(future)
+            try:
+                result = EpisodeResult.model_validate_json(future.result())
+            except Exception as exc:
+                if is_users(exc):
+                    raise
+                self._failed(work, f"{type(exc).__name__}: {exc}")
+                continue
+            if isinstance(work, _Match):
+                self.finished[work.id] = result
+            else:
+                self._qualification_played(work, result)
+        self._store_in_order()
+        self.progress.in_flight = len(self.in_flight)
+
+    def _failed(self, work: _Match | _Qualification, why: str) -> None:
+        """The machinery failed it (a lost worker, a zygote that died): played again, or after
+        ``MAX_ATTEMPTS`` a void match -- never counted against a policy."""
+        if work.attempts < MAX_ATTEMPTS:
+            self._submit(work)
+        elif isinstance(work, _Match):
+            self.finished[work.id] = why
+        else:
+            self.qualifying.discard(work.version.id)  # still queued: the next turn tries it again
+            self.progress.note = f"{work.version.label}'s qualification failed {MAX_ATTEMPTS} times: {why}"
+
+    def _store_in_order(self) -> None:
+        while self.order and self.order[0] in self.finished:
+            match_id = self.order.popleft()
+            outcome = self.finished.pop(match_id)
+            match = self.matches.pop(match_id)
+            if isinstance(outcome, str):
+                with transaction(self.ladder.engine) as connection:
+                    store.void(connection, match_id, outcome)
+            else:
+                self._store(match, outcome)
+
+    def _store(self, match: _Match, result: EpisodeResult) -> None:
+        """The match, its ratings and its versions' counters: one transaction."""
+        seated = ((match.seats[agent.agent_id], agent) for agent in result.agents)
+        outcomes = ranking.episode_outcomes(seated, result.steps, self.settings.rank_by)
+        with transaction(self.ladder.engine) as connection:
+            rated = ranking.rate(store.ratings_of(connection, outcomes), outcomes)
+            suspended = store.record_match(
+                connection, match.id, match.seats, result, outcomes, rated, self.settings.suspend_after
+            )
+        self.progress.played += 1
+        self.progress.suspended += len(suspended)
+
+    def _qualification_played(self, work: _Qualification, result: EpisodeResult) -> None:
+        failed = next((agent for agent in result.agents if agent.status != AgentStatus.OK), None)
+        if result.game_fault is not None:
+            reason = f"its validation episode ended when the game raised: {result.game_fault.one_line()}"
+        elif failed is not None:
+            reason = _failure_reason(failed)
+        else:
+            reason = None
+        self._qualified(work.version, reason is None, reason, work.setup_output, result, work.spec)
+
+    def _qualified(self, version, ok, reason, setup_output, result, spec: PolicySpec | None = None) -> None:
+        with transaction(self.ladder.engine) as connection:
+            kept = spec.model_dump(mode="json") if spec is not None and ok else None
+            store.finish_qualification(connection, version, ok, reason, setup_output, result, kept)
+        self.qualifying.discard(version.id)
+        if ok:
+            self.progress.qualified += 1
+        else:
+            self.progress.rejected += 1
+
+
+def _failure_reason(agent) -> str:
+    """Why a version's validation agent failed: its status and step, and its traceback or log tail."""
+    failure = agent.failure
+    if failure is None:
+        return f"agent {agent.agent_id} ended {agent.status.value}"
+    detail = (failure.traceback or failure.log_tail or "").strip()
+    head = f"agent {agent.agent_id} ended {agent.status.value}: {failure.one_line()}"
+    return f"{head}\n{detail[-2000:]}" if detail else head

@@ -1,0 +1,458 @@
+"""Every read and write of a ladder's database: names, versions, qualification, matches, ratings.
+
+Each function takes an open connection, so the caller decides what one transaction holds: a match
+is stored with its seats, every rating it changed and every counter of its versions in one
+transaction (``record_match``), so a kill at any moment leaves the ladder as it was before that
+match or after it, never between.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, select
+
+from policybox.league import ranking
+from policybox.league.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions
+from policybox.league.matchmaking import Candidate
+from policybox.results import EpisodeResult
+
+PLAYING = ("active",)
+QUALIFIED = ("active", "suspended")  # a version that passed qualification
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Version:
+    """A version as the ladder holds it."""
+
+    id: int
+    name: str
+    number: int
+    state: str
+    spec: dict[str, Any]
+    digest: str
+    reason: str | None
+    retired: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} v{self.number}"
+
+
+def _version(row: Any) -> Version:
+    return Version(row.id, row.name, row.number, row.state, row.spec, row.digest, row.reason, row.retired)
+
+
+def _versions_query() -> Any:
+    return select(
+        versions.c.id,
+        names.c.name,
+        versions.c.number,
+        versions.c.state,
+        versions.c.spec,
+        versions.c.digest,
+        versions.c.reason,
+        names.c.retired,
+    ).join(names, names.c.id == versions.c.name_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Names and versions
+
+
+def name_row(connection: Connection, name: str) -> Any:
+    return connection.execute(select(names).where(names.c.name == name)).first()
+
+
+def latest_version(connection: Connection, name: str) -> Version | None:
+    row = connection.execute(_versions_query().where(names.c.name == name).order_by(versions.c.number.desc())).first()
+    return None if row is None else _version(row)
+
+
+def add_version(connection: Connection, name: str, digest: str, spec: dict[str, Any], source: str) -> Version:
+    """The name's next version, queued for qualification (the name is made on its first submission)."""
+    row = name_row(connection, name)
+    if row is None:
+        name_id = connection.execute(
+            names.insert().values(name=name, retired=False, created_at=now())
+        ).inserted_primary_key[0]
+        number = 1
+    else:
+        name_id = row.id
+        number = (
+            connection.execute(select(func.max(versions.c.number)).where(versions.c.name_id == name_id)).scalar() or 0
+        ) + 1
+    values = dict(name_id=name_id, number=number, digest=digest, spec=spec, source=source, state="qualifying")
+    connection.execute(versions.insert().values(**values, submitted_at=now(), statuses={}))
+    version = latest_version(connection, name)
+    assert version is not None
+    return version
+
+
+def set_retired(connection: Connection, name: str, retired: bool) -> None:
+    connection.execute(names.update().where(names.c.name == name).values(retired=retired))
+
+
+def version_by_id(connection: Connection, version_id: int) -> Version:
+    return _version(connection.execute(_versions_query().where(versions.c.id == version_id)).one())
+
+
+def qualifying(connection: Connection) -> list[Version]:
+    """The versions waiting for qualification, oldest first."""
+    rows = connection.execute(_versions_query().where(versions.c.state == "qualifying").order_by(versions.c.id))
+    return [_version(row) for row in rows]
+
+
+def finish_qualification(
+    connection: Connection,
+    version: Version,
+    qualified: bool,
+    reason: str | None,
+    setup_output: str | None,
+    result: EpisodeResult | None,
+    spec: dict[str, Any] | None = None,
+) -> None:
+    """Record a version's qualification; a qualified one becomes active, its rating the previous
+    qualified version's mu with sigma reset to the default (Halite's rule for a new version)."""
+    connection.execute(
+        qualifications.insert().values(
+            version_id=version.id,
+            outcome="qualified" if qualified else "rejected",
+            reason=reason,
+            setup_output=setup_output,
+            result=None if result is None else result.model_dump(mode="json"),
+            finished_at=now(),
+        )
+    )
+    if not qualified:
+        connection.execute(versions.update().where(versions.c.id == version.id).values(state="rejected", reason=reason))
+        return
+    previous = previous_rating(connection, version)
+    start = ranking.MODEL.rating() if previous is None else ranking.MODEL.rating(mu=previous)
+    watermark = connection.execute(select(func.max(matches.c.id)).where(matches.c.state == "played")).scalar() or 0
+    values: dict[str, Any] = dict(state="active", reason=None, qualified_at=now(), activated_after=watermark)
+    if spec is not None:  # where its setup script's output is
+        values["spec"] = spec
+    connection.execute(
+        versions.update().where(versions.c.id == version.id).values(**values, mu=start.mu, sigma=start.sigma)
+    )
+
+
+def previous_rating(connection: Connection, version: Version) -> float | None:
+    """The mu of the name's latest earlier version that qualified, if any."""
+    row = connection.execute(
+        select(versions.c.mu)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(names.c.name == version.name, versions.c.number < version.number, versions.c.state.in_(QUALIFIED))
+        .order_by(versions.c.number.desc())
+    ).first()
+    return None if row is None else row.mu
+
+
+def set_state(connection: Connection, version_id: int, state: str, reason: str | None) -> None:
+    connection.execute(versions.update().where(versions.c.id == version_id).values(state=state, reason=reason))
+
+
+def current_versions(connection: Connection) -> dict[str, Any]:
+    """Each name's current version -- its latest qualified one -- as a row of the versions table."""
+    ranked = (
+        select(
+            versions,
+            func.row_number().over(partition_by=versions.c.name_id, order_by=versions.c.number.desc()).label("rank"),
+        )
+        .where(versions.c.state.in_(QUALIFIED))
+        .subquery()
+    )
+    rows = connection.execute(
+        select(ranked, names.c.name, names.c.retired)
+        .join(names, names.c.id == ranked.c.name_id)
+        .where(ranked.c.rank == 1)
+    )
+    return {row.name: row for row in rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# Matchmaking's view
+
+
+def candidates(connection: Connection, seats: int) -> list[Candidate]:
+    """The versions that may play now -- each name's current version, active, the name not retired --
+    with their matches and plays per seat counting the matches scheduled but not yet played."""
+    playing = [row for row in current_versions(connection).values() if row.state in PLAYING and not row.retired]
+    ids = [row.id for row in playing]
+    in_flight = dict(
+        connection.execute(
+            select(match_seats.c.version_id, func.count(func.distinct(match_seats.c.match_id)))
+            .join(matches, matches.c.id == match_seats.c.match_id)
+            .where(matches.c.state == "scheduled", match_seats.c.version_id.in_(ids))
+            .group_by(match_seats.c.version_id)
+        ).all()
+    )
+    last_in_flight = dict(
+        connection.execute(
+            select(match_seats.c.version_id, func.max(match_seats.c.match_id))
+            .join(matches, matches.c.id == match_seats.c.match_id)
+            .where(matches.c.state == "scheduled", match_seats.c.version_id.in_(ids))
+            .group_by(match_seats.c.version_id)
+        ).all()
+    )
+    plays: dict[int, list[int]] = {i: [0] * seats for i in ids}
+    for version_id, seat, count in connection.execute(
+        select(seat_counts.c.version_id, seat_counts.c.seat, seat_counts.c.plays).where(
+            seat_counts.c.version_id.in_(ids)
+        )
+    ):
+        if seat < seats:
+            plays[version_id][seat] = count
+    return [
+        Candidate(
+            version_id=row.id,
+            mu=row.mu,
+            sigma=row.sigma,
+            matches=row.matches + in_flight.get(row.id, 0),
+            last_match=max((m for m in (row.last_match, last_in_flight.get(row.id)) if m is not None), default=None),
+            seat_plays=tuple(plays[row.id]),
+        )
+        for row in playing
+    ]
+
+
+def matches_scheduled(connection: Connection) -> int:
+    """How many matches were ever scheduled: the index of the next one."""
+    return connection.execute(select(func.count()).select_from(matches)).scalar() or 0
+
+
+def schedule(connection: Connection, seed: int, seats: list[int]) -> int:
+    """Store a match before it is played (so a killed run plays it again, with the same seed and
+    seats); its seats count for the seat balance at once."""
+    match_id = connection.execute(
+        matches.insert().values(seed=seed, state="scheduled", scheduled_at=now())
+    ).inserted_primary_key[0]
+    connection.execute(
+        match_seats.insert(), [{"match_id": match_id, "seat": s, "version_id": v} for s, v in enumerate(seats)]
+    )
+    _count_seats(connection, seats, +1)
+    return match_id
+
+
+def _count_seats(connection: Connection, seats: list[int], change: int) -> None:
+    for seat, version_id in enumerate(seats):
+        updated = connection.execute(
+            seat_counts.update()
+            .where(and_(seat_counts.c.version_id == version_id, seat_counts.c.seat == seat))
+            .values(plays=seat_counts.c.plays + change)
+        )
+        if updated.rowcount == 0:
+            connection.execute(seat_counts.insert().values(version_id=version_id, seat=seat, plays=max(0, change)))
+
+
+def scheduled(connection: Connection) -> list[tuple[int, int, list[int]]]:
+    """The matches scheduled but not yet played, oldest first: (id, seed, the version in each seat)."""
+    found = []
+    for match_id, seed in connection.execute(
+        select(matches.c.id, matches.c.seed).where(matches.c.state == "scheduled").order_by(matches.c.id)
+    ):
+        rows = connection.execute(
+            select(match_seats.c.version_id).where(match_seats.c.match_id == match_id).order_by(match_seats.c.seat)
+        )
+        found.append((match_id, seed, [row.version_id for row in rows]))
+    return found
+
+
+def void(connection: Connection, match_id: int, reason: str) -> None:
+    """A match the machinery could not play: not counted for anyone, its seats given back."""
+    seats = [
+        row.version_id
+        for row in connection.execute(
+            select(match_seats.c.version_id).where(match_seats.c.match_id == match_id).order_by(match_seats.c.seat)
+        )
+    ]
+    _count_seats(connection, seats, -1)
+    connection.execute(matches.update().where(matches.c.id == match_id).values(state="void", reason=reason[:2000]))
+
+
+# ---------------------------------------------------------------------------------------------
+# A played match, in one transaction
+
+
+def ratings_of(connection: Connection, version_ids: Iterable[int]) -> dict[int, Any]:
+    rows = connection.execute(
+        select(versions.c.id, versions.c.mu, versions.c.sigma).where(versions.c.id.in_(list(version_ids)))
+    )
+    return {row.id: ranking.MODEL.rating(mu=row.mu, sigma=row.sigma) for row in rows}
+
+
+def record_match(
+    connection: Connection,
+    match_id: int,
+    seats: list[int],
+    result: EpisodeResult,
+    outcomes: dict[int, ranking.Outcome],
+    rated: dict[int, Any],
+    suspend_after: int,
+) -> list[tuple[int, str]]:
+    """Store a played match: its result and seats, every rating it changed (and each one's history
+    row), its versions' counters; suspend a version whose agents failed in ``suspend_after`` matches
+    in a row. The versions suspended, with why."""
+    connection.execute(
+        matches.update()
+        .where(matches.c.id == match_id)
+        .values(state="played", played_at=now(), result=result.model_dump(mode="json"))
+    )
+    for agent in result.agents:
+        failure = agent.failure
+        connection.execute(
+            match_seats.update()
+            .where(and_(match_seats.c.match_id == match_id, match_seats.c.seat == agent.agent_id))
+            .values(
+                reward=agent.reward,
+                status=agent.status.value,
+                failure_kind=failure.kind if failure else None,
+                failure_step=failure.step if failure else None,
+                failure_message=failure.message if failure else None,
+                log_tail=failure.log_tail if failure else None,
+                timeouts=agent.timeouts,
+                invalid_actions=agent.invalid_actions,
+                p50_ms=agent.latency.p50_ms,
+                p99_ms=agent.latency.p99_ms,
+            )
+        )
+    for version_id, rating in rated.items():
+        outcome = outcomes[version_id]
+        connection.execute(
+            ratings.insert().values(
+                match_id=match_id,
+                version_id=version_id,
+                mu=rating.mu,
+                sigma=rating.sigma,
+                score=outcome.score,
+                forfeited=outcome.forfeited,
+            )
+        )
+    return [
+        suspended
+        for version_id in outcomes
+        if (
+            suspended := _count_match(
+                connection,
+                version_id,
+                match_id,
+                seats,
+                result,
+                outcomes[version_id],
+                rated.get(version_id),
+                suspend_after,
+            )
+        )
+    ]
+
+
+def _count_match(
+    connection: Connection,
+    version_id: int,
+    match_id: int,
+    seats: list[int],
+    result: EpisodeResult,
+    outcome: ranking.Outcome,
+    rating: Any,
+    suspend_after: int,
+) -> tuple[int, str] | None:
+    agents = [agent for agent in result.agents if seats[agent.agent_id] == version_id]
+    row = connection.execute(select(versions).where(versions.c.id == version_id)).one()
+    statuses = dict(row.statuses or {})
+    for agent in agents:
+        statuses[agent.status.value] = statuses.get(agent.status.value, 0) + 1
+    failed = next((agent for agent in agents if agent.status.is_terminal), None)
+    streak = row.failing_streak + 1 if failed else 0
+    values: dict[str, Any] = dict(
+        matches=row.matches + 1,
+        last_match=match_id,
+        failing_streak=streak,
+        forfeits=row.forfeits + int(outcome.forfeited),
+        score_sum=row.score_sum + outcome.score,
+        score_squares=row.score_squares + outcome.score**2,
+        statuses=statuses,
+        timeouts=row.timeouts + sum(agent.timeouts for agent in agents),
+        invalid_actions=row.invalid_actions + sum(agent.invalid_actions for agent in agents),
+    )
+    if rating is not None:
+        values.update(mu=rating.mu, sigma=rating.sigma)
+    suspension = None
+    if failed is not None and streak >= suspend_after and row.state == "active":
+        last = f"{failed.status.value}: {failed.failure.one_line()}" if failed.failure else failed.status.value
+        reason = f"its agents failed in {streak} matches in a row; the last: {last}"
+        values.update(state="suspended", reason=reason[:2000])
+        suspension = (version_id, reason)
+    connection.execute(versions.update().where(versions.c.id == version_id).values(**values))
+    return suspension
+
+
+# ---------------------------------------------------------------------------------------------
+# Rerate: every rating again from the stored matches
+
+
+def replayed_ratings(connection: Connection, rank_by: ranking.RankBy) -> dict[int, tuple[float, float]]:
+    """Every version's rating recomputed from scratch: the played matches in id order, each placed by
+    the ranking rules from its stored result, and each version started as it was when it qualified
+    (from its name's latest earlier qualified version's mu at that moment, sigma reset)."""
+    qualified = connection.execute(
+        select(versions.c.id, versions.c.activated_after, versions.c.number, names.c.name)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(versions.c.activated_after.is_not(None))
+        .order_by(versions.c.activated_after, versions.c.id)
+    ).all()
+    activations: dict[int, list[Any]] = {}
+    for row in qualified:
+        activations.setdefault(row.activated_after, []).append(row)
+    number = {row.id: row.number for row in qualified}
+    name = {row.id: row.name for row in qualified}
+    current: dict[int, Any] = {}
+
+    def activate(after: int) -> None:
+        for row in activations.get(after, []):
+            earlier = [v for v in current if name[v] == row.name and number[v] < row.number]
+            previous = max(earlier, key=number.__getitem__, default=None)
+            start = ranking.MODEL.rating() if previous is None else ranking.MODEL.rating(mu=current[previous].mu)
+            current[row.id] = start
+
+    activate(0)
+    for match_id, stored in connection.execute(
+        select(matches.c.id, matches.c.result).where(matches.c.state == "played").order_by(matches.c.id)
+    ):
+        seats = [
+            row.version_id
+            for row in connection.execute(
+                select(match_seats.c.version_id).where(match_seats.c.match_id == match_id).order_by(match_seats.c.seat)
+            )
+        ]
+        result = EpisodeResult.model_validate(stored)
+        outcomes = ranking.episode_outcomes(((seats[a.agent_id], a) for a in result.agents), result.steps, rank_by)
+        current.update(ranking.rate(current, outcomes))
+        activate(match_id)
+    return {version_id: (rating.mu, rating.sigma) for version_id, rating in current.items()}
+
+
+def live_ratings(connection: Connection) -> dict[int, tuple[float, float]]:
+    rows = connection.execute(select(versions.c.id, versions.c.mu, versions.c.sigma).where(versions.c.mu.is_not(None)))
+    return {row.id: (row.mu, row.sigma) for row in rows}
+
+
+def reward_moments(row: Any) -> tuple[int, float, float]:
+    """(episodes, mean, variance) of a version's episode scores, from its stored moments."""
+    if not row.matches:
+        return 0, math.nan, math.nan
+    mean = row.score_sum / row.matches
+    variance = max(0.0, row.score_squares / row.matches - mean**2)
+    return row.matches, mean, variance
+
+
+def reset_streak(connection: Connection, version_id: int) -> None:
+    connection.execute(versions.update().where(versions.c.id == version_id).values(failing_streak=0))

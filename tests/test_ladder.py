@@ -1,0 +1,192 @@
+"""``policybox ladder`` as an organiser runs it, on SQLite and on a real PostgreSQL server: submissions
+qualify or are rejected, matches are chosen, played and rated; versions arrive while it runs; a
+``kill -9`` and a restart lose and repeat nothing; ``rerate`` equals the live ratings.
+
+Judged from outside: the commands' exit codes and output, the database (read with the ladder's own
+board functions and SQL), and the processes left (psutil).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import policy
+from sqlalchemy import func, select
+
+from policybox.league import board
+from policybox.league.database import match_seats, matches, names, ratings, versions
+from policybox.league.ladder import Ladder
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+GAME = str(EXAMPLES / "moves.yaml")
+WANDERER = f"{EXAMPLES / 'wanderer.py'}:Wanderer"
+PLACEMENT = 3
+
+
+@pytest.fixture(params=["sqlite"])
+def database_url(request, tmp_path):  # TEMP until the PostgreSQL fixture lands
+    return f"sqlite:///{tmp_path / 'unused.db'}"
+
+
+def ladder_command(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "policybox", "ladder", *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "200"}
+    )
+
+
+def start_run(folder: Path, *args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "policybox", "ladder", "run", str(folder), "--workers", "2", *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def played(folder: Path) -> int:
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        return connection.execute(select(func.count()).where(matches.c.state == "played")).scalar()
+
+
+def wait_until(condition, timeout: float = 300, what: str = "") -> None:
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.fixture
+def ladder_folder(tmp_path, database_url):
+    """A ladder on the moves arena (4 seats, 2 versions a match), its database SQLite in its folder or
+    a fresh PostgreSQL database."""
+    folder = tmp_path / "cup"
+    args = ["init", str(folder), "--env", GAME, "--steps", "60", "--placement-matches", str(PLACEMENT)]
+    args += ["--suspend-after", "3", "--seed", "11"]
+    if database_url.startswith("postgresql"):
+        args += ["--db", database_url]
+    made = ladder_command(*args)
+    assert made.returncode == 0, made.stderr
+    return folder
+
+
+def test_a_ladder_plays_qualifies_rejects_survives_a_kill_and_rerates_exactly(ladder_folder):
+    folder = ladder_folder
+    for name, spec in [("wanderer", WANDERER), ("random", "random"), ("noop", "noop")]:
+        assert ladder_command("submit", str(folder), name, spec).returncode == 0
+    crasher = ladder_command("submit", str(folder), "crasher", policy("faults.py:RaiseInInit"))
+    assert crasher.returncode == 0
+    same = ladder_command("submit", str(folder), "random", "random")
+    assert same.returncode == 2 and "the same content as random v1" in same.stderr
+
+    run = start_run(folder)
+    seen: list[psutil.Process] = []
+    try:
+        wait_until(lambda: played(folder) >= 4, what="4 matches")
+        second = ladder_command("run", str(folder), "--matches", "1")
+        assert second.returncode == 2 and "is being run already" in second.stderr  # one run at a time
+        # Submissions while it runs: a fifth name, and a v2 of random.
+        assert ladder_command("submit", str(folder), "seeded", policy("seeded_random.py:SeededRandom")).returncode == 0
+        assert ladder_command("submit", str(folder), "random", policy("stateful.py:Stateful")).returncode == 0
+        wait_until(
+            lambda: getattr(_version(folder, "random", 2), "state", None) == "active", what="random v2 to qualify"
+        )
+        wait_until(lambda: played(folder) >= 14, what="14 matches")
+        seen = process_tree(run.pid)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)  # kill -9, in the middle of matches
+        run.wait(timeout=60)
+    wait_until(lambda: not [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], 60, "cells")
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        left = connection.execute(select(matches.c.id, matches.c.seed).where(matches.c.state == "scheduled")).all()
+        left_seats = {m.id: _seats(connection, m.id) for m in left}
+        before = played(folder)
+
+    resumed = ladder_command("run", str(folder), "--workers", "2", "--matches", "10")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "10 matches played" in resumed.stdout
+
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        rows = connection.execute(select(matches.c.id, matches.c.state, matches.c.seed).order_by(matches.c.id)).all()
+        assert [r.id for r in rows] == list(range(1, len(rows) + 1))  # every match once, none lost
+        assert (
+            all(r.state in ("played", "void") for r in rows) and sum(r.state == "played" for r in rows) == before + 10
+        )
+        for match in left:  # the matches in flight at the kill, played again with their seed and seats
+            replayed = next(r for r in rows if r.id == match.id)
+            assert (replayed.state, replayed.seed, _seats(connection, match.id)) == (
+                "played",
+                match.seed,
+                left_seats[match.id],
+            )
+        _check_rated_once(connection)
+        _check_placement_first(connection, _version(folder, "random", 2).id)
+        standings = board.standings(ladder)
+
+    rows_by_name = {row.name: row for row in standings.rows}
+    assert rows_by_name["crasher"].state == "rejected" and rows_by_name["crasher"].rank is None
+    assert "bad configuration for this policy" in rows_by_name["crasher"].reason
+    assert rows_by_name["random"].version == 2 and rows_by_name["seeded"].matches >= PLACEMENT
+    order = [row.name for row in standings.rows if row.rank is not None]
+    assert order[0] == "wanderer" and order[-1] == "noop"  # it moves most; noop never does and scores 0
+    assert rows_by_name["wanderer"].reward.mean > rows_by_name["noop"].reward.mean == 0
+
+    rerate = ladder_command("rerate", str(folder))
+    assert rerate.returncode == 0 and "every rating equals a replay" in rerate.stdout
+    status = json.loads(ladder_command("status", str(folder), "--json").stdout)
+    assert [row["name"] for row in status["rows"]] == [row.name for row in standings.rows]
+    assert set(status["rows"][0]) >= {"rank", "name", "version", "state", "rating", "matches", "reward", "statuses"}
+
+
+def _version(folder: Path, name: str, number: int):
+    """The version's row, or None before it is submitted."""
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        query = select(versions).join(names, names.c.id == versions.c.name_id)
+        return connection.execute(query.where(names.c.name == name, versions.c.number == number)).first()
+
+
+def _seats(connection, match_id: int) -> list[int]:
+    query = select(match_seats.c.version_id).where(match_seats.c.match_id == match_id).order_by(match_seats.c.seat)
+    return [row.version_id for row in connection.execute(query)]
+
+
+def _check_rated_once(connection) -> None:
+    """Every played match has one rating row per version in it, and no other."""
+    for match_id, count in connection.execute(
+        select(matches.c.id, func.count(ratings.c.version_id))
+        .outerjoin(ratings, ratings.c.match_id == matches.c.id)
+        .where(matches.c.state == "played")
+        .group_by(matches.c.id)
+    ):
+        assert count == len(set(_seats(connection, match_id))), match_id
+
+
+def _check_placement_first(connection, version_id: int) -> None:
+    """Once it qualified, a new version plays its placement matches first: of the matches scheduled
+    after it qualified (but for those already in flight), it is in every one until it has them --
+    or the other newcomer is (both place at once)."""
+    qualified_after = connection.execute(select(versions.c.activated_after).where(versions.c.id == version_id)).scalar()
+    later = (
+        connection.execute(
+            select(matches.c.id)
+            .where(matches.c.id > qualified_after + 4, matches.c.state == "played")
+            .order_by(matches.c.id)
+        )
+        .scalars()
+        .all()
+    )
+    its = [m for m in later if version_id in _seats(connection, m)]
+    assert len(its) >= PLACEMENT and its[PLACEMENT - 1] <= later[2 * PLACEMENT - 1]
