@@ -190,3 +190,132 @@ def _check_placement_first(connection, version_id: int) -> None:
     )
     its = [m for m in later if version_id in _seats(connection, m)]
     assert len(its) >= PLACEMENT and its[PLACEMENT - 1] <= later[2 * PLACEMENT - 1]
+
+
+def test_bad_input_is_one_clear_message_and_changes_nothing(tmp_path, database_url):
+    folder = tmp_path / "cup"
+    assert ladder_command("init", str(folder), "--env", GAME, "--steps", "20").returncode == 0
+    before = _snapshot(folder)
+    cases = [
+        (["submit", str(folder), "Bad Name", "random"], "[a-z0-9][a-z0-9_-]{0,39}"),
+        (["submit", str(folder), "bot", "./no_such_bot.py:Bot"], "does not exist"),
+        (["submit", str(folder), "bot", "randm"], "unknown policy shorthand 'randm'"),
+        (["submit", str(folder), "bot", str(tmp_path / "missing.zip")], "does not exist"),
+        (["show", str(folder), "nobody"], "this ladder has no submission called 'nobody'"),
+        (["retire", str(folder), "nobody"], "this ladder has no submission called 'nobody'"),
+        (["reinstate", str(folder), "nobody"], "this ladder has no submission called 'nobody'"),
+        (["status", str(tmp_path)], "is not a ladder"),
+        (["init", str(folder), "--env", GAME], "is not an empty folder"),
+    ]
+    for args, message in cases:
+        run = ladder_command(*args)
+        assert run.returncode == 2, (args, run.stdout, run.stderr)
+        assert message in " ".join(run.stderr.split()) and "Traceback" not in run.stderr, (args, run.stderr)
+    (tmp_path / "bad.zip").write_bytes(b"not a zip at all")
+    bad_zip = ladder_command("submit", str(folder), "bot", str(tmp_path / "bad.zip"))
+    assert bad_zip.returncode == 2 and "is not a zip file" in bad_zip.stderr
+    assert _snapshot(folder) == before  # nothing stored or changed by any of them
+
+
+def _snapshot(folder: Path) -> tuple:
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        return tuple(tuple(connection.execute(select(table)).all()) for table in (versions, matches, names))
+
+
+def test_another_ladders_database_and_a_newer_schema_are_refused(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        assert ladder_command("init", str(folder), "--env", GAME).returncode == 0
+    (second / "ladder.db").unlink()
+    (second / "ladder.db").symlink_to(first / "ladder.db")  # the second folder now points at the first's database
+    other = ladder_command("status", str(second))
+    assert other.returncode == 2 and "is the database of another ladder" in other.stderr
+    with Ladder.open(first) as ladder, ladder.engine.begin() as connection:
+        from policybox.league.database import meta
+
+        connection.execute(meta.update().where(meta.c.key == "schema_version").values(value="99"))
+    newer = ladder_command("status", str(first))
+    assert newer.returncode == 2 and "has schema version 99, made by a newer policybox" in newer.stderr
+
+
+def test_a_database_server_that_does_not_answer_is_one_message(tmp_path):
+    run = ladder_command(
+        "init", str(tmp_path / "cup"), "--env", GAME, "--db", "postgresql://ladder:secret@127.0.0.1:9/ladder"
+    )
+    assert run.returncode == 2 and "cannot be used" in run.stderr and "secret" not in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "cup" / "ladder.json").exists()
+
+
+def api_ladder(folder: Path, **settings) -> Ladder:
+    from policybox import EpisodeSettings, LadderSettings
+    from policybox.ladder import Ladder as PublicLadder
+
+    values = {"agents": 4, "placement_matches": 0, "suspend_after": 3} | settings
+    return PublicLadder.create(folder, LadderSettings(settings=EpisodeSettings(env=GAME, steps=30), **values))
+
+
+def activate(ladder: Ladder, name: str) -> None:
+    """Let a version play without its qualification (to test what happens to one that fails later)."""
+    from policybox.league import store
+    from policybox.league.database import transaction
+
+    with transaction(ladder.engine) as connection:
+        version = store.latest_version(connection, name)
+        store.finish_qualification(connection, version, True, None, None, None)
+
+
+def test_consecutive_failing_matches_suspend_a_version_and_reinstate_lifts_it(tmp_path):
+    with api_ladder(tmp_path / "cup") as ladder:
+        ladder.submit("steady", "noop")
+        ladder.submit("crasher", policy("faults.py:SegfaultInStep"))  # dies at step 10 of every match
+        activate(ladder, "crasher")
+        ladder.run(matches=5, workers=1)
+        row = next(r for r in ladder.standings().rows if r.name == "crasher")
+        # Suspended at its 3rd failing match in a row; the one already in flight then is still counted.
+        assert row.state == "suspended" and 3 <= row.matches <= 4
+        assert "failed in 3 matches in a row" in row.reason and "SIGSEGV" in row.reason
+        assert row.statuses == {"crashed": 2 * row.matches} and row.forfeits == row.matches  # 2 seats a match
+        assert ladder.run(matches=2, workers=1).played == 0  # nobody left to play against
+        ladder.reinstate("crasher")
+        assert next(r for r in ladder.standings().rows if r.name == "crasher").state == "active"
+        assert ladder.run(matches=1, workers=1).played == 1
+        assert ladder.rerate() == []
+
+
+def test_a_lost_worker_never_counts_against_a_policy_and_its_match_is_played_again(tmp_path):
+    import threading
+
+    killed: list[int] = []
+
+    def kill_a_playing_worker():
+        give_up = time.monotonic() + 120
+        while time.monotonic() < give_up and not killed:
+            for child in psutil.Process().children():
+                try:
+                    playing = "policybox.league.worker" in " ".join(child.cmdline()) and any(
+                        z.children() for z in child.children()
+                    )
+                except psutil.Error:
+                    continue
+                if playing:
+                    time.sleep(0.2)
+                    os.kill(child.pid, signal.SIGKILL)
+                    killed.append(child.pid)
+                    return
+            time.sleep(0.05)
+
+    with api_ladder(tmp_path / "cup") as ladder:
+        ladder.submit("walker", WANDERER)
+        ladder.submit("random", "random")
+        ladder.run(matches=1, workers=1)  # both qualified, one match played
+        killer = threading.Thread(target=kill_a_playing_worker)
+        killer.start()
+        progress = ladder.run(matches=4, workers=1)
+        killer.join()
+        assert killed and progress.played == 4
+        with ladder.engine.connect() as connection:
+            states = connection.execute(select(matches.c.state).order_by(matches.c.id)).scalars().all()
+        assert states == ["played"] * 5  # none void, none twice
+        rows = {row.name: row for row in ladder.standings().rows}
+        assert all(row.statuses == {"ok": 10} for row in rows.values())  # 5 matches x 2 seats, all ok
+        assert ladder.rerate() == []

@@ -1,13 +1,16 @@
 """The README's "write your own policy" example works exactly as written."""
 
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
+WIDE = {**os.environ, "COLUMNS": "200"}
 
 
 def block_after(marker: str, language: str) -> str:
@@ -118,3 +121,29 @@ def test_the_readme_can_be_followed_from_top_to_bottom():
             for bot in re.findall(r"\./(bots/[\w.]+\.py)", line):
                 assert bot in shown_bots, f"{bot} is used before the README shows it: {line}"
     assert len(outs) == len(set(outs)), f"evaluate commands share a results folder: {outs}"
+
+
+def test_the_ladder_example(tmp_path):
+    """The README's ladder commands as written, in a folder holding the repository's examples/."""
+    shutil.copytree(Path(__file__).parents[1] / "examples", tmp_path / "examples")
+    venv_bin = str(Path(sys.executable).parent)
+    printed = []
+    for line in block_after("## A ladder that runs", "bash").strip().splitlines():
+        command = [word.replace(".venv/bin", venv_bin) for word in shlex.split(line)]
+        run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=WIDE)
+        assert run.returncode == 0, run.stdout + run.stderr
+        printed.append(run.stdout)
+    table = printed[-1].splitlines()
+    rows = [line.split() for line in table if line.split()[:1] in (["1"], ["2"], ["3"], ["—"])]
+    assert rows[0][1] == "wanderer" and rows[-1][1] == "broken" and "rejected" in rows[-1]
+    assert next(row for row in rows if row[1] == "noop")[0] in ("2", "3")
+    assert "broken v1 rejected: agent 0 ended error: RuntimeError at start-up: this bot was submitted" in printed[-1]
+
+
+def test_the_ladder_python_api_example(tmp_path):
+    shutil.copytree(Path(__file__).parents[1] / "examples", tmp_path / "examples")
+    code = block_after("On a cluster**: `ladder run", "python")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "4" and lines[1].startswith("1 wanderer 1 active") and lines[2].startswith("2 noop 1 active")

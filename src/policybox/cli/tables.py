@@ -351,20 +351,31 @@ def show_name(console: Console, page: board.NamePage) -> None:
 
 
 def show_matches(console: Console, found: board.MatchList, title: str = "matches") -> None:
-    names = _Names(SHORT_NAME_WIDTH)
+    """One line per match: each version in it with its mean reward over its seats and its statuses."""
+    names = _Names()
     table = _table(title)
     _number_column(table, "match")
     table.add_column("played", no_wrap=True)
-    table.add_column("seats: name v · reward · status", overflow="fold")
+    table.add_column("versions: mean reward, statuses", overflow="fold")
     for match in found.matches:
-        seats = Text("  ").join(
-            Text.assemble(
-                names.cell(f"{s.name} v{s.version}"),
-                f" {number(s.reward) if s.reward is not None else '—'} ",
-                shown(s.status or "", "" if s.status == "ok" else "red"),
-            )
-            for s in match.seats
-        )
-        table.add_row(str(match.id), (match.played_at or "")[:19], seats)
+        table.add_row(str(match.id), (match.played_at or "")[11:19], Text(" · ").join(_seated(match, names)))
     console.print(table)
     names.show_full(console)
+
+
+def _seated(match: board.MatchRow, names: _Names) -> list[Text]:
+    by_version: dict[tuple[str, int], list[board.SeatResult]] = {}
+    for seat in match.seats:
+        by_version.setdefault((seat.name, seat.version), []).append(seat)
+    shown_versions = []
+    for (name, version), seats in by_version.items():
+        rewards = [s.reward for s in seats if s.reward is not None]
+        mean = number(sum(rewards) / len(rewards)) if rewards else "—"
+        statuses = sorted({s.status or "" for s in seats})
+        bad = statuses != ["ok"]
+        shown_versions.append(
+            Text.assemble(
+                names.cell(f"{name} v{version}"), f" {mean} ", shown("/".join(statuses), "red" if bad else "")
+            )
+        )
+    return shown_versions

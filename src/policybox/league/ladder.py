@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policybox.episode import EpisodeSettings
+from policybox.episode import EpisodeSettings, check_shorthands
 from policybox.league import store, versions
 from policybox.league.database import LadderError, connect, create, open_schema, transaction
 from policybox.league.ranking import RankBy
 from policybox.league.tournament import Seating
-from policybox.spec import SpecError
+from policybox.spec import SpecError, parse_policy_arg
 from policybox.storage import write_atomically, writing
 from policybox.submission import private_folder
 
@@ -62,7 +62,7 @@ class Ladder:
     def create(cls, folder: str | Path, settings: LadderSettings, database: str | None = None) -> Ladder:
         """Make a ladder in ``folder`` (new or empty), its database SQLite in the folder or ``database``
         (a PostgreSQL URL, whose database must be empty)."""
-        folder = Path(folder)
+        folder = Path(folder).absolute()  # the versions' specs name their files by absolute paths
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise LadderError(f"{folder} is not an empty folder: a new ladder needs a folder of its own")
         with writing(folder, "creating"):
@@ -78,7 +78,7 @@ class Ladder:
     @classmethod
     def open(cls, folder: str | Path, read_only: bool = False) -> Ladder:
         """The ladder in ``folder``; its database's schema brought up to date (unless ``read_only``)."""
-        folder = Path(folder)
+        folder = Path(folder).absolute()
         marker = folder / FOLDER_FILE
         if not marker.is_file():
             raise LadderError(
@@ -111,6 +111,7 @@ class Ladder:
         are copied into the ladder first; the same content as the name's latest version is refused.
         A new version of a retired name brings the name back."""
         versions.check_name(name)
+        check_shorthands([parse_policy_arg(source, base_dir)], self.settings.settings)  # before anything is copied
         kept = versions.store(source, private_folder(self.folder / "versions", LadderError), base_dir)
         with transaction(self.engine) as connection:
             latest = store.latest_version(connection, name)

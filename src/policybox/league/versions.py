@@ -23,7 +23,7 @@ class Stored:
 
 def check_name(name: str) -> str:
     if not NAME_PATTERN.match(name):
-        raise SpecError(f"bad name {name!r}")
+        raise SpecError(f"name {name!r}: a name is [a-z0-9][a-z0-9_-]{{0,39}}")
     return name
 
 
