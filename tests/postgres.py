@@ -75,14 +75,18 @@ class PostgresServer:
                 os.chown(folder, runs_as.pw_uid, runs_as.pw_gid)  # the server's user owns its data
             binaries = _binaries(folder, runs_as)
             password = secrets.token_hex(16)
-            (folder / "password").write_text(password)  # root's, mode 644: initdb reads it as the server's user
+            secret = folder / "password"
+            secret.touch(mode=0o600)
+            if runs_as is not None:
+                os.chown(secret, runs_as.pw_uid, runs_as.pw_gid)  # initdb reads it as the server's user
+            secret.write_text(password)
             _run_as(
                 runs_as,
-                [binaries / "initdb", "-D", folder / "data", "-U", USER, f"--pwfile={folder / 'password'}"]
+                [binaries / "initdb", "-D", folder / "data", "-U", USER, f"--pwfile={secret}"]
                 + ["--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
                 folder,
             )
-            (folder / "password").unlink()
+            secret.unlink()
             return cls._launch(runs_as, binaries, folder, lock, password)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
