@@ -1,9 +1,12 @@
-"""Shared fixtures: policy file paths, a one-call episode runner, and a no-leftover-process guard."""
+"""Shared fixtures: policy file paths, a one-call episode runner, a no-leftover-process guard, databases
+(SQLite and a real PostgreSQL server) and a real headless Chromium."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import postgres
 import psutil
 import pytest
 
@@ -35,17 +38,23 @@ def no_process_survives():
     """Every test must leave no child process behind (cells are reaped, not orphaned)."""
     yield
     children = descendants()
-    assert not children, f"processes left behind: {[(c.pid, c.cmdline()) for c in children]}"
+    assert not children, f"processes left behind: {[(c.pid, _cmdline(c)) for c in children]}"
 
 
 def descendants() -> list[psutil.Process]:
-    """This process's children, recursively, but for multiprocessing's resource tracker (started by
-    the evaluator's worker pool), which lives as long as this process by design: it is not a cell."""
-    return [
-        child
-        for child in psutil.Process().children(recursive=True)
-        if "multiprocessing.resource_tracker" not in " ".join(_cmdline(child))
-    ]
+    """This process's children, recursively, but for those that live as long as the test run by design
+    and are not cells: multiprocessing's resource tracker (started by the evaluator's worker pool) and
+    the test PostgreSQL server's processes (``postgres_server``)."""
+    return [child for child in psutil.Process().children(recursive=True) if not _of_the_whole_run(child)]
+
+
+def _of_the_whole_run(process: psutil.Process) -> bool:
+    if "multiprocessing.resource_tracker" in " ".join(_cmdline(process)):
+        return True
+    try:
+        return postgres.is_server_process(process)
+    except psutil.NoSuchProcess:
+        return True  # gone since it was listed (a backend whose client just closed): not left behind
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
@@ -53,3 +62,61 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return process.cmdline()
     except psutil.Error:
         return []
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[postgres.PostgresServer]:
+    """A real PostgreSQL server on 127.0.0.1, password required, shared by the whole run. Started by
+    the first test that asks for it (other runs pay nothing), stopped at the end of the run, even
+    after failures or Ctrl-C (and by the kernel if pytest is killed)."""
+    server = postgres.PostgresServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: postgres.PostgresServer) -> Iterator[str]:
+    """A new empty database of its own for this test, dropped after it, as a SQLAlchemy URL:
+    ``postgresql+psycopg://policybox:PASSWORD@127.0.0.1:PORT/DBNAME``."""
+    name = postgres_server.create_database()
+    try:
+        yield postgres_server.url(name)
+    finally:
+        postgres_server.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test once per database the project supports, as a SQLAlchemy URL of a new empty database:
+    a SQLite file in ``tmp_path``, then a database of the test PostgreSQL server (``postgres_url``)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'policybox.sqlite3'}"
+    return request.getfixturevalue("postgres_url")  # only now: a SQLite-only run starts no server
+
+
+# Debian's Chromium (tests/prepare_machine.py installs it). Root needs --no-sandbox; the rest keep a
+# headless test browser from calling Google's services, which this machine refuses.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium driven by Playwright (a ``playwright.sync_api.Browser``), closed after the test."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

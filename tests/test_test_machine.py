@@ -1,0 +1,148 @@
+"""The test machine itself: the PostgreSQL server, the database fixtures, the headless browser, and the
+setup step that installs what they need (tests/prepare_machine.py, run by the README's test command)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import prepare_machine
+import psycopg
+import pytest
+import sqlalchemy as sa
+from conftest import CHROMIUM
+
+ROOT = Path(__file__).parents[1]
+
+
+def scalar(url: str, query: str):
+    """The one value ``query`` returns on a new connection to ``url``."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return connection.execute(sa.text(query)).scalar_one()
+    finally:
+        engine.dispose()  # no connection left open in the pool
+
+
+def test_the_server_answers_through_sqlalchemy(postgres_url):
+    assert postgres_url.startswith("postgresql+psycopg://policybox:")
+    assert "@127.0.0.1:" in postgres_url
+    assert scalar(postgres_url, "select version()").startswith("PostgreSQL ")
+
+
+TABLES = "select count(*) from information_schema.tables where table_schema = 'public'"
+
+
+@pytest.mark.parametrize("turn", [1, 2])
+def test_each_test_gets_an_empty_database_of_its_own(postgres_url, turn):
+    """Run twice: the second test sees nothing the first made (and not its database's name)."""
+    assert scalar(postgres_url, TABLES) == 0
+    engine = sa.create_engine(postgres_url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("create table marker (turn integer)"))
+        connection.execute(sa.text(f"insert into marker values ({turn})"))
+    # Left open on purpose: dropping the database must not wait for this test's connections.
+    engine.connect()
+    assert scalar(postgres_url, TABLES) == 1
+
+
+def test_two_databases_at_once_are_different(postgres_server):
+    first, second = postgres_server.create_database(), postgres_server.create_database()
+    try:
+        assert first != second
+        assert scalar(postgres_server.url(first), "select current_database()") == first
+        assert scalar(postgres_server.url(second), "select current_database()") == second
+    finally:
+        postgres_server.drop_database(first)
+        postgres_server.drop_database(second)
+
+
+def test_a_wrong_password_or_none_is_refused(postgres_server, postgres_url):
+    database = postgres_url.rsplit("/", 1)[1]
+    with pytest.raises(sa.exc.OperationalError, match="password authentication failed"):
+        scalar(postgres_server.url(database, password="wrong"), "select 1")
+    # Anonymous: no password at all, straight through the driver (no trust rule lets it in).
+    with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+        psycopg.connect(host="127.0.0.1", port=postgres_server.port, user="policybox", dbname=database).close()
+    with pytest.raises(psycopg.OperationalError, match="no password supplied"):
+        psycopg.connect(host="127.0.0.1", port=postgres_server.port, user="postgres", dbname="postgres").close()
+
+
+def test_database_url_is_each_database_in_turn(database_url, request):
+    backend = request.node.callspec.params["database_url"]
+    assert sa.make_url(database_url).get_backend_name() == backend
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sa.text("create table ladder (name text, rating real)"))
+            connection.execute(sa.text("insert into ladder values ('random', 25.0)"))
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("select name, rating from ladder")).all() == [("random", 25.0)]
+    finally:
+        engine.dispose()
+
+
+def test_chromium_shows_a_page_served_here(browser, tmp_path):
+    """Headless Chromium loads a page from a server on 127.0.0.1, reads its title and takes a screenshot
+    (into $POLICYBOX_SCREENSHOTS if set, else the test's tmp_path)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<!doctype html><title>policybox ladder</title><h1>Ladder</h1><p>random 25.0</p>")
+    handler = functools.partial(QuietHandler, directory=str(site))
+    with ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/", timeout=60_000)
+            assert page.title() == "policybox ladder"
+            assert page.locator("h1").inner_text() == "Ladder"
+            folder = Path(os.environ.get("POLICYBOX_SCREENSHOTS") or tmp_path)
+            folder.mkdir(parents=True, exist_ok=True)
+            screenshot = folder / "test_test_machine.png"
+            page.screenshot(path=screenshot)
+            print(f"screenshot: {screenshot}")
+            assert screenshot.read_bytes().startswith(b"\x89PNG")
+        finally:
+            server.shutdown()
+            thread.join()
+    # Debian's Chromium, not a browser of Playwright's own.
+    debian = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, timeout=60).stdout
+    assert f"Chromium {browser.version} " in debian
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass  # no request lines in the test output
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    readme = (ROOT / "README.md").read_text()
+    command = readme.split("Set up and run the whole test suite", 1)[1].split("```bash\n", 1)[1].split("\n```", 1)[0]
+    assert "tests/prepare_machine.py" in command
+    assert (ROOT / ".ci" / "run").read_text().rstrip("\n").splitlines()[-1] == command
+
+
+def test_prepare_machine_is_quiet_when_nothing_is_missing():
+    run = subprocess.run(
+        [sys.executable, ROOT / "tests" / "prepare_machine.py"], capture_output=True, text=True, timeout=60
+    )
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+
+
+def test_prepare_machine_says_why_it_cannot_install(monkeypatch, capsys):
+    monkeypatch.setattr(prepare_machine, "NEEDED", {"/nonexistent/chromium": ["chromium"]})
+    monkeypatch.setattr(prepare_machine.os, "geteuid", lambda: 1000)
+    assert prepare_machine.main() == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (
+        "prepare_machine: the tests need chromium, missing here; installing them needs root:"
+        " run `sudo apt-get install -y chromium`\n"
+    )
