@@ -31,11 +31,6 @@ WANDERER = f"{EXAMPLES / 'wanderer.py'}:Wanderer"
 PLACEMENT = 3
 
 
-@pytest.fixture(params=["sqlite"])
-def database_url(request, tmp_path):  # TEMP until the PostgreSQL fixture lands
-    return f"sqlite:///{tmp_path / 'unused.db'}"
-
-
 def ladder_command(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "policybox", "ladder", *args]
     return subprocess.run(
