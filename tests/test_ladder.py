@@ -241,12 +241,14 @@ def test_a_database_server_that_does_not_answer_is_one_message(tmp_path):
     assert "Traceback" not in run.stderr and not (tmp_path / "cup" / "ladder.json").exists()
 
 
-def api_ladder(folder: Path, **settings) -> Ladder:
+def api_ladder(folder: Path, database: str | None = None, **settings) -> Ladder:
+    """A ladder made with the Python API; its database SQLite in the folder, or ``database`` (PostgreSQL)."""
     from policybox import EpisodeSettings, LadderSettings
     from policybox.ladder import Ladder as PublicLadder
 
     values = {"agents": 4, "placement_matches": 0, "suspend_after": 3} | settings
-    return PublicLadder.create(folder, LadderSettings(settings=EpisodeSettings(env=GAME, steps=30), **values))
+    made = LadderSettings(settings=EpisodeSettings(env=GAME, steps=30), **values)
+    return PublicLadder.create(folder, made, None if database is None or database.startswith("sqlite") else database)
 
 
 def activate(ladder: Ladder, name: str) -> None:
@@ -314,3 +316,25 @@ def test_a_lost_worker_never_counts_against_a_policy_and_its_match_is_played_aga
         rows = {row.name: row for row in ladder.standings().rows}
         assert all(row.statuses == {"ok": 10} for row in rows.values())  # 5 matches x 2 seats, all ok
         assert ladder.rerate() == []
+
+
+def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, database_url):
+    """A ladder made at schema version 1 (before teams existed) opens with this policybox: migrated to
+    the current version in one transaction, every match, version and rating as it was."""
+    from policybox.league import database
+
+    folder = tmp_path / "cup"
+    with api_ladder(folder, database_url) as ladder:
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+        ladder.run(matches=2, workers=1)
+        before = _snapshot(folder)
+    with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:  # make it a version-1 database
+        for table in reversed(database.V2_TABLES):
+            table.drop(connection)
+        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="1"))
+    with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
+        version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
+        assert version.scalar() == str(database.SCHEMA_VERSION) == "2"
+        assert connection.execute(select(func.count()).select_from(database.teams)).scalar() == 0
+    assert _snapshot(folder) == before

@@ -165,14 +165,46 @@ seat_counts = Table(
 Index("match_seats_by_version", match_seats.c.version_id, match_seats.c.match_id)
 Index("matches_by_state", matches.c.state, matches.c.id)
 Index("ratings_by_version", ratings.c.version_id, ratings.c.match_id)
+V1_TABLES = [meta, names, versions, qualifications, matches, match_seats, ratings, seat_counts]
+
+# Schema version 2: teams, which submit over the web page with a token, and own the names they submit.
+teams = Table(
+    "teams",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(40), nullable=False, unique=True),
+    Column("created_at", String(32), nullable=False),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("team_id", ForeignKey("teams.id"), nullable=False),
+    Column("digest", String(64), nullable=False, unique=True),  # sha256 of the token: the token itself is never kept
+    Column("created_at", String(32), nullable=False),
+)
+
+owners = Table(
+    "owners",
+    metadata,
+    Column("name_id", ForeignKey("names.id"), primary_key=True),
+    Column("team_id", ForeignKey("teams.id"), nullable=False),
+)
+V2_TABLES = [teams, tokens, owners]
 
 
 def _create_v1(connection: Connection) -> None:
-    metadata.create_all(connection)
+    metadata.create_all(connection, tables=V1_TABLES)
 
 
-# MIGRATIONS[n] brings a database from schema version n to n + 1.
-MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1]
+def _add_teams_v2(connection: Connection) -> None:
+    metadata.create_all(connection, tables=V2_TABLES)
+
+
+# MIGRATIONS[n] brings a database from schema version n to n + 1. A migration never changes: a new
+# schema is a new function appended here (and a test that opens a database of the version before).
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_teams_v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
