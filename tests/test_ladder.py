@@ -338,3 +338,72 @@ def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, 
         assert version.scalar() == str(database.SCHEMA_VERSION) == "2"
         assert connection.execute(select(func.count()).select_from(database.teams)).scalar() == 0
     assert _snapshot(folder) == before
+
+
+def test_a_full_disk_stops_a_run_with_one_message_and_the_next_run_carries_on(tmp_path):
+    """The ladder's folder (its SQLite database and its logs) on a small disk that fills as it plays:
+    one message naming what ran out, exit 1, the database intact; with room again the run goes on."""
+    from test_full_disk import remount
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs to fill needs root")
+    point = tmp_path / "disk"
+    point.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(point)], check=True)
+    try:
+        folder = point / "cup"
+        assert ladder_command("init", str(folder), "--env", GAME, "--steps", "30").returncode == 0
+        for name, spec in [("walker", WANDERER), ("noop", "noop")]:
+            assert ladder_command("submit", str(folder), name, spec).returncode == 0
+        full = ladder_command("run", str(folder), "--workers", "1")  # until the disk is full
+        assert full.returncode == 1, full.stdout + full.stderr
+        assert "no space left on the filesystem of" in full.stderr and "Traceback" not in full.stderr
+        remount(point, "size=64m")
+        assert ladder_command("rerate", str(folder)).returncode == 0  # intact: the ratings replay exactly
+        before = played(folder)
+        resumed = ladder_command("run", str(folder), "--workers", "1", "--matches", "3")
+        assert resumed.returncode == 0, resumed.stderr
+        assert played(folder) >= before + 3 and ladder_command("rerate", str(folder)).returncode == 0
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def test_a_lost_database_connection_leaves_the_ladder_intact_and_the_next_run_carries_on(tmp_path, postgres_url):
+    """The server cuts every connection of the ladder's database while it runs: the run either
+    reconnects and goes on, or stops with one message; either way nothing is half stored."""
+    from sqlalchemy import create_engine, text
+
+    folder = tmp_path / "cup"
+    assert ladder_command("init", str(folder), "--env", GAME, "--steps", "30", "--db", postgres_url).returncode == 0
+    for name, spec in [("walker", WANDERER), ("noop", "noop")]:
+        assert ladder_command("submit", str(folder), name, spec).returncode == 0
+    run = start_run(folder, "--matches", "12")
+    admin = create_engine(postgres_url.rsplit("/", 1)[0] + "/postgres")
+    database = postgres_url.rsplit("/", 1)[1]
+    try:
+        wait_until(lambda: played(folder) >= 2, what="2 matches")
+        with admin.connect() as connection:
+            for _ in range(20):
+                connection.execute(
+                    text(
+                        "select pg_terminate_backend(pid) from pg_stat_activity "
+                        "where datname = :d and pid <> pg_backend_pid()"
+                    ),
+                    {"d": database},
+                )
+                time.sleep(0.05)
+        stdout, stderr = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        admin.dispose()
+    assert run.returncode in (0, 1, 2) and "Traceback" not in stderr, stderr
+    if run.returncode:
+        assert "cannot be used" in stderr  # one message naming the database
+    resumed = ladder_command("run", str(folder), "--workers", "1", "--matches", "2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert ladder_command("rerate", str(folder)).returncode == 0
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        ids = connection.execute(select(matches.c.id).order_by(matches.c.id)).scalars().all()
+        assert ids == list(range(1, len(ids) + 1))
+        _check_rated_once(connection)
