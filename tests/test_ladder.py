@@ -407,3 +407,21 @@ def test_a_lost_database_connection_leaves_the_ladder_intact_and_the_next_run_ca
         ids = connection.execute(select(matches.c.id).order_by(matches.c.id)).scalars().all()
         assert ids == list(range(1, len(ids) + 1))
         _check_rated_once(connection)
+
+
+def test_a_team_submits_only_names_it_owns(tmp_path):
+    with api_ladder(tmp_path / "cup") as ladder:
+        alpha, beta = ladder.token("alpha"), ladder.token("beta")
+        assert ladder.team_of(alpha) == "alpha" and ladder.team_of(beta) == "beta" and ladder.team_of("nope") is None
+        ladder.submit("alphabot", "noop", team="alpha")
+        assert ladder.owner_of("alphabot") == "alpha"
+        ladder.submit("alphabot", "random", team="alpha")  # its own name: v2
+        with pytest.raises(Exception, match="belongs to another team"):
+            ladder.submit("alphabot", WANDERER, team="beta")
+        ladder.submit("house", "noop")  # the organiser's, from the command line
+        with pytest.raises(Exception, match="belongs to another team"):
+            ladder.submit("house", "random", team="alpha")
+    run = ladder_command("token", str(tmp_path / "cup"), "gamma")
+    assert run.returncode == 0 and len(run.stdout.strip()) >= 40
+    with Ladder.open(tmp_path / "cup") as ladder:
+        assert ladder.team_of(run.stdout.strip()) == "gamma"

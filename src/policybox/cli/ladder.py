@@ -214,3 +214,15 @@ def rerate(folder: DIR) -> None:
     for version, live, replayed in differences:
         console.print(shown(f"{version.label}: live {live}, replayed {replayed}"))
     raise typer.Exit(1)
+
+
+@ladder_app.command()
+def token(
+    folder: DIR,
+    team: Annotated[str, typer.Argument(metavar="TEAM", help="The team: [a-z0-9][a-z0-9_-]{0,39}.")],
+) -> None:
+    """Print a new token for TEAM: with it the team submits over the web page (`ladder serve`), and
+    sees its own log tails. Its first submission of a name makes the team that name's owner. Only a
+    hash of the token is kept: this is the one time it is shown."""
+    with guarded("nothing was changed"), Ladder.open(folder) as ladder:
+        typer.echo(ladder.token(team))

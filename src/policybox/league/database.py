@@ -215,8 +215,13 @@ def connect(url: str, read_only: bool = False) -> Engine:
     if url.startswith("sqlite:"):
         path = url.split("///", 1)[1]
         target = f"sqlite:///file:{path}?mode=ro&uri=true" if read_only else url
-        engine = create_engine(target, connect_args={"timeout": 30})
+        # Transactions are begun here, not by the driver, so that a writer's is BEGIN IMMEDIATE: it
+        # takes the write lock at once, and two writers queue instead of failing on a stale read.
+        engine = create_engine(target, connect_args={"timeout": 30, "isolation_level": None})
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(
+            engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        )
         return engine
     url = url.replace("postgresql://", "postgresql+psycopg://", 1) if url.startswith("postgresql://") else url
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.exc import IntegrityError
 
 from policybox.episode import EpisodeSettings, check_shorthands
 from policybox.league import store, versions
@@ -106,14 +107,27 @@ class Ladder:
     # -----------------------------------------------------------------------------------------
     # Submissions
 
-    def submit(self, name: str, source: str, base_dir: Path | None = None) -> store.Version:
+    def submit(self, name: str, source: str, base_dir: Path | None = None, team: str | None = None) -> store.Version:
         """``source`` (any -p form) as the next version of ``name``, queued for qualification. Its files
         are copied into the ladder first; the same content as the name's latest version is refused.
-        A new version of a retired name brings the name back."""
+        A new version of a retired name brings the name back. With ``team`` (a submission over the web
+        page), the name must be new -- it becomes the team's -- or the team's own."""
         versions.check_name(name)
+        if team is not None:  # refused before any file is copied; checked again when it is stored
+            with transaction(self.engine) as connection:
+                _check_owner(connection, name, team)
         check_shorthands([parse_policy_arg(source, base_dir)], self.settings.settings)  # before anything is copied
         kept = versions.store(source, private_folder(self.folder / "versions", LadderError), base_dir)
+        try:
+            return self._add(name, source, kept, team)
+        except IntegrityError:  # another submission of this name was stored at the same moment
+            raise SpecError(f"another submission of {name} arrived at the same moment: submit again") from None
+
+    def _add(self, name: str, source: str, kept: versions.Stored, team: str | None) -> store.Version:
+        """Store the version -- checking again, inside the transaction, who owns the name."""
         with transaction(self.engine) as connection:
+            if team is not None:
+                _check_owner(connection, name, team)
             latest = store.latest_version(connection, name)
             if latest is not None and latest.digest == kept.digest:
                 raise SpecError(f"{source} holds the same content as {latest.label}: there is nothing new to submit")
@@ -121,7 +135,24 @@ class Ladder:
                 connection, name, kept.digest, kept.spec.model_dump(mode="json"), _shown(source)
             )
             store.set_retired(connection, name, False)
+            if team is not None and version.number == 1:
+                store.claim(connection, name, team)
         return version
+
+    def token(self, team: str) -> str:
+        """A new token with which ``team`` submits over the web page (its first submission of a name
+        makes the team that name's owner)."""
+        versions.check_name(team)
+        with transaction(self.engine) as connection:
+            return store.new_token(connection, team)
+
+    def team_of(self, token: str) -> str | None:
+        with transaction(self.engine) as connection:
+            return store.team_of(connection, token)
+
+    def owner_of(self, name: str) -> str | None:
+        with transaction(self.engine) as connection:
+            return store.owner_of(connection, name)
 
     def retire(self, name: str) -> None:
         """Take ``name`` out of matchmaking; its history and ratings stay."""
@@ -182,6 +213,12 @@ class Ladder:
                 for version_id in sorted(set(live) | set(replayed))
                 if live.get(version_id) != replayed.get(version_id)
             ]
+
+
+def _check_owner(connection: Any, name: str, team: str) -> None:
+    """A team submits only a new name (it becomes the team's) or a name it owns."""
+    if store.name_row(connection, name) is not None and store.owner_of(connection, name) != team:
+        raise SpecError(f"{name} belongs to another team (or to the organiser): choose another name")
 
 
 def _shown(source: str) -> str:

@@ -8,7 +8,9 @@ match or after it, never between.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +19,18 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, select
 
 from policybox.league import ranking
-from policybox.league.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions
+from policybox.league.database import (
+    match_seats,
+    matches,
+    names,
+    owners,
+    qualifications,
+    ratings,
+    seat_counts,
+    teams,
+    tokens,
+    versions,
+)
 from policybox.league.matchmaking import Candidate
 from policybox.results import EpisodeResult
 
@@ -456,3 +469,49 @@ def reward_moments(row: Any) -> tuple[int, float, float]:
 
 def reset_streak(connection: Connection, version_id: int) -> None:
     connection.execute(versions.update().where(versions.c.id == version_id).values(failing_streak=0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Teams: who may submit over the web page, and which names each owns
+
+
+def new_token(connection: Connection, team: str) -> str:
+    """A new token for ``team`` (made on first use); only its sha256 is kept."""
+    row = connection.execute(select(teams.c.id).where(teams.c.name == team)).first()
+    team_id = (
+        row.id
+        if row
+        else connection.execute(teams.insert().values(name=team, created_at=now())).inserted_primary_key[0]
+    )
+    token = secrets.token_urlsafe(32)
+    connection.execute(tokens.insert().values(team_id=team_id, digest=_digest(token), created_at=now()))
+    return token
+
+
+def team_of(connection: Connection, token: str) -> str | None:
+    """The team a token belongs to, or None for a token that is not one of the ladder's."""
+    row = connection.execute(
+        select(teams.c.name).join(tokens, tokens.c.team_id == teams.c.id).where(tokens.c.digest == _digest(token))
+    ).first()
+    return None if row is None else row.name
+
+
+def owner_of(connection: Connection, name: str) -> str | None:
+    row = connection.execute(
+        select(teams.c.name)
+        .join(owners, owners.c.team_id == teams.c.id)
+        .join(names, names.c.id == owners.c.name_id)
+        .where(names.c.name == name)
+    ).first()
+    return None if row is None else row.name
+
+
+def claim(connection: Connection, name: str, team: str) -> None:
+    """Make ``team`` the owner of ``name`` (its first submission)."""
+    name_id = connection.execute(select(names.c.id).where(names.c.name == name)).scalar_one()
+    team_id = connection.execute(select(teams.c.id).where(teams.c.name == team)).scalar_one()
+    connection.execute(owners.insert().values(name_id=name_id, team_id=team_id))
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
