@@ -44,6 +44,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    inspect,
     select,
 )
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
@@ -252,6 +253,15 @@ def create(engine: Engine, ladder_id: str, settings: dict[str, Any]) -> None:
         )
 
 
+def schema_version(engine: Engine) -> int:
+    """The schema version a ladder's database holds (0: no ladder's)."""
+    with transaction(engine) as connection:
+        if "meta" not in _tables(connection):
+            return 0
+        found = connection.execute(select(meta.c.value).where(meta.c.key == SCHEMA_VERSION_KEY)).scalar()
+        return int(found or 0)
+
+
 def open_schema(engine: Engine, ladder_id: str) -> dict[str, Any]:
     """Check that the database is this ladder's and bring its schema up to date; the ladder's settings."""
     with transaction(engine) as connection:
@@ -274,8 +284,6 @@ def open_schema(engine: Engine, ladder_id: str) -> dict[str, Any]:
 
 
 def _tables(connection: Connection) -> set[str]:
-    from sqlalchemy import inspect
-
     return set(inspect(connection).get_table_names())
 
 

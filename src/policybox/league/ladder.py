@@ -24,7 +24,15 @@ from sqlalchemy.exc import IntegrityError
 
 from policybox.episode import EpisodeSettings, check_shorthands
 from policybox.league import store, versions
-from policybox.league.database import LadderError, connect, create, open_schema, transaction
+from policybox.league.database import (
+    SCHEMA_VERSION,
+    LadderError,
+    connect,
+    create,
+    open_schema,
+    schema_version,
+    transaction,
+)
 from policybox.league.ranking import RankBy
 from policybox.league.tournament import Seating
 from policybox.spec import SpecError, parse_policy_arg
@@ -91,7 +99,15 @@ class Ladder:
         except (ValueError, KeyError, TypeError):
             raise LadderError(f"{marker} is not a ladder's {FOLDER_FILE}") from None
         url = database or f"sqlite:///{(folder / SQLITE_FILE).absolute()}"
-        engine = connect(url, read_only=read_only and database is None)
+        read_only = read_only and database is None  # a PostgreSQL reader never blocks the writer anyway
+        if read_only and 0 < schema_version(engine := connect(url, read_only=True)) < SCHEMA_VERSION:
+            engine.dispose()  # an older schema: migrated once by a writer, then read like any other
+            writer = connect(url)
+            try:
+                open_schema(writer, ladder_id)
+            finally:
+                writer.dispose()
+        engine = connect(url, read_only=read_only)
         settings = LadderSettings.model_validate(open_schema(engine, ladder_id))
         return cls(folder, settings, url, engine)
 
