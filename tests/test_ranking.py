@@ -95,3 +95,18 @@ def test_a_policy_that_crashes_cannot_outrank_one_that_plays_in_a_real_game(tmp_
     (cause,) = crashed.failures
     assert (cause.status, cause.cause, cause.count) == ("crashed", "Crashed", 6)
     assert "SIGSEGV" in cause.example
+
+
+def test_beyond_the_bootstrap_limit_the_interval_is_the_normal_approximation_and_agrees_with_it():
+    """A ladder with many matches keeps only its scores' moments: the interval from them is the one
+    the summary computes from the scores themselves, and close to the bootstrap at the limit."""
+    import random
+
+    rng = random.Random(5)
+    scores = [rng.gauss(3.0, 1.5) for _ in range(ranking.BOOTSTRAP_MAX + 1)]
+    from_scores = ranking.reward(scores)
+    from_moments = ranking.reward_from_moments(len(scores), sum(scores), sum(s * s for s in scores))
+    assert from_scores.mean == pytest.approx(from_moments.mean) and from_scores.ci95 == pytest.approx(from_moments.ci95)
+    bootstrap = ranking.reward(scores[: ranking.BOOTSTRAP_MAX])
+    width = from_moments.ci95[1] - from_moments.ci95[0]
+    assert bootstrap.ci95[1] - bootstrap.ci95[0] == pytest.approx(width, rel=0.1)
