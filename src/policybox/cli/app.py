@@ -34,6 +34,7 @@ from policybox.league.backends import Backend, ray_backend
 from policybox.league.evaluation import Progress as EvaluationProgress
 from policybox.league.evaluation import load_summary, play_tournament
 from policybox.league.ranking import RankBy
+from policybox.league.setup import prepared_for_now
 from policybox.league.summary import Summary
 from policybox.league.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
 from policybox.results import AgentStatus, EpisodeResult
@@ -56,7 +57,8 @@ POLICY_HELP = (
     "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class) or a file path (bots/greedy.py:Greedy), "
     "each optionally followed by ,data=CHECKPOINT ,name=NAME ,path=IMPORT_ROOT ,kw.KEY=VALUE (VALUE read "
     "as JSON when it parses) ,env.NAME=VALUE (a variable for its cells; @FILE or $VAR for a secret), or "
-    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json) "
+    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json or "
+    "cogames.toml; a setup_script in it runs first, in a cell) "
     "or a MettaGrid submission zip."
 )
 
@@ -119,8 +121,11 @@ def run(
         _check_writable(out)
         logs = log_dir or default_log_dir(settings.seed)
         _check_folder(logs, "--log-dir")
-        with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
-            result, unwritten = _played(specs, settings, logs, check)
+        with (
+            console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"),
+            prepared_for_now(specs, settings) as ready,  # setup scripts, in a cell each, into a temporary folder
+        ):
+            result, unwritten = _played(ready, settings, logs, check)
     show_episode(console, result)
     for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):
         console.print(shown(f"agent logs {note}", "yellow"))  # the episode itself is whole
