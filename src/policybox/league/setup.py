@@ -35,6 +35,7 @@ from policybox.episode import (
     PolicyRefused,
     agent_count,
     agent_records,
+    check_strict,
     log_tail,
     open_env,
     start_pool,
@@ -50,6 +51,7 @@ from policybox.league.packing import spec_roots, with_paths
 from policybox.league.setup_runner import COPY, SWEEP_S
 from policybox.league.versions import Stored, store_spec
 from policybox.results import Failure
+from policybox.sandbox import SandboxLevel
 from policybox.spec import PolicySpec
 from policybox.submission import private_folder
 
@@ -79,6 +81,8 @@ def run_setup(stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: f
         update={"init_timeout_s": settings.limits.init_timeout_s + timeout_s + SWEEP_S}  # the script runs at start-up
     )
     settings = settings.model_copy(update={"mode": "process", "replay": None, "limits": limits})
+    if settings.sandbox == SandboxLevel.STRICT:
+        check_strict(settings)  # a layer missing here is the machine's to fix, not the version's fault
     out = private_folder(out.parent).resolve() / out.name
     with tempfile.TemporaryDirectory(prefix="policybox-setup-") as temp:
         workdir = None if wanted_layers(settings.sandbox, settings.seccomp) else Path(temp) / "work"

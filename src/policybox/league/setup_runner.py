@@ -33,6 +33,8 @@ import psutil
 COPY = "version"
 OUTPUT_TAIL_BYTES = 8192
 READ_SLICE_S = 0.1
+READ_CHUNK = 1 << 16
+READ_BYTES = 1 << 22
 PR_SET_CHILD_SUBREAPER = 36
 SWEEP_S = 10.0  # to kill what the script left: a fork bomb inside its pids limit takes a few rounds
 
@@ -58,15 +60,19 @@ class SetupScript:
         try:
             code = _run(copy / self._folder / self._script, copy / self._folder, tail, self._timeout_s)
         finally:
-            _end_leftovers()
+            stuck = _end_leftovers()
             sys.stdout.write(tail.decode("utf-8", "replace"))  # into the cell's log, where the host reads it
             sys.stdout.flush()
+        failures = [self._failure(code), f"it left {stuck} processes that would not stop" if stuck else None]
+        if any(failures):
+            raise SetupFailed("; ".join(failure for failure in failures if failure))
+
+    def _failure(self, code: int | None) -> str | None:
         if code is None:
-            raise SetupFailed(f"setup script {self._script} did not finish within {self._timeout_s:g} s")
+            return f"setup script {self._script} did not finish within {self._timeout_s:g} s"
         if code < 0:
-            raise SetupFailed(f"setup script {self._script} was killed by {signal.Signals(-code).name}")
-        if code:
-            raise SetupFailed(f"setup script {self._script} exited with code {code}")
+            return f"setup script {self._script} was killed by {signal.Signals(-code).name}"
+        return f"setup script {self._script} exited with code {code}" if code else None
 
     load = load_policy_data  # PettingZoo's name for it
 
@@ -113,30 +119,34 @@ def _run(script: Path, cwd: Path, tail: bytearray, timeout_s: float) -> int | No
 
 
 def _read(fd: int, tail: bytearray) -> bool:
-    """Read what ``fd`` holds now into ``tail``, keeping only its last OUTPUT_TAIL_BYTES; False at its end."""
-    while True:
+    """Read what ``fd`` holds now (at most READ_BYTES, so that a flood still lets the clock be read) into
+    ``tail``, keeping only its last OUTPUT_TAIL_BYTES; False at its end."""
+    for _ in range(READ_BYTES // READ_CHUNK):
         try:
-            chunk = os.read(fd, 1 << 16)
+            chunk = os.read(fd, READ_CHUNK)
         except BlockingIOError:
             return True
         if not chunk:
             return False
         tail += chunk
         del tail[:-OUTPUT_TAIL_BYTES]
+    return True
 
 
-def _end_leftovers() -> None:
+def _end_leftovers() -> int:
     """SIGKILL every process the script left, round after round (one may fork while it is killed),
-    and reap them; orphans are reparented here, so all of them are this process's descendants."""
+    and reap them; orphans are reparented here, so all of them are this process's descendants. How
+    many were still there when it gave up (0: none is left)."""
     give_up = time.monotonic() + SWEEP_S
     while left := psutil.Process().children(recursive=True):
         if time.monotonic() > give_up:
-            raise SetupFailed(f"the setup script left {len(left)} processes that could not be stopped")
+            return len(left)
         for process in left:
             with contextlib.suppress(psutil.Error):
                 process.kill()
         _reap()
         time.sleep(0.01)
+    return 0
 
 
 def _reap() -> None:
