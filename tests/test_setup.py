@@ -28,7 +28,7 @@ import policybox.league.setup as setup
 import policybox.submission as submission
 from policybox.episode import EpisodeSettings, PolicyRefused, run_episode
 from policybox.host.zygote import ZygoteError
-from policybox.league.evaluation import evaluate
+from policybox.league.evaluation import TournamentMismatch, evaluate
 from policybox.league.harvest import HarvestRefused, harvest
 from policybox.league.versions import store
 from policybox.limits import Limits
@@ -397,3 +397,13 @@ def test_evaluate_refuses_a_failing_setup_before_any_episode(tmp_path):
     assert not (out / "tournament.json").exists()
     (folder / "setup.py").write_text(BUILD)  # fixed: the same folder can take the tournament
     assert evaluate([str(folder), "noop"], out, episodes=1, agents=2, steps=3, workers=1).policies
+
+
+def test_a_folder_of_another_tournament_is_refused_before_any_setup_runs(tmp_path, monkeypatch):
+    out = tmp_path / "board"
+    evaluate(["random", "noop"], out, episodes=1, agents=2, steps=3, workers=1)
+    before = files_under(out)
+    monkeypatch.setattr(setup, "run_setup", lambda *args: pytest.fail("a setup ran"))
+    with pytest.raises(TournamentMismatch, match="holds another tournament"):
+        evaluate([str(team(tmp_path / "team_a", BUILD)), "noop"], out, episodes=1, agents=2, steps=3, workers=1)
+    assert files_under(out) == before

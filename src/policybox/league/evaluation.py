@@ -146,11 +146,11 @@ def play_tournament(
 def _set_up(tournament: Tournament, out_dir: Path) -> Tournament:
     """The tournament as its episodes play it: each entrant with a setup script given the spec of what
     its script made, once, in ``out_dir/setup/`` (PolicyRefused if it fails). What is stored and shown
-    keeps the entrants as given."""
+    keeps the entrants as given. A folder the tournament cannot take is refused first, untouched."""
     specs = [entrant.spec for entrant in tournament.entrants]
     if not any(spec.setup_script for spec in specs):
         return tournament
-    _check_out(out_dir)
+    _check_claimable(out_dir, tournament)
     ready = prepared(specs, tournament.settings, out_dir / SETUP_FOLDER)
     entrants = [
         entrant.model_copy(update={"spec": spec}) for entrant, spec in zip(tournament.entrants, ready, strict=True)
@@ -260,14 +260,10 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
     of the entrants in full, decides whether they are the same. Anything else that differs is named
     in the refusal, and nothing in the folder is touched."""
     stored = out_dir / TOURNAMENT_FILE
-    _check_out(out_dir)
-    if stored.exists():
-        _check_same(out_dir, tournament)
+    if _check_claimable(out_dir, tournament):
         with writing(stored):  # the number of episodes and the ranking rule may have changed
             write_atomically(stored, json.dumps(tournament.public(), indent=2))
         return out_dir
-    if out_dir.exists() and any(entry.name != SETUP_FOLDER for entry in out_dir.iterdir()):
-        raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
     with writing(out_dir, "creating"):
         out_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = stored.with_suffix(".fingerprint")
@@ -280,9 +276,17 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
     return out_dir
 
 
-def _check_out(out_dir: Path) -> None:
+def _check_claimable(out_dir: Path, tournament: Tournament) -> bool:
+    """Refuse, touching nothing, a folder this tournament cannot take; whether it holds it already. A
+    folder holding only ``setup/`` (what setup scripts made, by content) counts as empty."""
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecError(f"--out {out_dir} is a file, not a folder")
+    if (out_dir / TOURNAMENT_FILE).exists():
+        _check_same(out_dir, tournament)
+        return True
+    if out_dir.exists() and any(entry.name != SETUP_FOLDER for entry in out_dir.iterdir()):
+        raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
+    return False
 
 
 def _check_same(out_dir: Path, tournament: Tournament) -> None:
