@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -192,7 +193,7 @@ def test_bad_input_is_one_clear_message_and_changes_nothing(tmp_path, database_u
     assert ladder_command("init", str(folder), "--env", GAME, "--steps", "20").returncode == 0
     before = _snapshot(folder)
     cases = [
-        (["submit", str(folder), "Bad Name", "random"], "[a-z0-9][a-z0-9_-]{0,39}"),
+        (["submit", str(folder), "Bad Name", "random"], "submission name 'Bad Name' is not allowed: use 1 to 40"),
         (["submit", str(folder), "bot", "./no_such_bot.py:Bot"], "does not exist"),
         (["submit", str(folder), "bot", "randm"], "unknown policy shorthand 'randm'"),
         (["submit", str(folder), "bot", str(tmp_path / "missing.zip")], "does not exist"),
@@ -427,3 +428,23 @@ def test_a_team_submits_only_names_it_owns(tmp_path):
     assert run.returncode == 0 and len(run.stdout.strip()) >= 40
     with Ladder.open(tmp_path / "cup") as ladder:
         assert ladder.team_of(run.stdout.strip()) == "gamma"
+
+
+def test_a_setup_script_runs_once_in_a_cell_at_qualification_and_a_failing_one_rejects(tmp_path):
+    """MettaGrid's cogames.toml submissions with a setup_script: the script makes the checkpoint the
+    policy loads when it plays; a script that fails rejects its version with the script's output."""
+    from test_setup import BUILD, team
+
+    good = team(tmp_path / "good", BUILD)
+    bad = team(tmp_path / "bad", "print('cannot build: no compiler here')\nraise SystemExit(3)\n")
+    with api_ladder(tmp_path / "cup") as ladder:
+        ladder.submit("built", str(good))
+        ladder.submit("failing", str(bad))
+        ladder.submit("noop", "noop")
+        ladder.run(matches=2, workers=1)
+        rows = {row.name: row for row in ladder.standings().rows}
+        assert rows["built"].state == "active" and rows["built"].matches >= 1
+        assert rows["failing"].state == "rejected" and "cannot build: no compiler here" in rows["failing"].reason
+        kept = ladder.stored(_version(ladder.folder, "built", 1).id)
+        assert kept.spec.setup_script is None and Path(kept.spec.data_path).read_text() == "built-by-setup"
+        assert stat.S_IMODE(os.stat(kept.files).st_mode) & 0o022 == 0  # nobody but root may change it

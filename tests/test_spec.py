@@ -204,11 +204,77 @@ def test_a_declared_name_is_only_a_label(submissions):
 
 
 def test_mettagrid_fields_in_policy_spec_json(submissions):
-    """MettaGrid writes policy_env_interface and setup_script; the first is ignored, a script refused."""
-    write_spec(submissions / "team_a", policy_env_interface=None, setup_script=None)
+    """MettaGrid writes policy_env_interface and setup_script: the first is ignored, the script is kept
+    (to run in a cell before the policy is built), confined like every path, and its checkpoint may be
+    what it makes."""
+    team = submissions / "team_a"
+    write_spec(team, policy_env_interface=None, setup_script=None)
     assert parse_policy_arg("submissions/team_a").class_path.endswith("bot.py:Bot")
-    write_spec(submissions / "team_a", setup_script="setup.py")
-    with pytest.raises(SpecError, match="setup_script 'setup.py' is not supported"):
+    (team / "setup.py").write_text("")
+    write_spec(team, setup_script="setup.py", data_path="made/by/setup.pt")
+    spec = parse_policy_arg("submissions/team_a")
+    assert spec.setup_script == str(team.resolve() / "setup.py")
+    assert spec.data_path == str(team.resolve() / "made" / "by" / "setup.pt")
+    write_spec(team, setup_script="../victim/bot.py")
+    with pytest.raises(SpecError, match="setup_script '../victim/bot.py' resolves outside the submission folder"):
+        parse_policy_arg("submissions/team_a")
+    (team / "setup.sh").write_text("")
+    write_spec(team, setup_script="setup.sh")
+    with pytest.raises(SpecError, match="setup_script 'setup.sh' must be a Python file"):
+        parse_policy_arg("submissions/team_a")
+    write_spec(team, data_path="missing.pt")  # without a script, a checkpoint must be there
+    with pytest.raises(SpecError, match="checkpoint \\(data\\) 'missing.pt' does not exist"):
+        parse_policy_arg("submissions/team_a")
+
+
+MANIFEST = """
+[policy]
+class_path = "bot.py:Bot"
+data_path = "ckpt.npz"
+setup_script = "setup.py"
+
+[policy.init_kwargs]
+depth = 3
+mode = "fast"
+"""
+
+
+def test_a_cogames_toml_manifest_is_read_like_policy_spec_json(submissions):
+    team = submissions / "team_a"
+    (team / "setup.py").write_text("")
+    (team / "ckpt.npz").write_bytes(b"w")
+    (team / "cogames.toml").write_text(MANIFEST)
+    spec = parse_policy_arg("submissions/team_a")
+    assert spec.class_path == f"{team.resolve() / 'bot.py'}:Bot"
+    assert spec.data_path == str(team.resolve() / "ckpt.npz")
+    assert spec.setup_script == str(team.resolve() / "setup.py")
+    assert spec.init_kwargs == {"depth": 3, "mode": "fast"}
+    assert spec.python_path == [str(team.resolve())]
+    assert spec.name == "submissions/team_a"
+    write_spec(team, init_kwargs={"depth": 9})  # both: policy_spec.json wins, as in MettaGrid
+    assert parse_policy_arg("submissions/team_a").init_kwargs == {"depth": 9}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        ("[policy\nclass_path = 1", " is not valid TOML: Expected"),
+        ("[other]\nclass_path = 'bot.py:Bot'\n", r" has no \[policy\] table"),
+        ("policy = 'bot.py:Bot'\n", r" has no \[policy\] table"),
+        ("[policy]\ndata_path = 'ckpt.npz'\n", ": invalid policy spec: class_path: Field required"),
+        ("[policy]\nclass_path = 'bot.py:Bot'\ncolour = 1\n", "colour: Extra inputs are not permitted"),
+        ("[policy]\nclass_path = 'bot.py:Bot'\ndata_path = '../x'\n", "data_path '../x' resolves outside"),
+        ("[policy]\nclass_path = '../victim/bot.py:Bot'\n", "class_path '../victim/bot.py:Bot' resolves outside"),
+    ],
+)
+def test_a_bad_or_escaping_manifest_is_one_clear_error(submissions, manifest, message):
+    (submissions / "team_a" / "cogames.toml").write_text(manifest)
+    with pytest.raises(SpecError, match=f"submissions/team_a/cogames.toml.*{message}"):
+        parse_policy_arg("submissions/team_a")
+
+
+def test_a_folder_with_neither_file(submissions):
+    with pytest.raises(SpecError, match="policy folder submissions/team_a has no policy_spec.json .nor a cogames.toml"):
         parse_policy_arg("submissions/team_a")
 
 

@@ -212,7 +212,7 @@ def test_the_written_bytes_are_counted_whatever_the_zip_declares(tmp_path, unpac
     monkeypatch.setattr(submission, "CHUNK", 4096)
     monkeypatch.setattr(submission, "_declared_bytes", lambda entries: 0)
     sizes = []
-    real_new_file = submission._new_file
+    real_new_file = submission.new_file
 
     @contextlib.contextmanager
     def measured(path):
@@ -222,7 +222,7 @@ def test_the_written_bytes_are_counted_whatever_the_zip_declares(tmp_path, unpac
             finally:
                 sizes.append(file.tell())
 
-    monkeypatch.setattr(submission, "_new_file", measured)
+    monkeypatch.setattr(submission, "new_file", measured)
     zip_path = make_zip(tmp_path / "bomb.zip", {"bomb.bin": bytes(4 * 1024 * 1024)})
     with pytest.raises(SpecError, match="unpacks to more than 65536 bytes"):
         parse_policy_arg(str(zip_path))

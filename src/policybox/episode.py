@@ -305,7 +305,7 @@ def refusal(records: Sequence[AgentRecord]) -> PolicyRefused | None:
     for record in records:
         failure = record.failure
         if failure is not None and failure.phase == "init" and record.status.is_terminal:
-            tail = _tail(record.log_path) if failure.kind == "Crashed" and record.log_path else None
+            tail = log_tail(record.log_path) if failure.kind == "Crashed" and record.log_path else None
             why = failure.one_line() + (f"; its log ends: {tail.strip()[-300:]}" if tail and tail.strip() else "")
             failed.setdefault(record.spec.display_name, f"{record.spec.display_name} cannot be built: {why}")
     return PolicyRefused("; ".join(failed.values())) if failed else None
@@ -361,7 +361,8 @@ def start_pool(
 ) -> ProcessPool | InlinePool:
     """Start every record's cell (or inline runtime) and wait until each is ready or has failed; they
     are stopped when ``stack`` closes. ``cell_envs[i]`` is the environment's setup for the cell half
-    of ``records[i]``."""
+    of ``records[i]``. A spec whose setup script has not run is refused before any cell starts."""
+    check_prepared([record.spec for record in records])
     launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
     pool = (
         ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp, launcher)
@@ -374,6 +375,18 @@ def start_pool(
         [record.setup_message(settings.seed, limit, env) for record, env in zip(records, cell_envs, strict=True)]
     )
     return pool
+
+
+def check_prepared(specs: Sequence[PolicySpec]) -> None:
+    """Refuse a spec that still has a setup script: built without what its script makes, it would fail
+    in ways that blame nobody. ``policybox.league.setup`` runs the script in a cell and gives the spec
+    of its result."""
+    for spec in specs:
+        if spec.setup_script:
+            raise SpecError(
+                f"policy {spec.display_name} has a setup script ({spec.setup_script}) that must run first, in a "
+                "cell: policybox run, evaluate and ladder submit run it; from Python, policybox.league.setup.prepared"
+            )
 
 
 def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextlib.ExitStack) -> Launcher:
@@ -552,7 +565,7 @@ def _result(
     agents = []
     for record in records:
         if record.failure is not None and record.log_path is not None:
-            record.failure.log_tail = _tail(record.log_path)
+            record.failure.log_tail = log_tail(record.log_path)
         agents.append(
             AgentResult(
                 agent_id=record.agent_id,
@@ -598,7 +611,7 @@ def _result(
     )
 
 
-def _tail(path: Path) -> str | None:
+def log_tail(path: Path) -> str | None:
     try:
         with open(path, "rb") as log:
             log.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))

@@ -11,9 +11,18 @@ On the command line a spec is ``CLASS[,data=PATH][,name=NAME][,path=DIR]...[,kw.
 ``env.NAME=VALUE`` passes an environment variable to the policy's cells; a secret is better passed as
 ``env.NAME=@FILE`` (the file's content) or ``env.NAME=$VAR`` (a variable of policybox's own
 environment), so that it never appears on a command line), or
-the path of a JSON/YAML spec file, a submission folder holding a ``policy_spec.json``, or a
-submission zip in MettaGrid's format (see ``policybox.submission``).
-Relative paths are made absolute here, on the host, because cells do not share its working folder.
+the path of a JSON/YAML spec file, a submission folder, or a submission zip in MettaGrid's format
+(see ``policybox.submission``). A submission folder (or the zip's top) holds a ``policy_spec.json``
+or, as MettaGrid also reads, a ``cogames.toml`` manifest whose ``[policy]`` table has the same fields
+(``class_path``, ``data_path``, ``setup_script``, ``[policy.init_kwargs]``); with both, the JSON
+wins, as in MettaGrid. Relative paths are made absolute here, on the host, because cells do not share
+its working folder.
+
+A ``setup_script`` (MettaGrid runs it on the host) is carried, never run, here: it must run once, in
+a cell, in a private copy of the submission before the policy is built (``policybox.league.setup``),
+and the spec that comes out of that has none. The engine refuses to start a spec that still has one.
+Its checkpoint may be what the script makes, so a spec with a script need not have its ``data_path``
+yet.
 
 A spec file or submission is not trusted: an entrant writes it. Every path it names must resolve,
 after symlinks, inside its own folder (so it cannot read or run another team's files), and the
@@ -26,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,9 +49,10 @@ DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 SPEC_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 SUBMISSION_SPEC = "policy_spec.json"
+SUBMISSION_MANIFEST = "cogames.toml"  # MettaGrid's other submission format: a [policy] table
 SUBMISSION_ZIP_SUFFIX = ".zip"
-# Fields MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
-METTAGRID_ONLY_FIELDS = ("policy_env_interface", "setup_script")
+# A field MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
+METTAGRID_ONLY_FIELDS = ("policy_env_interface",)
 KEYS = "class, data, name, path, kw.X, env.X"
 SINGLE_KEYS = {"class": "class_path", "data": "data_path", "name": "name"}  # each may be given once
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -84,6 +95,11 @@ class PolicySpec(BaseModel):
         default=None, description="A display label the submission declared; never used to identify it"
     )
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables passed to its cells")
+    setup_script: str | None = Field(
+        default=None,
+        description="A Python script to run once, in a cell, in a private copy of the policy's files before "
+        "it is built (MettaGrid's setup_script); a spec prepared from it has none",
+    )
 
     def redacted(self) -> PolicySpec:
         """The spec as results show it: the names of the variables it passes its cells, never their values."""
@@ -200,15 +216,17 @@ def load_spec_file(path: Path, given: str | None = None) -> PolicySpec:
 
 
 def load_submission_dir(folder: Path, given: str | None = None) -> PolicySpec:
-    """A submission folder: ``policy_spec.json`` inside it, its paths relative to and confined to the folder."""
+    """A submission folder: ``policy_spec.json`` (or else ``cogames.toml``) inside it, its paths relative
+    to and confined to the folder."""
     shown = given or str(folder)
-    shown_file = str(Path(shown) / SUBMISSION_SPEC)
     inside = _Confinement(folder.resolve(), f"the submission folder {shown}")
-    spec_path = folder / SUBMISSION_SPEC
-    if not spec_path.is_file():
-        raise SpecError(f"policy folder {shown} has no {SUBMISSION_SPEC}")
-    inside.check(spec_path.resolve(), shown_file, "spec file", SUBMISSION_SPEC)
-    raw = _without_mettagrid_fields(_read_spec_file(spec_path, shown_file), shown_file)
+    name = next((name for name in (SUBMISSION_SPEC, SUBMISSION_MANIFEST) if (folder / name).is_file()), None)
+    if name is None:
+        raise SpecError(f"policy folder {shown} has no {SUBMISSION_SPEC} (nor a {SUBMISSION_MANIFEST})")
+    spec_path, shown_file = folder / name, str(Path(shown) / name)
+    inside.check(spec_path.resolve(), shown_file, "spec file", name)
+    read = _read_manifest if name == SUBMISSION_MANIFEST else _read_spec_file
+    raw = _without_mettagrid_fields(read(spec_path, shown_file))
     spec = check_spec(_validate(raw, shown_file), folder, inside, shown_file)
     if str(inside.root) not in spec.python_path:
         spec.python_path.insert(0, str(inside.root))
@@ -236,20 +254,24 @@ def _read_spec_file(path: Path, shown: str) -> Any:
         raise SpecError(f"policy spec file {shown} is not valid {path.suffix[1:].upper()}: {exc}") from None
 
 
-def _without_mettagrid_fields(raw: Any, shown: str) -> Any:
-    """Drop what MettaGrid's own tools write into ``policy_spec.json`` but policybox does not use.
+def _read_manifest(path: Path, shown: str) -> Any:
+    """A ``cogames.toml``'s ``[policy]`` table (MettaGrid's ``load_policy_manifest``), as a spec mapping."""
+    try:
+        manifest = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"policy manifest {shown} is not valid TOML: {exc}") from None
+    table = manifest.get("policy")
+    if not isinstance(table, dict):
+        raise SpecError(f"policy manifest {shown} has no [policy] table (with class_path = ...)")
+    return table
 
-    ``policy_env_interface`` describes the game the policy was packed for; policybox gives each
-    policy the game it actually plays. A ``setup_script`` would run entrant code on the host,
-    outside any cell, so it is refused rather than ignored.
-    """
+
+def _without_mettagrid_fields(raw: Any) -> Any:
+    """Drop what MettaGrid's own tools write into ``policy_spec.json`` but policybox does not use:
+    ``policy_env_interface`` describes the game the policy was packed for, and policybox gives each
+    policy the game it actually plays."""
     if not isinstance(raw, dict):
         return raw
-    if raw.get("setup_script") is not None:
-        raise SpecError(
-            f"{shown}: setup_script {raw['setup_script']!r} is not supported: "
-            "policybox runs no submission code outside a cell"
-        )
     return {key: value for key, value in raw.items() if key not in METTAGRID_ONLY_FIELDS}
 
 
@@ -278,11 +300,11 @@ def check_spec(
     spec = spec.model_copy(deep=True)
     _check_env_names(spec, origin)
 
-    def place(field: str, raw: str, what: str, value: str | None = None) -> Path:
+    def place(field: str, raw: str, what: str, value: str | None = None, must_exist: bool = True) -> Path:
         path = (base_dir / Path(raw).expanduser()).resolve()
         if inside is not None:
             inside.check(path, origin, field, raw if value is None else value)
-        if not path.exists():
+        if must_exist and not path.exists():
             raise SpecError(f"{what} {raw!r} does not exist (looked for {path})")
         return path
 
@@ -297,8 +319,13 @@ def check_spec(
             f"policy {spec.class_path!r} is neither a shorthand (random), a dotted path (pkg.mod.Class) "
             "nor a file path (path/to/file.py:Class)"
         )
-    if spec.data_path is not None:
-        spec.data_path = str(place("data_path", spec.data_path, "checkpoint (data)"))
+    if spec.setup_script is not None:
+        script = place("setup_script", spec.setup_script, "setup script")
+        if script.suffix != ".py" or not script.is_file():
+            raise SpecError(f"{origin}: setup_script {spec.setup_script!r} must be a Python file (.py)")
+        spec.setup_script = str(script)
+    if spec.data_path is not None:  # a setup script may make it
+        spec.data_path = str(place("data_path", spec.data_path, "checkpoint (data)", must_exist=not spec.setup_script))
     spec.python_path = [
         str(place(f"python_path[{index}]", entry, "python path folder")) for index, entry in enumerate(spec.python_path)
     ]

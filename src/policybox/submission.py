@@ -1,7 +1,8 @@
 """Submission zips in MettaGrid's format, unpacked safely into a root-only, content-addressed folder.
 
-MettaGrid packs a submission as a zip with ``policy_spec.json`` at its top (``class_path``,
-``data_path`` relative to the zip's top, ``init_kwargs``; see ``mettagrid.policy.submission``).
+MettaGrid packs a submission as a zip with ``policy_spec.json`` (or a ``cogames.toml`` manifest) at
+its top (``class_path``, ``data_path`` relative to the zip's top, ``init_kwargs``, ``setup_script``;
+see ``mettagrid.policy.submission``).
 ``-p team.zip`` unpacks it once into ``<tempdir>/policybox-submissions/<sha256[:16]>/`` and loads
 that folder like any submission folder, so the same confinement rules apply.
 
@@ -152,7 +153,7 @@ def _write_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, destination: 
         folder = _make_folders(destination, parts if is_folder else parts[:-1])
         if is_folder:
             return written
-        with archive.open(entry) as source, _new_file(folder / parts[-1]) as sink:
+        with archive.open(entry) as source, new_file(folder / parts[-1]) as sink:
             while chunk := source.read(CHUNK):
                 written += len(chunk)
                 if written > MAX_BYTES:
@@ -180,9 +181,11 @@ def _make_folders(destination: Path, parts: tuple[str, ...]) -> Path:
 
 
 @contextlib.contextmanager
-def _new_file(path: Path) -> Iterator[BinaryIO]:
-    """A new file, mode 644 whatever the umask; never an existing file, never through a symlink."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    os.fchmod(fd, 0o644)
+def new_file(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """A new file with ``mode`` whatever the umask; never an existing file, never through a symlink.
+
+    Shared with ``policybox.league.harvest``, which copies what a setup script made as warily."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    os.fchmod(fd, mode)
     with os.fdopen(fd, "wb") as file:
         yield file

@@ -29,6 +29,7 @@ from policybox.league.backends import Backend, ray_backend
 from policybox.league.evaluation import Progress as EvaluationProgress
 from policybox.league.evaluation import load_summary, play_tournament
 from policybox.league.ranking import RankBy
+from policybox.league.setup import prepared_for_now
 from policybox.league.summary import Summary
 from policybox.league.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
 from policybox.results import AgentStatus, EpisodeResult
@@ -101,8 +102,11 @@ def run(
         _check_writable(out)
         logs = log_dir or default_log_dir(settings.seed)
         check_folder(logs, "--log-dir")
-        with console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"):
-            result, unwritten = _played(specs, settings, logs, check)
+        with (
+            console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"),
+            prepared_for_now(specs, settings) as ready,  # setup scripts, in a cell each, into a temporary folder
+        ):
+            result, unwritten = _played(ready, settings, logs, check)
     show_episode(console, result)
     for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):
         console.print(shown(f"agent logs {note}", "yellow"))  # the episode itself is whole

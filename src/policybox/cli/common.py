@@ -28,8 +28,8 @@ POLICY_HELP = (
     "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class) or a file path (bots/greedy.py:Greedy), "
     "each optionally followed by ,data=CHECKPOINT ,name=NAME ,path=IMPORT_ROOT ,kw.KEY=VALUE (VALUE read "
     "as JSON when it parses) ,env.NAME=VALUE (a variable for its cells; @FILE or $VAR for a secret), or "
-    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json) "
-    "or a MettaGrid submission zip."
+    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json or "
+    "cogames.toml; a setup_script in it runs first, in a cell) or a MettaGrid submission zip."
 )
 
 

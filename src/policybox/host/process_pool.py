@@ -250,6 +250,17 @@ class ProcessPool:
         """The memory budget this episode's cells shared (None: they had no memory limit)."""
         return None if self._budget is None else self._budget.describe(len(self._records))
 
+    def scratch_view(self, agent_id: int) -> Path | None:
+        """Agent ``agent_id``'s scratch folder as the host can read it while the cell runs: through
+        ``/proc/<pid>/root``, since with the disk layer its files are in a tmpfs that only the cell's own
+        mount namespace shows. None once its cell has stopped, or if it has no scratch folder. What is
+        in it is the cell's: hostile, and still changing if the cell is."""
+        for cell in self._cells:
+            scratch = cell.process.sandbox.scratch
+            if cell.record.agent_id == agent_id and scratch is not None and not cell.process.closed:
+                return Path(f"/proc/{cell.process.pid}/root") / scratch.relative_to("/")
+        return None
+
     def start(self, setups: list[dict[str, Any]]) -> None:
         """Launch every cell at once, hand each its SETUP, then wait for all READY replies."""
         # One scan of the machine's processes for all the uids, not one per cell.

@@ -75,6 +75,11 @@ class Zygote:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def alive(self) -> bool:
+        """Whether the zygote is still running (its cells die with it)."""
+        return self._popen.poll() is None
+
     def fork(self, env: dict[str, str], cwd: str | None, fds: list[int]) -> int:
         """A new cell with the given environment and folder, serving the cell socket in fds[0]."""
         try:

@@ -8,6 +8,9 @@ loop and its cells wake each other on the same core) or by Ray tasks. An episode
 of the tournament and its index (``policybox.league.tournament``): which worker plays it, and when, changes
 nothing in its result.
 
+An entrant with a setup script (``policybox.league.setup``) has it run once, in a cell, before any
+episode, into ``setup/`` in the output folder; its episodes play the result, and a resume reuses it.
+
 A policy's failure is part of its episode's result. A failure of the machinery -- a zygote that
 dies, a worker process that is lost -- is retried, up to ``MAX_ATTEMPTS`` plays in all; an episode
 that still fails is listed in the summary as incomplete and played again by the next run.
@@ -36,6 +39,7 @@ from policybox.league.backends import Backend, open_runner
 from policybox.league.journal import RESULTS, ResultsJournal, read_records
 from policybox.league.ranking import RankBy
 from policybox.league.runner import EpisodeJob, EpisodeRunner, play_all
+from policybox.league.setup import prepared
 from policybox.league.summary import Summary, summarize
 from policybox.league.tournament import Seating, Tournament, entrants
 from policybox.results import EpisodeRecord, EpisodeResult
@@ -44,6 +48,7 @@ from policybox.storage import StorageFull, write_atomically, writing
 
 TOURNAMENT_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
+SETUP_FOLDER = "setup"  # what entrants' setup scripts made, by content: any tournament in the folder may use it
 
 
 class TournamentMismatch(SpecError):
@@ -120,14 +125,15 @@ def play_tournament(
         settings = tournament.settings
         if replays:  # a game without replays (or a backend that cannot keep them) refuses them here
             settings = settings.model_copy(update={"replay": str(out_dir / "replays" / "check.json.z")})
+        playing = _set_up(tournament, out_dir)
         # A misspelt shorthand, a game or a policy that cannot be built: refused before anything is touched.
-        runner.check(_still_to_play(tournament, out_dir), settings, tournament.agents)
+        runner.check(_still_to_play(playing, out_dir), settings, tournament.agents)
         try:
             folder = claim_folder(out_dir, tournament)
         except StorageFull as full:
             raise full.with_outcome("no episode was played", "run the same command", out_dir) from None
         try:
-            records, incomplete = _play_into(runner, tournament, folder, replays, on_progress)
+            records, incomplete = _play_into(runner, playing, folder, replays, on_progress)
         except StorageFull as full:
             raise _stopped(full, tournament, folder) from None
     try:
@@ -135,6 +141,21 @@ def play_tournament(
     except StorageFull as full:
         kept = f"all {len(records)} finished episodes are kept, but not their {SUMMARY_FILE}"
         raise full.with_outcome(kept, "run the same command to write it", folder) from None
+
+
+def _set_up(tournament: Tournament, out_dir: Path) -> Tournament:
+    """The tournament as its episodes play it: each entrant with a setup script given the spec of what
+    its script made, once, in ``out_dir/setup/`` (PolicyRefused if it fails). What is stored and shown
+    keeps the entrants as given. A folder the tournament cannot take is refused first, untouched."""
+    specs = [entrant.spec for entrant in tournament.entrants]
+    if not any(spec.setup_script for spec in specs):
+        return tournament
+    _check_claimable(out_dir, tournament)
+    ready = prepared(specs, tournament.settings, out_dir / SETUP_FOLDER)
+    entrants = [
+        entrant.model_copy(update={"spec": spec}) for entrant, spec in zip(tournament.entrants, ready, strict=True)
+    ]
+    return tournament.model_copy(update={"entrants": entrants})
 
 
 def _still_to_play(tournament: Tournament, out_dir: Path) -> list[PolicySpec]:
@@ -239,15 +260,10 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
     of the entrants in full, decides whether they are the same. Anything else that differs is named
     in the refusal, and nothing in the folder is touched."""
     stored = out_dir / TOURNAMENT_FILE
-    if out_dir.exists() and not out_dir.is_dir():
-        raise SpecError(f"--out {out_dir} is a file, not a folder")
-    if stored.exists():
-        _check_same(out_dir, tournament)
+    if _check_claimable(out_dir, tournament):
         with writing(stored):  # the number of episodes and the ranking rule may have changed
             write_atomically(stored, json.dumps(tournament.public(), indent=2))
         return out_dir
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
     with writing(out_dir, "creating"):
         out_dir.mkdir(parents=True, exist_ok=True)
     fingerprint = stored.with_suffix(".fingerprint")
@@ -258,6 +274,19 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
         fingerprint.unlink(missing_ok=True)  # the folder stays empty, so the same command can claim it again
         raise
     return out_dir
+
+
+def _check_claimable(out_dir: Path, tournament: Tournament) -> bool:
+    """Refuse, touching nothing, a folder this tournament cannot take; whether it holds it already. A
+    folder holding only ``setup/`` (what setup scripts made, by content) counts as empty."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SpecError(f"--out {out_dir} is a file, not a folder")
+    if (out_dir / TOURNAMENT_FILE).exists():
+        _check_same(out_dir, tournament)
+        return True
+    if out_dir.exists() and any(entry.name != SETUP_FOLDER for entry in out_dir.iterdir()):
+        raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
+    return False
 
 
 def _check_same(out_dir: Path, tournament: Tournament) -> None:

@@ -35,7 +35,7 @@ from policybox.league.database import (
 )
 from policybox.league.ranking import RankBy
 from policybox.league.tournament import Seating
-from policybox.spec import SpecError, parse_policy_arg
+from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import write_atomically, writing
 from policybox.submission import private_folder
 
@@ -148,12 +148,33 @@ class Ladder:
             if latest is not None and latest.digest == kept.digest:
                 raise SpecError(f"{source} holds the same content as {latest.label}: there is nothing new to submit")
             version = store.add_version(
-                connection, name, kept.digest, kept.spec.model_dump(mode="json"), _shown(source)
+                connection, name, kept.digest, kept.spec.redacted().model_dump(mode="json"), _shown(source)
             )
+            self.keep(version.id, kept)
             store.set_retired(connection, name, False)
             if team is not None and version.number == 1:
                 store.claim(connection, name, team)
         return version
+
+    def keep(self, version_id: int, kept: versions.Stored) -> None:
+        """Keep what a version's cells are given -- its spec with its env values, and where its files
+        are -- in a root-only file of the folder: the database (which the web page reads) holds the
+        spec with every env value masked."""
+        folder = private_folder(self.folder / "versions" / "specs", LadderError)
+        record = {
+            "spec": kept.spec.model_dump(mode="json"),
+            "digest": kept.digest,
+            "files": kept.files and str(kept.files),
+        }
+        path = folder / f"{version_id}.json"
+        write_atomically(path, json.dumps(record))
+        path.chmod(0o600)
+
+    def stored(self, version_id: int) -> versions.Stored:
+        """What ``keep`` kept of a version: the spec its cells are given."""
+        record = json.loads((self.folder / "versions" / "specs" / f"{version_id}.json").read_text())
+        files = None if record["files"] is None else Path(record["files"])
+        return versions.Stored(PolicySpec.model_validate(record["spec"]), record["digest"], files)
 
     def token(self, team: str) -> str:
         """A new token with which ``team`` submits over the web page (its first submission of a name

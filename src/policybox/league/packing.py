@@ -1,7 +1,8 @@
 """A policy's files as one deterministic tar, for machines that share no filesystem with the driver.
 
 On a cluster, cells run on nodes that cannot see the files a spec names. The driver packs each policy's
-roots (the folder of its class file, its checkpoint, its ``python_path`` folders) once with ``pack``;
+roots (the folder of its class file, its checkpoint, its ``python_path`` folders, its setup script's
+folder) once with ``pack``;
 each node checks the content hash and unpacks the bundle with ``unpack`` into a root-only folder named
 by that hash, and plays the spec ``relocate`` points there. Root i is stored as ``i/<its name>``, so a
 checkpoint keeps its file name (a loader may go by its suffix; a policy's display name shows it).
@@ -21,6 +22,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -49,11 +51,13 @@ class Bundle:
 
 def spec_roots(spec: PolicySpec) -> list[Path]:
     """What the spec needs on another machine: the folder of its class file (importable in the cell, so
-    its siblings come too), its checkpoint, its python_path folders; a root inside another is dropped."""
+    its siblings come too), its checkpoint, its python_path folders, the folder of its setup script;
+    a root inside another is dropped."""
     file_class = spec.file_and_class
     wanted = [Path(file_class[0]).parent] if file_class else []
     wanted += [Path(spec.data_path)] if spec.data_path else []
     wanted += [Path(entry) for entry in spec.python_path]
+    wanted += [Path(spec.setup_script).parent] if spec.setup_script else []
     for path in wanted:
         if not path.is_absolute():
             raise PackingError(f"policy {spec.display_name}: {path} is not absolute (check the spec with check_spec)")
@@ -214,9 +218,17 @@ def relocate(spec: PolicySpec, bundle: Bundle, folder: Path) -> PolicySpec:
                 return str(folder / str(index) / root.name / path.relative_to(root))
         raise PackingError(f"policy {spec.display_name}: {raw} is under none of the bundle's roots")
 
+    return with_paths(spec, moved)
+
+
+def with_paths(spec: PolicySpec, moved: Callable[[str], str]) -> PolicySpec:
+    """The spec with every path it names (class file, checkpoint, python_path, setup script) passed
+    through ``moved``; all else kept."""
     update: dict[str, object] = {"python_path": [moved(entry) for entry in spec.python_path]}
     if spec.data_path:
         update["data_path"] = moved(spec.data_path)
+    if spec.setup_script:
+        update["setup_script"] = moved(spec.setup_script)
     if file_class := spec.file_and_class:
         update["class_path"] = f"{moved(file_class[0])}:{file_class[1]}"
     return spec.model_copy(update=update, deep=True)

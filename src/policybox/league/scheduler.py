@@ -37,7 +37,6 @@ from policybox.league.setup import run_setup
 from policybox.league.tournament import episode_seed
 from policybox.league.versions import Stored
 from policybox.results import AgentStatus, EpisodeResult
-from policybox.spec import PolicySpec
 
 POLL_S = 1.0  # how often an idle run looks for new submissions
 QUALIFY_SEED_OFFSET = 1 << 30  # qualification episodes' seeds, apart from every match's
@@ -67,7 +66,7 @@ class _Match:
 @dataclass
 class _Qualification:
     version: store.Version
-    spec: PolicySpec
+    stored: Stored  # what its cells are given: after its setup script, if it has one
     setup_output: str | None
     attempts: int = 0
 
@@ -139,19 +138,15 @@ class _Loop:
             if len(self.in_flight) >= self.capacity:
                 return
             self.qualifying.add(version.id)
-            spec, setup_output = PolicySpec.model_validate(version.spec), None
-            if getattr(spec, "setup_script", None):  # TEMP until the versions branch
-                outcome = run_setup(
-                    Stored(spec=spec, digest=version.digest, files=None),
-                    self.settings.settings,
-                    self.ladder.folder / "setup" / f"{version.name}-v{version.number}",
-                    self.settings.setup_timeout_s,
-                )
+            stored, setup_output = self.ladder.stored(version.id), None
+            if stored.spec.setup_script:
+                out = self.ladder.folder / "versions" / "setup" / f"{version.name}-v{version.number}"
+                outcome = run_setup(stored, self.settings.settings, out, self.settings.setup_timeout_s)
                 if not outcome.ok:
                     self._qualified(version, False, f"its setup script failed: {outcome.output}", outcome.output, None)
                     continue
-                spec, setup_output = outcome.spec, outcome.output
-            self._submit(_Qualification(version, spec, setup_output))
+                stored, setup_output = Stored(outcome.spec, stored.digest, out), outcome.output
+            self._submit(_Qualification(version, stored, setup_output))
 
     def _schedule(self) -> None:
         """Choose and store new matches while a worker is free (and the limit is not reached)."""
@@ -188,11 +183,10 @@ class _Loop:
     def _job(self, work: _Match | _Qualification) -> EpisodeJob:
         settings = self.settings.settings
         if isinstance(work, _Match):
-            with transaction(self.ladder.engine) as connection:
-                specs = [PolicySpec.model_validate(store.version_by_id(connection, v).spec) for v in work.seats]
+            specs = [self.ladder.stored(version_id).spec for version_id in work.seats]
             name, seed = f"match-{work.id:06d}", work.seed
         else:
-            specs = [work.spec] * self.settings.agents
+            specs = [work.stored.spec] * self.settings.agents
             name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
             seed = episode_seed(settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
         log_dir = self.ladder.folder / "logs" / name
@@ -266,12 +260,14 @@ class _Loop:
             reason = _failure_reason(failed)
         else:
             reason = None
-        self._qualified(work.version, reason is None, reason, work.setup_output, result, work.spec)
+        self._qualified(work.version, reason is None, reason, work.setup_output, result, work.stored)
 
-    def _qualified(self, version, ok, reason, setup_output, result, spec: PolicySpec | None = None) -> None:
+    def _qualified(self, version, ok, reason, setup_output, result, stored: Stored | None = None) -> None:
+        if ok and stored is not None:
+            self.ladder.keep(version.id, stored)  # later cells are given what its setup script made, if it has one
         with transaction(self.ladder.engine) as connection:
-            kept = spec.model_dump(mode="json") if spec is not None and ok else None
-            store.finish_qualification(connection, version, ok, reason, setup_output, result, kept)
+            shown = stored.spec.redacted().model_dump(mode="json") if ok and stored is not None else None
+            store.finish_qualification(connection, version, ok, reason, setup_output, result, shown)
         self.qualifying.discard(version.id)
         if ok:
             self.progress.qualified += 1

@@ -1,36 +1,139 @@
-"""TEMPORARY stand-in until the versions branch lands (not committed)."""
+"""A submission's files kept as an immutable, content-addressed, root-only copy: a version.
+
+``store`` takes any ``-p`` form -- a ``file.py:Class``, a submission folder with ``policy_spec.json``
+or ``cogames.toml``, a MettaGrid zip, a YAML/JSON spec file, a shorthand -- and parses and checks it
+under the rules of every other command (``policybox.spec``: each path an entrant's spec names stays
+inside its folder; ``policybox.submission``: a zip is unpacked warily). It packs the spec's files into
+one deterministic tar (``policybox.league.packing``) and unpacks that into ``ROOT/files/<sha256 of
+the tar>/``: ROOT and ``files`` are 0700, so only root reaches the copy, and a cell reads it once it is
+bound back. The spec it returns points into the copy, so editing or deleting the original afterwards
+changes nothing; a copy is never written again (storing the same files again reuses it).
+
+A version's **digest** is the sha256 of what makes it play as it does: its spec in canonical JSON
+(its paths relative to its copy; without ``name``, which is the operator's to give) and every file
+of the copy (path, mode, content). Folder roots go by their position, not their name, so the same
+files submitted from another folder, or in a zip made again, give the same digest; a change to a
+file, a keyword argument, the setup script or a secret gives another. A spec without files (a
+shorthand, a dotted path of an installed package) is digested the same way, with no files.
+
+**Secrets.** ``env.NAME=@FILE`` and ``env.NAME=$VAR`` are read once, when the source is parsed, and
+the version keeps the values: a version is immutable, so changing the file or the variable later
+changes nothing (submit again for a new version). The values stay in ``Stored.spec``, since its
+cells need them, and out of the digest, which may be shown anywhere: there each value is an
+HMAC-SHA256 under the store's own key (``ROOT/.digest-key``, 0600, made once), so the digest changes
+with a secret yet cannot be checked against guesses without that key. ``spec.redacted()`` is the spec
+to show or keep where others read.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import hmac
+import io
+import json
+import os
 import re
+import secrets
+import tarfile
+import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from policybox.errors import SpecError
-from policybox.league.packing import pack, relocate, unpack
-from policybox.spec import PolicySpec, parse_policy_arg
+from policybox.league.packing import Bundle, pack, relocate, unpack, with_paths
+from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.submission import private_folder
 
-NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+FILES = "files"
+KEY_FILE = ".digest-key"
 
 
 @dataclass(frozen=True)
 class Stored:
+    """A version: its spec, pointing into its copy (``files``; None for a spec that needs no files), and its digest."""
+
     spec: PolicySpec
     digest: str
     files: Path | None
 
 
 def check_name(name: str) -> str:
-    if not NAME_PATTERN.match(name):
-        raise SpecError(f"name {name!r}: a name is [a-z0-9][a-z0-9_-]{{0,39}}")
+    """``name`` if it may name a submission, else a SpecError saying the rule."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise SpecError(
+            f"submission name {name!r} is not allowed: use 1 to 40 of a-z, 0-9, '_' and '-', "
+            "starting with a letter or a digit"
+        )
     return name
 
 
 def store(source: str, root: Path, base_dir: Path | None = None) -> Stored:
-    spec = parse_policy_arg(source, base_dir)
+    """Store the policy ``source`` names (a ``-p`` form, relative to ``base_dir``, default the current
+    folder) under ``root``, the versions folder."""
+    return store_spec(parse_policy_arg(source, base_dir), root)
+
+
+def store_spec(spec: PolicySpec, root: Path) -> Stored:
+    """Store a checked spec (its paths absolute, as ``parse_policy_arg`` and ``check_spec`` give them)."""
+    root = private_folder(root).resolve()
+    key = _digest_key(root)
     bundle = pack(spec)
     if bundle is None:
-        return Stored(spec, hashlib.sha256(spec.model_dump_json().encode()).hexdigest(), None)
-    folder = unpack(bundle, root)
-    return Stored(relocate(spec, bundle, folder), bundle.digest, folder)
+        return Stored(spec, _digest(spec, key), None)
+    files = unpack(bundle, root / FILES)
+    return Stored(relocate(spec, bundle, files), _digest(relocate(spec, bundle, Path("/")), key, bundle), files)
+
+
+def _digest(spec: PolicySpec, key: bytes, bundle: Bundle | None = None) -> str:
+    """The version's digest (see the module's docstring); a bundle's spec is relocated to ``/``."""
+    folders = _folder_roots(bundle) if bundle else set()
+    shown = spec.model_copy(update={"name": None, "env": {k: _keyed(key, v) for k, v in spec.env.items()}})
+    if bundle is not None:
+        shown = with_paths(shown, lambda raw: _unnamed(PurePosixPath(raw).relative_to("/"), folders))
+    content = {"spec": shown.model_dump(mode="json"), "files": _files(bundle, folders) if bundle else None}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def _folder_roots(bundle: Bundle) -> set[str]:
+    """The indexes (as text) of the bundle's roots that are folders: their own names do not count."""
+    with tarfile.open(fileobj=io.BytesIO(bundle.archive), mode="r:") as tar:
+        return {member.name.split("/")[0] for member in tar if member.isdir() and member.name.count("/") == 1}
+
+
+def _files(bundle: Bundle, folders: set[str]) -> list[list[str | int]]:
+    """Every member of the bundle (in its fixed order) as [path without folder roots' names, type, mode, sha256]."""
+    entries: list[list[str | int]] = []
+    with tarfile.open(fileobj=io.BytesIO(bundle.archive), mode="r:") as tar:
+        for member in tar:
+            source = tar.extractfile(member) if member.isfile() else None
+            content = hashlib.sha256(source.read()).hexdigest() if source else ""
+            entries.append([_unnamed(PurePosixPath(member.name), folders), member.type.decode(), member.mode, content])
+    return entries
+
+
+def _unnamed(path: PurePosixPath, folders: set[str]) -> str:
+    """``i/<name>/rest`` as ``i/rest`` when root ``i`` is a folder; a file root keeps its name (a
+    loader may go by its suffix)."""
+    parts = path.parts
+    return str(PurePosixPath(parts[0], *parts[2:])) if parts and parts[0] in folders else str(path)
+
+
+def _keyed(key: bytes, value: str) -> str:
+    return hmac.new(key, value.encode(), hashlib.sha256).hexdigest()
+
+
+def _digest_key(root: Path) -> bytes:
+    """The store's key for secrets in digests: made once, 0600; the first of several runs to make it wins."""
+    path = root / KEY_FILE
+    if not path.exists():
+        fd, staging = tempfile.mkstemp(dir=root, prefix=f"{KEY_FILE}.")  # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(secrets.token_hex(32).encode())
+                os.fsync(file.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(staging, path)  # never replaces a key another run made meanwhile
+        finally:
+            os.unlink(staging)
+    return path.read_bytes()
