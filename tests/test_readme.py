@@ -11,6 +11,8 @@ from pathlib import Path
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
 WIDE = {**os.environ, "COLUMNS": "200"}
+NARROW = {**os.environ, "COLUMNS": "80"}
+EXAMPLES = Path(__file__).parents[1] / "examples"
 
 
 def block_after(marker: str, language: str) -> str:
@@ -66,15 +68,31 @@ def test_pettingzoo_example(tmp_path):
 
 
 def test_the_main_job_command(tmp_path):
-    """The README's first command, minus the set-up (the test suite runs inside that venv)."""
+    """The README's first command, minus the set-up (the test suite runs inside that venv), in a folder
+    holding the repository's examples/, at 80 columns: it prints the leaderboard the README shows
+    (the latencies aside), on rows that differ and fit, and writes the report the README describes."""
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
     command = block_after("Set up and run the main job", "bash").strip().split(" && ")[-1]
     words = [word.replace(".venv/bin", str(Path(sys.executable).parent)) for word in shlex.split(command)]
-    run = subprocess.run(words, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(words, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=NARROW)
     assert run.returncode == 0, run.stdout + run.stderr
     summary = json.loads((tmp_path / "board" / "summary.json").read_text())
-    assert summary["episodes_done"] == 4 and summary["ranking"]
-    random, noop = (next(p for p in summary["policies"] if p["policy"] == name) for name in ("random", "noop"))
-    assert random["stats"]["action.move.success"] > 0 == noop["stats"].get("action.move.success", 0)
+    assert summary["episodes_done"] == 6 and summary["ranking"] == ["Wanderer", "random", "noop"]
+    wanderer, random, noop = summary["policies"]
+    assert wanderer["reward"]["mean"] > random["reward"]["mean"] > noop["reward"]["mean"] == 0
+    assert wanderer["versus_next"] == random["versus_next"] == "clear"
+    printed = run.stdout.splitlines()
+    assert max(len(line) for line in printed) <= 80
+    shown = block_after("It prints the leaderboard", "text").strip().splitlines()
+    assert [_but_latency(line) for line in printed[: len(shown)]] == [_but_latency(line) for line in shown]
+    assert "report: board/report.html" in printed
+    page = (tmp_path / "board" / "report.html").read_text()
+    assert page.count("<svg") >= 4 and "<script" not in page
+
+
+def _but_latency(line: str) -> str:
+    """A standings line without its last column, the p99 step time, which is the machine's."""
+    return re.sub(r" +[0-9.]+$", "", line) if line[:1].isdigit() else line
 
 
 def test_neural_network_example(tmp_path):
@@ -125,7 +143,7 @@ def test_the_readme_can_be_followed_from_top_to_bottom():
 
 def test_the_ladder_example(tmp_path):
     """The README's ladder commands as written, in a folder holding the repository's examples/."""
-    shutil.copytree(Path(__file__).parents[1] / "examples", tmp_path / "examples")
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
     venv_bin = str(Path(sys.executable).parent)
     printed = []
     for line in block_after("## A ladder that runs", "bash").strip().splitlines():
@@ -141,7 +159,7 @@ def test_the_ladder_example(tmp_path):
 
 
 def test_the_ladder_python_api_example(tmp_path):
-    shutil.copytree(Path(__file__).parents[1] / "examples", tmp_path / "examples")
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
     code = block_after("On a cluster**: `ladder run", "python")
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr

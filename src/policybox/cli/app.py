@@ -29,6 +29,7 @@ from policybox.league.backends import Backend, ray_backend
 from policybox.league.evaluation import Progress as EvaluationProgress
 from policybox.league.evaluation import load_summary, play_tournament
 from policybox.league.ranking import RankBy
+from policybox.league.report import REPORT_FILE, render, report_data, write_report
 from policybox.league.setup import prepared_for_now
 from policybox.league.summary import Summary
 from policybox.league.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
@@ -199,6 +200,10 @@ def evaluate(
     summary: Annotated[
         Path | None, typer.Option("--summary", metavar="DIR", help="Print the summary of a results folder and exit.")
     ] = None,
+    report: Annotated[
+        bool,
+        typer.Option("--report", help="At the end, write DIR/report.html: the leaderboard as one self-contained page."),
+    ] = False,
 ) -> None:
     """Play a tournament: many isolated episodes, seats rotated, scores with intervals and ratings.
 
@@ -216,6 +221,9 @@ def evaluate(
         board = _play_tournament(tournament, out_dir, values)
     _show_summary(board)
     console.print(shown(f"results: {out_dir}"))
+    if report:
+        with guarded("the results are kept; policybox report DIR writes the report"):
+            console.print(shown(f"report: {write_report(out_dir)}"))
     raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
 
 
@@ -313,6 +321,29 @@ def _show_summary(board: Summary) -> None:
 
 
 @app.command()
+def report(
+    folder: Annotated[
+        Path, typer.Argument(metavar="DIR", help="A results folder of policybox evaluate, or a ladder's folder.")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(metavar="FILE", help=f"Where to write the page (default: DIR/{REPORT_FILE}).")
+    ] = None,
+) -> None:
+    """Write a results folder or a ladder as one self-contained HTML page: the standings, the reward
+    intervals, head-to-head, latency, seats and failures.
+
+    The page works offline and can be shared: inline SVG plots, no script, nothing fetched, and every
+    text a policy controls escaped. Exit code 0 when it is written, 1 for a full disk, 2 for bad input.
+    """
+    with guarded("no report was written"):
+        data = report_data(folder)
+        target = out or folder / REPORT_FILE
+        _check_writable(target, REPORT_FILE)
+        write_atomically(target, render(data))
+    console.print(shown(f"report: {target}"))
+
+
+@app.command()
 def doctor(
     ray_address: Annotated[
         str | None,
@@ -342,13 +373,12 @@ def doctor(
     raise typer.Exit(0 if all(check.works for _, checks in machines for check in checks) else 1)
 
 
-def _check_writable(out: Path | None) -> None:
+def _check_writable(out: Path | None, example: str = "result.json") -> None:
+    """``out`` is a file that can be written (``example``: a file name to suggest when it is a folder)."""
     if out is None:
         return
     if out.is_dir():
-        raise typer.BadParameter(
-            f"{out} is a folder; give a file name such as {out / 'result.json'}", param_hint="--out"
-        )
+        raise typer.BadParameter(f"{out} is a folder; give a file name such as {out / example}", param_hint="--out")
     if not out.parent.resolve().is_dir():
         raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="--out")
     if not os.access(out.parent.resolve(), os.W_OK):

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from policybox.inert import shown
 from policybox.league import board
-from policybox.league.summary import HeadToHead, Summary
+from policybox.league.summary import HeadToHead, Summary, differing_stats
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
 
@@ -29,7 +29,11 @@ INCOMPLETE_SHOWN = 5
 
 
 def _table(title: str | Text | None = None) -> Table:
-    # One space between columns and none at the edges: every column's width goes to its content.
+    # One space between columns and none at the edges: every column's width goes to its content. The
+    # title stays one line above a table narrower than it (rich would wrap it to the table's width).
+    if title is not None:
+        title = Text(title) if isinstance(title, str) else title.copy()
+        title.no_wrap, title.overflow = True, "ignore"
     return Table(title=title, box=box.SIMPLE_HEAD, padding=0, show_edge=False, title_justify="left")
 
 
@@ -246,19 +250,12 @@ def _head_to_head_cell(record: HeadToHead | None) -> str:
 
 
 def _behaviour(summary: Summary, names: _Names, rows: int = STATS_SHOWN) -> Table:
-    """What the policies did differently: the game's stats whose means differ most between them
-    (relative to their size), so two policies with the same reward can still be told apart."""
-
-    def spread(name: str) -> float:
-        values = [entry.stats.get(name, 0.0) for entry in summary.policies]
-        return (max(values) - min(values)) / (max(abs(v) for v in values) or 1.0)
-
-    stats = sorted({name for entry in summary.policies for name in entry.stats}, key=lambda n: (-spread(n), n))
+    """What the policies did differently (``summary.differing_stats``), mean per agent."""
     table = _table("what they did: the game stats that differ most between them, mean per agent")
     table.add_column("stat", max_width=STAT_WIDTH, overflow="fold")
     for entry in summary.policies:
         table.add_column(names.cell(entry.policy, SHORT_NAME_WIDTH), justify="right", no_wrap=True)
-    for name in [name for name in stats if spread(name) > 0][:rows]:
+    for name in differing_stats(summary.policies, rows):
         table.add_row(shown(name), *(f"{entry.stats.get(name, 0.0):.4g}" for entry in summary.policies))
     return table
 

@@ -22,7 +22,8 @@ from policybox.league import ranking, store
 from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
 from policybox.league.ladder import Ladder
 from policybox.league.ranking import Rating, Reward
-from policybox.results import EpisodeResult
+from policybox.league.summary import FailureCause, LatencySummary, failure_causes, latency
+from policybox.results import EpisodeResult, Failure
 from policybox.spec import SpecError
 
 RECENT = 20
@@ -118,6 +119,51 @@ def _reward(connection: Connection, version: Any) -> Reward | None:
         scores = connection.execute(select(ratings.c.score).where(ratings.c.version_id == version.id)).scalars().all()
         return ranking.reward(list(scores))
     return ranking.reward_from_moments(version.matches, version.score_sum, version.score_squares)
+
+
+class Conduct(BaseModel):
+    """How the agents of a name's playing version ran, over all its matches."""
+
+    name: str
+    version: int
+    latency: LatencySummary = Field(description="The median over its agents of their p50 and p99 step times")
+    failures: list[FailureCause] = Field(description="How its agents failed, most often first, with the first example")
+
+
+def conduct(ladder: Ladder) -> list[Conduct]:
+    """Step latency and failure causes of each name's playing version (one row per name that has one),
+    by the rules of ``evaluate``'s summary. A failure's example is its one line: no log tail."""
+    with ladder.engine.connect() as connection:
+        current = {row.id: row for row in store.current_versions(connection).values()}
+        seats = connection.execute(
+            select(match_seats)
+            .join(matches, matches.c.id == match_seats.c.match_id)
+            .where(match_seats.c.version_id.in_(list(current)), matches.c.state == "played")
+            .order_by(match_seats.c.match_id, match_seats.c.seat)
+        ).all()
+    by_version: dict[int, list[Any]] = defaultdict(list)
+    for seat in seats:
+        by_version[seat.version_id].append(seat)
+    return [
+        Conduct(
+            name=version.name,
+            version=version.number,
+            latency=latency([(seat.p50_ms, seat.p99_ms) for seat in by_version[version_id]]),
+            failures=failure_causes(
+                (seat.match_id, seat.status, _failure(seat))
+                for seat in by_version[version_id]
+                if seat.status != "ok" and seat.failure_kind is not None
+            ),
+        )
+        for version_id, version in sorted(current.items())
+    ]
+
+
+def _failure(seat: Any) -> Failure:
+    """A stored seat's failure, as much of it as its one line needs."""
+    step = seat.failure_step
+    phase = "init" if step is None else "step"
+    return Failure(step=step, phase=phase, kind=seat.failure_kind, message=seat.failure_message or "")
 
 
 # ---------------------------------------------------------------------------------------------

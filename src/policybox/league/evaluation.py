@@ -239,17 +239,37 @@ def _stopped(full: StorageFull, tournament: Tournament, folder: Path) -> Storage
 
 
 def load_summary(out_dir: Path) -> Summary:
-    """The leaderboard of a results folder, computed again from its files."""
-    path = out_dir / TOURNAMENT_FILE
-    if not path.is_file():
-        raise SpecError(f"{out_dir} holds no tournament (no {TOURNAMENT_FILE})")
-    tournament = Tournament.model_validate_json(path.read_text())
+    """The leaderboard of a results folder, computed again from its files (with the episodes its last
+    run could not complete that are still not done)."""
+    tournament = load_tournament(out_dir)
     records, _ = read_records(out_dir / RESULTS)
     try:
         entries = [(e.key, e.spec) for e in tournament.entrants]
-        return summarize(entries, list(records.values()), tournament.episodes, rank_by=tournament.rank_by)
+        incomplete = _still_incomplete(out_dir, set(records))
+        return summarize(entries, list(records.values()), tournament.episodes, incomplete, tournament.rank_by)
     except ValueError as exc:  # results that do not belong to this tournament (edited by hand?)
         raise SpecError(f"{out_dir / RESULTS} does not match its {TOURNAMENT_FILE}: {exc}") from None
+
+
+def load_tournament(out_dir: Path) -> Tournament:
+    """The tournament a results folder holds (its entrants with secrets shown as ***)."""
+    path = out_dir / TOURNAMENT_FILE
+    if not path.is_file():
+        raise SpecError(f"{out_dir} holds no tournament (no {TOURNAMENT_FILE})")
+    try:
+        return Tournament.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        raise SpecError(f"{path} is not a tournament this policybox can read") from None
+
+
+def _still_incomplete(out_dir: Path, done: set[int]) -> dict[int, str]:
+    """The episodes the last run's summary lists as incomplete, and why, that the journal still lacks
+    (the journal alone says which episodes finished, not why one could not)."""
+    try:
+        listed = json.loads((out_dir / SUMMARY_FILE).read_text()).get("incomplete") or {}
+        return {int(episode): str(why) for episode, why in listed.items() if int(episode) not in done}
+    except (OSError, ValueError, AttributeError):  # no summary yet, or one this policybox cannot read
+        return {}
 
 
 def claim_folder(out_dir: Path, tournament: Tournament) -> Path:

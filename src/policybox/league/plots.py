@@ -44,12 +44,12 @@ def interval_plot(rows: Sequence[Interval], title: str = "reward, mean and 95% i
         parts.append(f'<text x="{LABEL}" y="{y + 4}" text-anchor="end" {FONT}>{escape(_short(row.label))}</text>')
         parts.append(
             f'<line x1="{x(row.low):.1f}" x2="{x(row.high):.1f}" y1="{y}" y2="{y}" stroke="#4393c3" stroke-width="6">'
-            f"<title>{escape(row.label)}: {_number(row.mean)} [{_number(row.low)}, {_number(row.high)}]</title></line>"
+            f"<title>{escape(row.label)}: {number(row.mean)} [{number(row.low)}, {number(row.high)}]</title></line>"
         )
         parts.append(f'<circle cx="{x(row.mean):.1f}" cy="{y}" r="4" fill="#053061"/>')
     axis_y = height - 6
-    parts.append(f'<text x="{x(lo):.1f}" y="{axis_y}" {FONT}>{_number(lo)}</text>')
-    parts.append(f'<text x="{x(hi):.1f}" y="{axis_y}" text-anchor="end" {FONT}>{_number(hi)}</text>')
+    parts.append(f'<text x="{x(lo):.1f}" y="{axis_y}" {FONT}>{number(lo)}</text>')
+    parts.append(f'<text x="{x(hi):.1f}" y="{axis_y}" text-anchor="end" {FONT}>{number(hi)}</text>')
     return _svg(WIDTH, height, parts, title)
 
 
@@ -107,8 +107,8 @@ def rating_history(points: Sequence[tuple[int, float, float]], title: str = "rat
         _title(title),
         f'<polygon points="{" ".join(band)}" fill="#92c5de" fill-opacity="0.5"/>',
         f'<polyline points="{line}" fill="none" stroke="#053061" stroke-width="2"/>',
-        f'<text x="4" y="{y(y1) + 4:.1f}" {FONT}>{_number(y1)}</text>',
-        f'<text x="4" y="{y(y0):.1f}" {FONT}>{_number(y0)}</text>',
+        f'<text x="4" y="{y(y1) + 4:.1f}" {FONT}>{number(y1)}</text>',
+        f'<text x="4" y="{y(y0):.1f}" {FONT}>{number(y0)}</text>',
         f'<text x="{x(x0):.1f}" y="{height - 8}" {FONT}>match {x0}</text>',
         f'<text x="{x(x1):.1f}" y="{height - 8}" text-anchor="end" {FONT}>match {x1}</text>',
     ]
@@ -132,7 +132,7 @@ def bars(rows: Sequence[tuple[str, float | None]], title: str, unit: str = "") -
             continue
         length = max(1.0, value / top * span)
         parts.append(f'<rect x="{LABEL + 10}" y="{y}" width="{length:.1f}" height="16" fill="#4393c3"/>')
-        parts.append(f'<text x="{LABEL + 16 + length:.1f}" y="{y + 13}" {FONT}>{_number(value)}{escape(unit)}</text>')
+        parts.append(f'<text x="{LABEL + 16 + length:.1f}" y="{y + 13}" {FONT}>{number(value)}{escape(unit)}</text>')
     return _svg(WIDTH, height, parts, title)
 
 
@@ -156,7 +156,8 @@ def _short(label: str, width: int = 24) -> str:
     return label if len(label) <= width else label[: width - 1] + "…"
 
 
-def _number(value: float) -> str:
+def number(value: float) -> str:
+    """A number as the plots (and the pages beside them) show it: whole above 100, else 3 significant digits."""
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 

@@ -24,17 +24,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
 from policybox.league import ranking
 from policybox.league.ranking import RankBy, Rating, Reward
-from policybox.results import AgentResult, AgentStatus, EpisodeRecord
+from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure
 from policybox.spec import PolicySpec
 
 EXAMPLE_CHARS = 300
 
-__all__ = ["FailureCause", "HeadToHead", "PolicySummary", "Rating", "Reward", "Summary", "summarize"]
+__all__ = ["FailureCause", "HeadToHead", "LatencySummary", "PolicySummary", "Rating", "Reward", "Summary", "summarize"]
 
 
 class LatencySummary(BaseModel):
@@ -63,7 +64,7 @@ class FailureCause(BaseModel):
     cause: str = Field(description="The failure's kind: the exception type, Timeout, Crashed, InvalidAction, ...")
     count: int = Field(description="Agent results that ended this way")
     example: str = Field(description="The first such failure, in one line (text the policy controls)")
-    episode: int = Field(description="The episode of that example")
+    episode: int = Field(description="The episode of that example (in a ladder: its match)")
 
 
 class PolicySummary(BaseModel):
@@ -206,31 +207,47 @@ def _policy_summary(
         rating=rating,
         forfeits=sum(outcome.forfeited for outcome in outcomes),
         statuses={status.value: statuses[status] for status in AgentStatus if statuses[status]},
-        failures=failure_causes(agents),
+        failures=failure_causes(
+            (episode, agent.status.value, agent.failure)
+            for episode, agent in agents
+            if agent.status != AgentStatus.OK and agent.failure is not None
+        ),
         timeouts=sum(agent.timeouts for agent in results),
         invalid_actions=sum(agent.invalid_actions for agent in results),
-        latency=LatencySummary(
-            p50_ms=_median([agent.latency.p50_ms for agent in results]),
-            p99_ms=_median([agent.latency.p99_ms for agent in results]),
-        ),
+        latency=latency([(agent.latency.p50_ms, agent.latency.p99_ms) for agent in results]),
         stats=_mean_stats(results),
     )
 
 
-def failure_causes(agents: list[tuple[int, AgentResult]]) -> list[FailureCause]:
-    """Each (status, cause) the agents (each with its episode) failed with, most frequent first, with
-    its first example."""
+def failure_causes(failures: Iterable[tuple[int, str, Failure]]) -> list[FailureCause]:
+    """Each (status, cause) of these failures -- each with its episode (or match) and its agent's status,
+    in the order they happened -- most frequent first, with its first example."""
     causes: dict[tuple[str, str], FailureCause] = {}
-    for episode, agent in agents:
-        if agent.status == AgentStatus.OK or agent.failure is None:
-            continue
-        key = (agent.status.value, agent.failure.kind)
+    for episode, status, failure in failures:
+        key = (status, failure.kind)
         if key in causes:
             causes[key].count += 1
         else:
-            example = agent.failure.one_line()[:EXAMPLE_CHARS]
-            causes[key] = FailureCause(status=key[0], cause=key[1], count=1, example=example, episode=episode)
+            example = failure.one_line()[:EXAMPLE_CHARS]
+            causes[key] = FailureCause(status=status, cause=failure.kind, count=1, example=example, episode=episode)
     return sorted(causes.values(), key=lambda cause: (-cause.count, cause.status, cause.cause))
+
+
+def latency(times: Sequence[tuple[float | None, float | None]]) -> LatencySummary:
+    """A policy's step latency from its agent results' (p50, p99) times: the median of each."""
+    return LatencySummary(p50_ms=_median([p50 for p50, _ in times]), p99_ms=_median([p99 for _, p99 in times]))
+
+
+def differing_stats(policies: list[PolicySummary], count: int) -> list[str]:
+    """What the policies did differently: up to ``count`` game stats whose means differ most between
+    them (relative to their size), so that policies with the same reward can still be told apart."""
+
+    def spread(name: str) -> float:
+        values = [entry.stats.get(name, 0.0) for entry in policies]
+        return (max(values) - min(values)) / (max(abs(v) for v in values) or 1.0)
+
+    stats = sorted({name for entry in policies for name in entry.stats}, key=lambda n: (-spread(n), n))
+    return [name for name in stats if spread(name) > 0][:count]
 
 
 def _place(entries: list[PolicySummary]) -> None:
