@@ -418,7 +418,14 @@ def test_logging_in_and_submitting_through_the_form(fresh, tmp_path):
         assert refused.status_code == 401 and "log in with your team" in refused.text
         wrong = client.post("/login", data={"token": "not-a-token"}, headers={"Origin": own})
         assert wrong.status_code == 401 and "that is not a token of this ladder" in wrong.text
-        for headers in ({}, {"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):  # forged forms
+        forged_forms = [
+            {},
+            {"Origin": "http://evil.example"},
+            {"Origin": "null"},
+            {"Sec-Fetch-Site": "cross-site"},
+            {"Sec-Fetch-Site": "same-site", "Origin": own},  # a sibling site's page: the browser's word wins
+        ]
+        for headers in forged_forms:
             forged = client.post("/login", data={"token": tokens["gamma"]}, headers=headers)
             assert forged.status_code == 403 and COOKIE not in forged.cookies
 
@@ -440,7 +447,7 @@ def test_logging_in_and_submitting_through_the_form(fresh, tmp_path):
             "/submit",
             data={"name": "walker"},
             files={"file": ("walker.zip", good.read_bytes(), "application/zip")},
-            headers={"Sec-Fetch-Site": "same-origin"},  # a browser that sends no Origin
+            headers={"Sec-Fetch-Site": "same-origin", "Origin": "null"},  # a browser's own form under no-referrer
             follow_redirects=False,
         )
         assert made.status_code == 303 and made.headers["location"] == "/names/walker"

@@ -118,9 +118,7 @@ def _name_plots(page: board.NamePage) -> dict[str, str]:
     return {
         "rating": plots.rating_history([(p.match, p.rating.mu, p.rating.sigma) for p in page.history]),
         "reward": plots.interval_plot(_reward_interval(page.name, page.standing.reward)),
-        "head_to_head": plots.heat_map(
-            [page.name], cells, "head-to-head: W-D-L, coloured by (wins − losses) / matches", [o.name for o in met]
-        ),
+        "head_to_head": plots.heat_map([page.name], cells, "W-D-L against each opponent", [o.name for o in met]),
     }
 
 

@@ -8,9 +8,11 @@ token deleted from the database ends every session that used it at once.
 
 Forms that change state (login, logout, submit) resist cross-site request forgery twice over: the
 cookie is SameSite=Strict, so no request another site starts carries it, and the form must come
-from one of this site's own pages -- its ``Origin`` header (sent by browsers with every POST) is
-this site's, or without one ``Sec-Fetch-Site`` says ``same-origin``. A per-form token would need
-server state or a second cookie to check it against; the Origin check needs neither. The API reads
+from one of this site's own pages. The browser says where a request comes from in headers no page
+can set: ``Sec-Fetch-Site`` (every current browser), which must be ``same-origin``; without it,
+``Origin``, which must be this site's. (Not Origin first: under this site's ``Referrer-Policy:
+no-referrer`` a browser sends ``Origin: null`` with its own forms.) A per-form token would need
+server state or a second cookie to check it against; these headers need neither. The API reads
 only the Authorization header, which no other site's page can make a browser send.
 """
 
@@ -64,9 +66,9 @@ def viewer(site: Site, request: Request) -> Viewer:
 
 def require_same_origin(request: Request) -> None:
     """Refuse (403) a form that did not come from one of this site's own pages."""
-    origin = request.headers.get("origin")
     own = f"{request.url.scheme}://{request.url.netloc}"
-    if origin == own or (origin is None and request.headers.get("sec-fetch-site") == "same-origin"):
+    site = request.headers.get("sec-fetch-site")
+    if site == "same-origin" or (site is None and request.headers.get("origin") == own):
         return
     raise HTTPException(
         403,
