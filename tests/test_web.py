@@ -24,7 +24,7 @@ from conftest import POLICIES, policy
 from markupsafe import escape
 from sqlalchemy import select
 from starlette.testclient import TestClient
-from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, start_run, wait_until
+from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
 
 from policybox.league import board, plots
 from policybox.league.database import names, owners, versions
@@ -198,6 +198,14 @@ def test_errors_are_one_message_as_a_page_or_as_json(league, client):
             answer = client.get(f"/api{path}")
             assert answer.status_code == status and message in answer.json()["error"]
     assert client.post("/api/standings").status_code == 405
+    hostile = client.get("/names/<img src=x onerror=alert(1)>")  # the path is text too
+    assert hostile.status_code == 404 and "<img" not in hostile.text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in hostile.text
+
+
+def test_serve_refuses_a_folder_that_is_not_a_ladder(tmp_path):
+    refused = ladder_command("serve", str(tmp_path), "--port", "9")
+    assert refused.returncode == 2 and "is not a ladder" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_every_response_carries_the_security_headers(league, client):

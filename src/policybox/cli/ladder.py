@@ -237,7 +237,7 @@ def serve(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, metavar="PORT", help="The port to listen on.")] = 8000,
     max_upload_mb: Annotated[
-        int, typer.Option(min=1, metavar="MB", help="The largest submission a team may upload, in MiB.")
+        int, typer.Option(min=1, metavar="MB", help="The largest upload a team may send (a zip and its form), in MiB.")
     ] = UPLOAD_CAP // MiB,
 ) -> None:
     """Serve the ladder's web page and JSON API (/api/...) while `ladder run` plays it: the standings,

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from policybox.errors import SpecError
 from policybox.league import board, plots
 from policybox.league.ladder import Ladder
+from policybox.league.ranking import Reward
 from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
 
@@ -104,12 +105,13 @@ def _queue(ladder: Ladder, request: Request, who: Viewer) -> board.Queue:
 # Plots, drawn from the page's model
 
 
-def _reward_interval(name: str, reward: Any) -> list[plots.Interval]:
-    return [] if reward is None else [plots.Interval(name, reward.mean, *reward.ci95)]
+def _intervals(rewards: list[tuple[str, Reward | None]]) -> list[plots.Interval]:
+    """Each name's reward interval; a name with no reward yet has none."""
+    return [plots.Interval(name, reward.mean, *reward.ci95) for name, reward in rewards if reward is not None]
 
 
 def _standings_plots(page: board.Standings) -> dict[str, str]:
-    return {"rewards": plots.interval_plot([i for row in page.rows for i in _reward_interval(row.name, row.reward)])}
+    return {"rewards": plots.interval_plot(_intervals([(row.name, row.reward) for row in page.rows]))}
 
 
 def _name_plots(page: board.NamePage) -> dict[str, str]:
@@ -117,7 +119,7 @@ def _name_plots(page: board.NamePage) -> dict[str, str]:
     cells = {(page.name, o.name): ((o.wins - o.losses) / o.matches, f"{o.wins}-{o.draws}-{o.losses}") for o in met}
     return {
         "rating": plots.rating_history([(p.match, p.rating.mu, p.rating.sigma) for p in page.history]),
-        "reward": plots.interval_plot(_reward_interval(page.name, page.standing.reward)),
+        "reward": plots.interval_plot(_intervals([(page.name, page.standing.reward)])),
         "head_to_head": plots.heat_map([page.name], cells, "W-D-L against each opponent", [o.name for o in met]),
     }
 

@@ -29,7 +29,7 @@ from policybox.league.ladder import Ladder, NotOwner
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
 from policybox.league.web.site import Site
-from policybox.league.web.viewer import bearer, identify, require_same_origin, viewer
+from policybox.league.web.viewer import Viewer, bearer, identify, require_same_origin, viewer
 from policybox.storage import StorageFull
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -83,7 +83,7 @@ async def submit_form(request: Request) -> Response:
     return RedirectResponse(request.app.url_path_for("name", name=version.name), 303)
 
 
-def _form_context(site: Site, who: object, message: str | None) -> dict[str, object]:
+def _form_context(site: Site, who: Viewer, message: str | None) -> dict[str, object]:
     return {"viewer": who, "json_url": None, "message": message, "cap": size(site.upload_cap)}
 
 
