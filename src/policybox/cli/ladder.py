@@ -20,6 +20,7 @@ from policybox.league.backends import Backend
 from policybox.league.ladder import Ladder, LadderSettings
 from policybox.league.ranking import RankBy
 from policybox.league.tournament import Seating
+from policybox.league.web.site import UPLOAD_CAP, MiB
 
 ladder_app = typer.Typer(
     no_args_is_help=True,
@@ -226,3 +227,27 @@ def token(
     hash of the token is kept: this is the one time it is shown."""
     with guarded("nothing was changed"), Ladder.open(folder) as ladder:
         typer.echo(ladder.token(team))
+
+
+@ladder_app.command()
+def serve(
+    folder: DIR,
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="The address to listen on; put a TLS proxy in front for others.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, metavar="PORT", help="The port to listen on.")] = 8000,
+    max_upload_mb: Annotated[
+        int, typer.Option(min=1, metavar="MB", help="The largest upload a team may send (a zip and its form), in MiB.")
+    ] = UPLOAD_CAP // MiB,
+) -> None:
+    """Serve the ladder's web page and JSON API (/api/...) while `ladder run` plays it: the standings,
+    each name, each match, the queue; teams log in and submit with their tokens (`ladder token`)."""
+    import uvicorn
+
+    from policybox.league.web.app import make_app
+
+    with guarded("nothing was changed"):
+        app = make_app(folder, upload_cap=max_upload_mb * MiB)
+    console.print(shown(f"ladder {folder}: http://{host}:{port}/ (Ctrl-C stops)"))
+    # uvicorn stops gracefully on Ctrl-C or SIGTERM (requests in flight are answered) and returns.
+    uvicorn.run(app, host=host, port=port, log_level="warning")

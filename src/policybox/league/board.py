@@ -4,8 +4,11 @@ One function per view, each returning a pydantic model: ``ladder status --json``
 terminal tables render it, the web page's JSON API serves it and its HTML pages are rendered from
 it. No view computes anything of its own: the ranking rules are ``policybox.league.ranking``'s.
 
-Log tails belong to the team that submitted them: a view includes them only when asked to
-(``private=True``: the operator's command line, or the owner's session on the web page).
+Log tails and tracebacks belong to the team that submitted them: a view includes them only for
+the names it is asked to (``private=True`` / ``private_for``: the operator's command line sees every
+name's, the web page a team's own). Anyone else sees a reason's first line -- the status, the step,
+the exception's type and the first line of its message, as a match shows every agent's failure --
+never the traceback, log tail or setup output below it.
 """
 
 from __future__ import annotations
@@ -62,11 +65,14 @@ class Standings(BaseModel):
     rows: list[Standing]
 
 
-def standings(ladder: Ladder) -> Standings:
-    """One row per name, best first."""
+def standings(ladder: Ladder, private_for: set[str] | None = None) -> Standings:
+    """One row per name, best first. ``private_for``: the names whose reasons are shown whole (None:
+    every name's); the others' reasons are cut to their first line."""
     with ladder.engine.connect() as connection:
         current = store.current_versions(connection)
-        rows = [_standing(connection, name, current.get(name)) for name in _names(connection)]
+        rows = [
+            _standing(connection, name, current.get(name), _visible(name, private_for)) for name in _names(connection)
+        ]
         played = connection.execute(select(matches.c.id).where(matches.c.state == "played")).all()
     rows.sort(
         key=lambda r: ranking.standings_key(
@@ -87,13 +93,26 @@ def _names(connection: Connection) -> list[str]:
     return [row.name for row in connection.execute(select(names.c.name).order_by(names.c.id))]
 
 
-def _standing(connection: Connection, name: str, current: Any) -> Standing:
+def _visible(name: str, private_for: set[str] | None) -> bool:
+    return private_for is None or name in private_for
+
+
+def public(reason: str | None, private: bool) -> str | None:
+    """A reason as a viewer may see it: whole for its own team, else its first line (the status, step
+    and cause; never the traceback or log tail that follows)."""
+    return reason if private or reason is None else reason.splitlines()[0]
+
+
+def _standing(connection: Connection, name: str, current: Any, private: bool) -> Standing:
     latest = store.latest_version(connection, name)
     assert latest is not None
     retired = store.name_row(connection, name).retired
     if current is None:  # nothing qualified yet: its latest is what there is to show
         return Standing(
-            name=name, version=latest.number, state="retired" if retired else latest.state, reason=latest.reason
+            name=name,
+            version=latest.number,
+            state="retired" if retired else latest.state,
+            reason=public(latest.reason, private),
         )
     row = Standing(
         name=name,
@@ -106,10 +125,10 @@ def _standing(connection: Connection, name: str, current: Any) -> Standing:
         forfeits=current.forfeits,
         timeouts=current.timeouts,
         invalid_actions=current.invalid_actions,
-        reason=current.reason,
+        reason=public(current.reason, private),
     )
     if latest.number != current.number:
-        row.latest = Latest(version=latest.number, state=latest.state, reason=latest.reason)
+        row.latest = Latest(version=latest.number, state=latest.state, reason=public(latest.reason, private))
     return row
 
 
@@ -245,18 +264,19 @@ class NamePage(BaseModel):
 
 
 def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
-    """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures."""
+    """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures
+    (``private``: with its log tails and whole reasons)."""
     with ladder.engine.connect() as connection:
         row = store.name_row(connection, name)
         if row is None:
             raise SpecError(f"this ladder has no submission called {name!r}")
         own = connection.execute(select(versions).where(versions.c.name_id == row.id).order_by(versions.c.number)).all()
         ids = {v.id: v.number for v in own}
-        standing = next(s for s in standings(ladder).rows if s.name == name)
+        standing = next(s for s in standings(ladder, None if private else set()).rows if s.name == name)
         return NamePage(
             name=name,
             standing=standing,
-            versions=[_version_info(v) for v in own],
+            versions=[_version_info(v, private) for v in own],
             history=_history(connection, ids),
             head_to_head=_opponents(connection, ids),
             seats=_seat_records(connection, ids),
@@ -265,12 +285,12 @@ def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
         )
 
 
-def _version_info(row: Any) -> VersionInfo:
+def _version_info(row: Any, private: bool) -> VersionInfo:
     rated = row.mu is not None
     return VersionInfo(
         version=row.number,
         state=row.state,
-        reason=row.reason,
+        reason=public(row.reason, private),
         digest=row.digest,
         source=row.source,
         submitted_at=row.submitted_at,
@@ -529,7 +549,7 @@ class QueueRow(BaseModel):
     state: str
     submitted_at: str
     reason: str | None = None
-    setup_output: str | None = None
+    setup_output: str | None = Field(default=None, description="Only for its own team (private views)")
 
 
 class Queue(BaseModel):
@@ -537,7 +557,9 @@ class Queue(BaseModel):
     rejected: list[QueueRow]
 
 
-def queue(ladder: Ladder) -> Queue:
+def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
+    """The versions qualifying and those rejected. ``private_for``: the names whose reasons and setup
+    output are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with ladder.engine.connect() as connection:
         rows = connection.execute(
             select(versions, names.c.name, qualifications.c.setup_output)
@@ -548,13 +570,14 @@ def queue(ladder: Ladder) -> Queue:
         ).all()
 
     def shown(r: Any) -> QueueRow:
+        private = _visible(r.name, private_for)
         return QueueRow(
             name=r.name,
             version=r.number,
             state=r.state,
             submitted_at=r.submitted_at,
-            reason=r.reason,
-            setup_output=r.setup_output,
+            reason=public(r.reason, private),
+            setup_output=r.setup_output if private else None,
         )
 
     return Queue(

@@ -191,6 +191,11 @@ class Ladder:
         with transaction(self.engine) as connection:
             return store.owner_of(connection, name)
 
+    def names_of(self, team: str) -> set[str]:
+        """The names ``team`` owns (those whose first version it submitted)."""
+        with transaction(self.engine) as connection:
+            return store.names_of(connection, team)
+
     def retire(self, name: str) -> None:
         """Take ``name`` out of matchmaking; its history and ratings stay."""
         with transaction(self.engine) as connection:
@@ -252,10 +257,14 @@ class Ladder:
             ]
 
 
+class NotOwner(SpecError):
+    """A team submitted a name that another team (or the organiser) owns."""
+
+
 def _check_owner(connection: Any, name: str, team: str) -> None:
     """A team submits only a new name (it becomes the team's) or a name it owns."""
     if store.name_row(connection, name) is not None and store.owner_of(connection, name) != team:
-        raise SpecError(f"{name} belongs to another team (or to the organiser): choose another name")
+        raise NotOwner(f"{name} belongs to another team (or to the organiser): choose another name")
 
 
 def _shown(source: str) -> str:

@@ -53,16 +53,23 @@ def interval_plot(rows: Sequence[Interval], title: str = "reward, mean and 95% i
     return _svg(WIDTH, height, parts, title)
 
 
-def heat_map(labels: Sequence[str], cells: dict[tuple[str, str], tuple[float, str]], title: str) -> str:
-    """Row against column: each cell's value in [-1, 1] coloured from red (-1) through white to blue
-    (+1), with its text (``W-D-L``, say); an empty cell where the two never met."""
-    if not labels:
+def heat_map(
+    labels: Sequence[str],
+    cells: dict[tuple[str, str], tuple[float, str]],
+    title: str,
+    columns: Sequence[str] | None = None,
+) -> str:
+    """Row against column (``columns``: the same as the rows' ``labels`` unless given, as one name's
+    row against its opponents): each cell's value in [-1, 1] coloured from red (-1) through white to
+    blue (+1), with its text (``W-D-L``, say); an empty cell where the two never met."""
+    columns = labels if columns is None else columns
+    if not labels or not columns:
         return _empty(title)
-    size = max(28, min(60, (WIDTH - LABEL) // max(1, len(labels))))
+    size = max(28, min(60, (WIDTH - LABEL) // max(1, len(columns))))
     top = 30 + LABEL // 2
-    width, height = LABEL + size * len(labels) + 10, top + size * len(labels) + 10
+    width, height = LABEL + size * len(columns) + 10, top + size * len(labels) + 10
     parts = [_title(title)]
-    for column, label in enumerate(labels):
+    for column, label in enumerate(columns):
         cx = LABEL + size * column + size / 2
         parts.append(
             f'<text transform="translate({cx:.1f},{top - 6}) rotate(-45)" {FONT}>{escape(_short(label, 16))}</text>'
@@ -72,7 +79,7 @@ def heat_map(labels: Sequence[str], cells: dict[tuple[str, str], tuple[float, st
         parts.append(
             f'<text x="{LABEL - 6}" y="{y + size / 2 + 4:.1f}" text-anchor="end" {FONT}>{escape(_short(a))}</text>'
         )
-        for column, b in enumerate(labels):
+        for column, b in enumerate(columns):
             x = LABEL + size * column
             cell = cells.get((a, b))
             fill = "#e0e0e0" if cell is None else _colour(cell[0])

@@ -506,6 +506,17 @@ def owner_of(connection: Connection, name: str) -> str | None:
     return None if row is None else row.name
 
 
+def names_of(connection: Connection, team: str) -> set[str]:
+    """The names ``team`` owns."""
+    rows = connection.execute(
+        select(names.c.name)
+        .join(owners, owners.c.name_id == names.c.id)
+        .join(teams, teams.c.id == owners.c.team_id)
+        .where(teams.c.name == team)
+    )
+    return set(rows.scalars())
+
+
 def claim(connection: Connection, name: str, team: str) -> None:
     """Make ``team`` the owner of ``name`` (its first submission)."""
     name_id = connection.execute(select(names.c.id).where(names.c.name == name)).scalar_one()

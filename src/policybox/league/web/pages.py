@@ -1,0 +1,142 @@
+"""The pages: each is one of ``policybox.league.board``'s views, fetched once per request (Datasette's
+one data function per page) and answered as JSON under ``/api/`` or as HTML rendered from that same
+model, with the plots drawn from it. Nothing here computes what a page shows.
+
+What a viewer may see follows from who it is, decided here once per request: the names its team
+owns get their log tails and whole reasons; every other name shows status, step and cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Route
+
+from policybox.errors import SpecError
+from policybox.league import board, plots
+from policybox.league.ladder import Ladder
+from policybox.league.ranking import Reward
+from policybox.league.web import render
+from policybox.league.web.viewer import Viewer, viewer
+
+MATCHES_SHOWN = 50
+
+Data = Callable[[Ladder, Request, Viewer], BaseModel]
+
+
+def _no_plots(model: Any) -> dict[str, str]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page at ``path`` and its JSON at ``api``: the model ``data`` returns, rendered by ``template``."""
+
+    name: str
+    path: str
+    api: str
+    template: str
+    data: Data
+    plots: Callable[[Any], dict[str, str]] = _no_plots
+
+    def routes(self) -> list[Route]:
+        return [Route(self.path, self.html, name=self.name), Route(self.api, self.json, name=f"api:{self.name}")]
+
+    def model(self, request: Request) -> tuple[BaseModel, Viewer]:
+        """The page's data for whoever asks (404 for a name or match the ladder does not have)."""
+        site = request.app.state.site
+        who = viewer(site, request)
+        try:
+            return self.data(site.reader, request, who), who
+        except SpecError as exc:
+            raise HTTPException(404, str(exc)) from None
+
+    def json(self, request: Request) -> Response:
+        return render.json(self.model(request)[0])
+
+    def html(self, request: Request) -> Response:
+        model, who = self.model(request)
+        api = request.app.url_path_for(f"api:{self.name}", **request.path_params)
+        context = {
+            "page": model,
+            "viewer": who,
+            "json_url": f"{api}?{request.url.query}" if request.url.query else str(api),
+            "plots": self.plots(model),
+        }
+        return render.page(request, self.template, context)
+
+
+# ---------------------------------------------------------------------------------------------
+# Each page's data: one board call
+
+
+def _standings(ladder: Ladder, request: Request, who: Viewer) -> board.Standings:
+    return board.standings(ladder, set(who.owned))
+
+
+def _name(ladder: Ladder, request: Request, who: Viewer) -> board.NamePage:
+    name = request.path_params["name"]
+    return board.name_page(ladder, name, private=name in who.owned)
+
+
+def _matches(ladder: Ladder, request: Request, who: Viewer) -> board.MatchList:
+    before = request.query_params.get("before")
+    if before is not None and not before.isdigit():
+        raise HTTPException(400, f"before={before!r}: give a match id, e.g. before=100")
+    return board.match_list(ladder, MATCHES_SHOWN, None if before is None else int(before))
+
+
+def _match(ladder: Ladder, request: Request, who: Viewer) -> board.MatchPage:
+    return board.match_page(ladder, request.path_params["match"], private_for=set(who.owned))
+
+
+def _queue(ladder: Ladder, request: Request, who: Viewer) -> board.Queue:
+    return board.queue(ladder, set(who.owned))
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots, drawn from the page's model
+
+
+def _intervals(rewards: list[tuple[str, Reward | None]]) -> list[plots.Interval]:
+    """Each name's reward interval; a name with no reward yet has none."""
+    return [plots.Interval(name, reward.mean, *reward.ci95) for name, reward in rewards if reward is not None]
+
+
+def _standings_plots(page: board.Standings) -> dict[str, str]:
+    return {"rewards": plots.interval_plot(_intervals([(row.name, row.reward) for row in page.rows]))}
+
+
+def _name_plots(page: board.NamePage) -> dict[str, str]:
+    met = [o for o in page.head_to_head if o.matches]
+    cells = {(page.name, o.name): ((o.wins - o.losses) / o.matches, f"{o.wins}-{o.draws}-{o.losses}") for o in met}
+    return {
+        "rating": plots.rating_history([(p.match, p.rating.mu, p.rating.sigma) for p in page.history]),
+        "reward": plots.interval_plot(_intervals([(page.name, page.standing.reward)])),
+        "head_to_head": plots.heat_map([page.name], cells, "W-D-L against each opponent", [o.name for o in met]),
+    }
+
+
+STANDINGS = Page("standings", "/", "/api/standings", "standings.html", _standings, _standings_plots)
+NAME = Page("name", "/names/{name}", "/api/names/{name}", "name.html", _name, _name_plots)
+MATCHES = Page("matches", "/matches", "/api/matches", "matches.html", _matches)
+MATCH = Page("match", "/matches/{match:int}", "/api/matches/{match:int}", "match.html", _match)
+QUEUE = Page("queue", "/queue", "/api/queue", "queue.html", _queue)
+PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE]
+
+
+def replay(request: Request) -> Response:
+    """A match's MettaGrid replay as a download, where the ladder wrote one (the match page's data says)."""
+    page = MATCH.model(request)[0]
+    assert isinstance(page, board.MatchPage)
+    if page.replay_file is None:
+        raise HTTPException(404, f"match {page.id} has no replay: this ladder wrote none for it")
+    name = Path(page.replay_file).name
+    return FileResponse(page.replay_file, media_type="application/octet-stream", filename=name)

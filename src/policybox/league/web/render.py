@@ -1,0 +1,68 @@
+"""How the web app answers: HTML from its Jinja templates, JSON from a view's model, errors as either.
+
+The Jinja environment is built here with autoescape on: Starlette turns it on only for an
+environment it builds itself, and every text a policy controls reaches a template as data.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Context, Decimal
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.templating import Jinja2Templates
+
+TEMPLATES = Path(__file__).parent / "templates"
+API = "/api/"
+_WIDE = Context(prec=60)  # a quantize never runs out of digits
+
+
+def fixed(value: float | None, places: int = 3) -> str:
+    """``value`` with ``places`` decimals, a tie rounded away from zero -- what JavaScript's
+    ``toFixed`` writes, so that the live standings (``static/standings.js``) read as the page does;
+    a dash for none."""
+    if value is None:
+        return "—"
+    exact = Decimal(value + 0.0)  # -0.0 + 0.0 is 0.0: JavaScript writes no "-0"
+    return str(exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP, context=_WIDE))
+
+
+def first_line(text: str) -> str:
+    return text.split("\n")[0]
+
+
+environment = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+)
+environment.filters.update(fixed=fixed, first_line=first_line)
+templates = Jinja2Templates(env=environment)
+
+
+def page(request: Request, template: str, context: dict[str, Any], status: int = 200) -> Response:
+    """``template`` rendered with ``context`` (every template gets ``viewer`` and ``json_url`` too)."""
+    return templates.TemplateResponse(request, template, context, status_code=status)
+
+
+def json(model: BaseModel, status: int = 200) -> Response:
+    return Response(model.model_dump_json(), status_code=status, media_type="application/json")
+
+
+def error(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    """An error as JSON (``{"error": message}``) under ``/api/``, else as a page."""
+    if request.url.path.startswith(API):
+        return JSONResponse({"error": message}, status, headers=headers)
+    context = {"status": status, "message": message, "viewer": None, "json_url": None}
+    response = page(request, "error.html", context, status)
+    response.headers.update(headers or {})
+    return response
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """The app's handler of every HTTPException (a 404 for a path no route has among them)."""
+    assert isinstance(exc, HTTPException)
+    return error(request, exc.status_code, exc.detail, exc.headers)

@@ -1,0 +1,120 @@
+"""Submitting over HTTP: ``POST /api/submit`` with ``Authorization: Bearer TOKEN``, and the submit
+page's form with the login cookie; each a multipart form of ``name`` and ``file`` (a MettaGrid
+submission zip).
+
+Both run what ``ladder submit`` runs -- ``Ladder.submit(name, zip, team=...)``, every check of it, the
+name's owner checked again in the transaction that stores it -- on the upload saved to a temporary
+file. The request body is capped as it streams in (``Site.upload_cap``). No valid token: 401;
+another team's name: 403; too large: 413; anything else wrong: 400 with the message. Nothing is
+stored for any of them.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path, PurePath
+
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from policybox.errors import PolicyboxError
+from policybox.league import store
+from policybox.league.ladder import Ladder, NotOwner
+from policybox.league.web import render
+from policybox.league.web.body import capped, size
+from policybox.league.web.site import Site
+from policybox.league.web.viewer import Viewer, bearer, identify, require_same_origin, viewer
+from policybox.storage import StorageFull
+
+UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+NEEDS_TOKEN = (
+    "a team's token is needed: send Authorization: Bearer TOKEN (the ladder's organiser makes one with "
+    "policybox ladder token DIR TEAM)"
+)
+BAD_FORM = "send a multipart form with name (the submission's name) and file (a MettaGrid submission zip)"
+
+
+class Submitted(BaseModel):
+    """What ``POST /api/submit`` answers (201): the version made, queued for qualification."""
+
+    name: str
+    version: int
+    digest: str
+    state: str
+    team: str = Field(description="The team that submitted it, and owns the name")
+    page: str = Field(description="The name's page")
+
+
+async def submit_api(request: Request) -> Response:
+    site = request.app.state.site
+    who = await run_in_threadpool(identify, site, bearer(request))
+    if who.team is None:
+        raise HTTPException(401, NEEDS_TOKEN, headers={"WWW-Authenticate": "Bearer"})
+    version = await _receive(request, site, who.team)
+    page = str(request.app.url_path_for("name", name=version.name))
+    submitted = Submitted(
+        name=version.name, version=version.number, digest=version.digest, state=version.state, team=who.team, page=page
+    )
+    return render.json(submitted, 201)
+
+
+def submit_page(request: Request) -> Response:
+    site = request.app.state.site
+    return render.page(request, "submit.html", _form_context(site, viewer(site, request), None))
+
+
+async def submit_form(request: Request) -> Response:
+    """The submit page's form: on success, 303 to the name's page; else the form again, with why."""
+    require_same_origin(request)
+    site = request.app.state.site
+    who = await run_in_threadpool(viewer, site, request)
+    try:
+        if who.team is None:
+            raise HTTPException(401, "log in with your team's token first")
+        version = await _receive(request, site, who.team)
+    except HTTPException as exc:
+        return render.page(request, "submit.html", _form_context(site, who, exc.detail), exc.status_code)
+    return RedirectResponse(request.app.url_path_for("name", name=version.name), 303)
+
+
+def _form_context(site: Site, who: Viewer, message: str | None) -> dict[str, object]:
+    return {"viewer": who, "json_url": None, "message": message, "cap": size(site.upload_cap)}
+
+
+async def _receive(request: Request, site: Site, team: str) -> store.Version:
+    async with capped(request, site.upload_cap).form(max_files=1, max_fields=1) as form:
+        name, upload = form.get("name"), form.get("file")
+        if not isinstance(name, str) or not isinstance(upload, UploadFile):
+            raise HTTPException(400, BAD_FORM)
+        return await run_in_threadpool(_store, site.writer, name.strip(), upload, team)
+
+
+def _store(ladder: Ladder, name: str, upload: UploadFile, team: str) -> store.Version:
+    """The upload as a file of a temporary folder, submitted from there: ``ladder.submit`` copies what
+    it keeps into the ladder, so the folder goes when it returns."""
+    with tempfile.TemporaryDirectory(prefix="policybox-upload-") as folder:
+        given = file_name(upload.filename)
+        with (Path(folder) / given).open("wb") as kept:
+            shutil.copyfileobj(upload.file, kept)
+        try:
+            return ladder.submit(name, given, base_dir=Path(folder), team=team)
+        except NotOwner as exc:
+            raise HTTPException(403, str(exc)) from None
+        except StorageFull as exc:
+            raise HTTPException(507, str(exc)) from None
+        except PolicyboxError as exc:
+            raise HTTPException(400, str(exc)) from None
+
+
+def file_name(given: str | None) -> str:
+    """The upload's file name as the version's source shows it: its last part in plain characters,
+    ending in .zip (the file is read as a zip whatever its name says)."""
+    name = UNSAFE.sub("_", PurePath(given or "").name).lstrip(".")[:100]
+    name = name if name.endswith(".zip") else f"{name}.zip"
+    return "upload.zip" if name == ".zip" else name

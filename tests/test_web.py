@@ -1,0 +1,516 @@
+"""The web page (``policybox ladder serve``) through Starlette's TestClient, on SQLite and a real
+PostgreSQL server: every page and its JSON, which are the same data; what each template receives,
+pinned; who may see what (a team its own log tails and tracebacks, nobody a spec's env values);
+every text a policy controls escaped; submitting over the API and through the form, with each
+refusal and nothing stored; the headers every response carries; reading while ``ladder run`` writes.
+
+Judged from outside: status codes, headers, the HTML (parsed) and JSON answers, and the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import xml.etree.ElementTree as ElementTree
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import POLICIES, policy
+from markupsafe import escape
+from sqlalchemy import select
+from starlette.testclient import TestClient
+from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
+
+from policybox.league import board, plots
+from policybox.league.database import names, owners, versions
+from policybox.league.ladder import Ladder
+from policybox.league.web.app import make_app
+from policybox.league.web.headers import CSP
+from policybox.league.web.render import fixed
+from policybox.league.web.upload import file_name
+from policybox.league.web.viewer import COOKIE, Viewer
+
+PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
+SECRET_VALUE = "env-secret-4b1d"
+LOG_OF = {"alpha": "ALPHA-LOG-SECRET", "beta": "BETA-LOG-SECRET"}
+TRACEBACK = "Traceback (most recent call last)"
+REPLAY = b"a compressed MettaGrid replay"
+PAGE_KEYS = {"request", "page", "viewer", "json_url", "plots"}
+
+
+@dataclass
+class League:
+    folder: Path
+    tokens: dict[str, str]
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def league(request, tmp_path_factory) -> Iterator[League]:
+    """A ladder that has played 6 matches: the organiser's walker and secretive (a spec passing
+    env.SECRET), team alpha's alphabot and team beta's betabot (each logs its team's secret and
+    markup, and raises at step 5 of every match), and alpha's hostile, rejected with a script in
+    its traceback. Match 1 has a replay file."""
+    folder = tmp_path_factory.mktemp("league") / "cup"
+    database, drop = None, None
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres_server")
+        name = server.create_database()
+        database, drop = server.url(name), lambda: server.drop_database(name)
+    try:
+        with api_ladder(folder, database, suspend_after=10) as ladder:
+            tokens = {team: ladder.token(team) for team in LOG_OF}
+            ladder.submit("walker", WANDERER)
+            ladder.submit("secretive", f"noop,env.SECRET={SECRET_VALUE}")
+            for team in LOG_OF:
+                ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
+                activate(ladder, f"{team}bot")
+            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha")
+            ladder.run(matches=6, workers=2)
+            rows = {row.name: row for row in ladder.standings().rows}
+        assert rows["hostile"].state == "rejected" and all(rows[n].matches for n in rows if n != "hostile")
+        (folder / "replays").mkdir()
+        (folder / "replays" / "match-000001.json.z").write_bytes(REPLAY)
+        yield League(folder, tokens)
+    finally:
+        if drop is not None:
+            drop()
+
+
+@pytest.fixture
+def client(league) -> Iterator[TestClient]:
+    with TestClient(make_app(league.folder)) as test_client:
+        yield test_client
+
+
+def auth(league: League, team: str | None) -> dict[str, str]:
+    return {} if team is None else {"Authorization": f"Bearer {league.tokens[team]}"}
+
+
+def every_page(client: TestClient) -> list[str]:
+    """The path of every page the ladder has: standings, each name, the matches, each match, the queue."""
+    standings = client.get("/api/standings").json()
+    played = client.get("/api/matches").json()["matches"]
+    return [
+        "/",
+        *(f"/names/{row['name']}" for row in standings["rows"]),
+        "/matches",
+        *(f"/matches/{match['id']}" for match in played),
+        "/queue",
+    ]
+
+
+def everything_seen(client: TestClient, headers: dict[str, str]) -> str:
+    """Every page and every JSON answer as one viewer gets them, as one text."""
+    seen = []
+    for path in every_page(client):
+        page = client.get(path, headers=headers)
+        assert page.status_code == 200, (path, page.text)
+        seen += [page.text, client.get(page.context["json_url"], headers=headers).text]
+    return "\n".join(seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pages and their JSON
+
+
+def test_each_page_is_rendered_from_the_json_it_links(league, client):
+    """For every viewer, every page's template gets exactly the model its /api/ twin answers, and the
+    page links that JSON."""
+    for team in (None, "alpha", "beta"):
+        for path in every_page(client):
+            page = client.get(path, headers=auth(league, team))
+            assert page.status_code == 200, (path, page.text)
+            json_url = page.context["json_url"]
+            assert json_url == ("/api/standings" if path == "/" else f"/api{path}")
+            assert f'<link rel="alternate" type="application/json" href="{json_url}">' in page.text
+            answer = client.get(json_url, headers=auth(league, team))
+            assert answer.headers["content-type"] == "application/json"
+            assert answer.json() == page.context["page"].model_dump(mode="json"), path
+
+
+def test_what_each_template_receives_is_pinned(league, client):
+    expected = {
+        "/": ("standings.html", board.Standings, {"rewards"}),
+        "/names/alphabot": ("name.html", board.NamePage, {"rating", "reward", "head_to_head"}),
+        "/matches": ("matches.html", board.MatchList, set()),
+        "/matches/1": ("match.html", board.MatchPage, set()),
+        "/queue": ("queue.html", board.Queue, set()),
+    }
+    alpha = Viewer("alpha", frozenset({"alphabot", "hostile"}))
+    for path, (template, model, plotted) in expected.items():
+        page = client.get(path, headers=auth(league, "alpha"))
+        assert page.template.name == template
+        assert set(page.context) == PAGE_KEYS
+        assert type(page.context["page"]) is model and page.context["viewer"] == alpha
+        assert set(page.context["plots"]) == plotted and all(
+            svg.startswith("<svg") for svg in page.context["plots"].values()
+        )
+    forms = {
+        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap"}),
+        "/login": ("login.html", {"request", "viewer", "json_url", "message"}),
+        "/names/nobody": ("error.html", {"request", "viewer", "json_url", "status", "message"}),
+    }
+    for path, (template, keys) in forms.items():
+        page = client.get(path)
+        assert page.template.name == template and set(page.context) == keys
+    assert client.get("/submit").context["cap"] == "256 MiB"
+
+
+def test_a_page_holds_what_the_issue_asks_for(league, client):
+    """Spot checks of what a person reads: the standings' columns, a name's plots and tables, a
+    match's seats, latency, layers, seed and the command that replays it, its replay to download."""
+    standings = client.get("/").text
+    for header in ("rating μ ± σ", "reward [95% interval]", "matches", "statuses", "version", "state"):
+        assert header in standings
+    name = client.get("/names/walker")
+    for heading in ("Rating", "Head-to-head", "Results per seat", "Recent matches", "Failures", "Versions"):
+        assert f"<h2>{heading}</h2>" in name.text
+    assert "W-D-L" in name.text and 'href="/matches/' in name.text
+    match = client.get("/matches/1")
+    page = match.context["page"]
+    assert f'<td id="seed">{page.seed}</td>' in match.text and "policybox run --env" in page.replay_command
+    assert str(escape(page.replay_command)) in match.text and "p99 ms" in match.text
+    assert all(layer in match.text for layer in page.agents[0].sandbox)
+    assert 'href="/matches/1/replay"' in match.text
+    replay = client.get("/matches/1/replay")
+    assert replay.content == REPLAY and "attachment" in replay.headers["content-disposition"]
+    no_replay = client.get("/matches/2/replay")
+    assert no_replay.status_code == 404 and "has no replay" in no_replay.text
+    assert "not written for this match" in client.get("/matches/2").text
+
+
+def test_errors_are_one_message_as_a_page_or_as_json(league, client):
+    cases = [
+        ("/names/nobody", 404, "this ladder has no submission called 'nobody'"),
+        ("/matches/9999", 404, "this ladder has no played match 9999"),
+        ("/matches?before=soon", 400, "give a match id"),
+        ("/no/such/page", 404, "Not Found"),
+    ]
+    for path, status, message in cases:
+        page = client.get(path)
+        assert page.status_code == status and escape(message) in page.text and page.template.name == "error.html"
+        if path.startswith(("/names", "/matches")):
+            answer = client.get(f"/api{path}")
+            assert answer.status_code == status and message in answer.json()["error"]
+    assert client.post("/api/standings").status_code == 405
+    hostile = client.get("/names/<img src=x onerror=alert(1)>")  # the path is text too
+    assert hostile.status_code == 404 and "<img" not in hostile.text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in hostile.text
+
+
+def test_serve_refuses_a_folder_that_is_not_a_ladder(tmp_path):
+    refused = ladder_command("serve", str(tmp_path), "--port", "9")
+    assert refused.returncode == 2 and "is not a ladder" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_every_response_carries_the_security_headers(league, client):
+    responses = [
+        client.get("/"),
+        client.get("/api/standings"),
+        client.get("/names/walker"),
+        client.get("/static/ladder.css"),
+        client.get("/static/standings.js"),
+        client.get("/names/nobody"),
+        client.get("/api/names/nobody"),
+        client.post("/api/submit"),
+        client.post("/login", data={"token": "x"}),
+        client.get("/matches/1/replay"),
+    ]
+    for response in responses:
+        assert response.headers["content-security-policy"] == CSP, response.url
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["referrer-policy"] == "no-referrer"
+    assert CSP == (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; object-src 'none'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    )
+    assert client.get("/api/standings").headers["cache-control"] == "no-store"  # live, and maybe a team's own
+
+
+# ---------------------------------------------------------------------------------------------
+# Who sees what
+
+
+def test_a_team_sees_its_own_log_tails_and_tracebacks_and_no_one_elses(league, client):
+    seen = {team: everything_seen(client, auth(league, team)) for team in (None, "alpha", "beta")}
+    for team, secret in LOG_OF.items():
+        assert secret in seen[team]
+        assert all(secret not in text for other, text in seen.items() if other != team), secret
+    assert TRACEBACK in seen["alpha"]  # hostile's reason, whole for its team
+    assert TRACEBACK not in seen["beta"] and TRACEBACK not in seen[None]
+    rejected = client.get("/api/queue", headers=auth(league, "beta")).json()["rejected"]
+    assert [row["name"] for row in rejected] == ["hostile"]
+    assert rejected[0]["reason"] == f"agent 0 ended error: RuntimeError at start-up: {PAYLOAD}"  # its first line only
+    failures = client.get("/api/names/alphabot", headers=auth(league, "beta")).json()["failures"]
+    assert failures and all(f["status"] == "error" and f["step"] == 5 and f["log_tail"] is None for f in failures)
+    assert all(f["cause"] == "RuntimeError" for f in failures)
+    own = client.get("/api/names/alphabot", headers=auth(league, "alpha")).json()["failures"]
+    assert all(LOG_OF["alpha"] in f["log_tail"] for f in own)
+
+
+def test_a_bad_token_sees_what_anybody_sees(league, client):
+    anybody = client.get("/api/names/alphabot").json()
+    assert client.get("/api/names/alphabot", headers={"Authorization": "Bearer not-a-token"}).json() == anybody
+    client.cookies.set(COOKIE, "not-a-token")
+    assert client.get("/api/names/alphabot").json() == anybody
+
+
+def test_no_page_or_answer_shows_an_env_value(league, client):
+    for team in (None, "alpha", "beta"):
+        assert SECRET_VALUE not in everything_seen(client, auth(league, team))
+    assert "noop,env.SECRET=***" in client.get("/names/secretive").text  # the variable's name, never its value
+
+
+# ---------------------------------------------------------------------------------------------
+# Inert content
+
+
+class Tags(HTMLParser):
+    """Every element's tag and attributes, as a browser's parser would build them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found.append((tag, dict(attrs)))
+
+
+def elements(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = Tags()
+    parser.feed(html)
+    return parser.found
+
+
+def test_every_text_a_policy_controls_is_escaped_in_every_page(league, client):
+    """As alpha, who sees the most (hostile's traceback, alphabot's logs): the payload appears in the
+    pages only escaped; no page has an element or an event attribute it did not write itself."""
+    shown_in = []
+    for path in every_page(client):
+        html = client.get(path, headers=auth(league, "alpha")).text
+        assert "<script>document.title" not in html and "<img" not in html
+        if str(escape(PAYLOAD)) in html:
+            shown_in.append(path)
+        for tag, attributes in elements(html):
+            assert tag not in ("img", "iframe", "object", "embed"), (path, tag)
+            assert not any(name.startswith("on") for name in attributes), (path, tag, attributes)
+            if tag == "script":
+                assert attributes == {"src": "/static/standings.js", "defer": None} and path == "/"
+    assert {"/", "/names/hostile", "/names/alphabot", "/queue"} <= set(shown_in)
+    assert any(path.startswith("/matches/") for path in shown_in)  # a failure's message on its match
+
+
+def test_a_plot_draws_a_hostile_label_as_text():
+    label = PAYLOAD
+    drawn = [
+        plots.interval_plot([plots.Interval(label, 0.5, 0.25, 0.75)]),
+        plots.heat_map([label], {(label, "other"): (0.5, label)}, label, ["other"]),
+        plots.heat_map([label, "other"], {(label, "other"): (-1.0, "0-0-1")}, "square"),
+        plots.rating_history([(1, 25.0, 8.0), (2, 26.0, 7.0)], title=label),
+        plots.bars([(label, 1.0), ("other", None)], label, unit=label),
+    ]
+    for svg in drawn:
+        root = ElementTree.fromstring(svg)  # well-formed: the label broke nothing open
+        tags = {element.tag.split("}")[1] for element in root.iter()}
+        assert tags <= {"svg", "text", "title", "line", "circle", "rect", "polygon", "polyline"}, tags
+        assert not any(name.startswith("on") for element in root.iter() for name in element.attrib)
+        assert any(label[:23] in (element.text or "") for element in root.iter())  # shown (labels are cut)
+
+
+# ---------------------------------------------------------------------------------------------
+# Submitting
+
+
+def bot_zip(path: Path, class_name: str = "Wanderer", source: Path = EXAMPLES / "wanderer.py") -> Path:
+    """A MettaGrid submission zip: ``bot.py`` (``source``) and a policy_spec.json naming its class."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("policy_spec.json", json.dumps({"class_path": f"bot.py:{class_name}"}))
+        archive.writestr("bot.py", source.read_text())
+    return path
+
+
+def stored(folder: Path) -> tuple:
+    """What a submission changes: the names, versions and owners tables, and the versions' folder."""
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        rows = tuple(tuple(connection.execute(select(table)).all()) for table in (names, versions, owners))
+    return rows, sorted(str(p.relative_to(folder)) for p in (folder / "versions").rglob("*"))
+
+
+@pytest.fixture
+def fresh(tmp_path, database_url) -> Iterator[tuple[Path, dict[str, str]]]:
+    """An empty ladder (no match played) with two teams' tokens."""
+    folder = tmp_path / "cup"
+    with api_ladder(folder, database_url) as ladder:
+        tokens = {team: ladder.token(team) for team in ("gamma", "delta")}
+    yield folder, tokens
+
+
+def upload(client: TestClient, path: Path, name: str, headers: dict[str, str], url: str = "/api/submit"):
+    with path.open("rb") as file:
+        return client.post(
+            url, data={"name": name}, files={"file": (path.name, file, "application/zip")}, headers=headers
+        )
+
+
+def test_submitting_over_the_api(fresh, tmp_path):
+    folder, tokens = fresh
+    gamma, delta = ({"Authorization": f"Bearer {tokens[team]}"} for team in ("gamma", "delta"))
+    good = bot_zip(tmp_path / "walker.zip")
+    with TestClient(make_app(folder, upload_cap=64 * 1024)) as client:
+        before = stored(folder)
+        for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": f"Basic {tokens['gamma']}"}):
+            refused = upload(client, good, "walker", headers)
+            assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+            assert "a team's token is needed" in refused.json()["error"]
+        (tmp_path / "notes.zip").write_text("not a zip at all")
+        bad_cases = [
+            (upload(client, good, "Bad Name", gamma), 400, "'Bad Name' is not allowed: use 1 to 40 of a-z"),
+            (upload(client, tmp_path / "notes.zip", "walker", gamma), 400, "is not a zip file"),
+            (client.post("/api/submit", data={"name": "walker"}, headers=gamma), 400, "a multipart form with name"),
+            (client.post("/api/submit", content=b"x" * 100_000, headers=gamma), 413, "takes (65,536 bytes)"),
+        ]
+        for response, status, message in bad_cases:
+            assert response.status_code == status and message in response.json()["error"], response.text
+        assert stored(folder) == before  # nothing stored for any of them
+
+        made = upload(client, good, "walker", gamma)
+        assert made.status_code == 201, made.text
+        assert made.json() | {"digest": None} == {
+            "name": "walker",
+            "version": 1,
+            "digest": None,
+            "state": "qualifying",
+            "team": "gamma",
+            "page": "/names/walker",
+        }
+        assert client.get("/api/queue").json()["qualifying"][0]["name"] == "walker"
+        assert client.get("/api/names/walker").json()["versions"][0]["source"] == "walker.zip"
+        after = stored(folder)
+        for response, status, message in [
+            (upload(client, good, "walker", gamma), 400, "holds the same content as walker v1"),
+            (upload(client, good, "walker", delta), 403, "walker belongs to another team"),
+        ]:
+            assert response.status_code == status and message in response.json()["error"]
+        assert stored(folder) == after
+        other = bot_zip(tmp_path / "hostile.zip", "HostileInInit", POLICIES / "web_bots.py")
+        assert upload(client, other, "walker", gamma).json()["version"] == 2  # its own name: the next version
+    with Ladder.open(folder, read_only=True) as ladder:
+        assert ladder.owner_of("walker") == "gamma" and ladder.names_of("gamma") == {"walker"}
+
+
+def test_a_body_over_the_cap_is_refused_while_it_streams(fresh):
+    """Without a Content-Length (a chunked upload), the body is counted as it arrives."""
+    folder, tokens = fresh
+    gamma = {"Authorization": f"Bearer {tokens['gamma']}", "Content-Type": "multipart/form-data; boundary=b"}
+    chunks = (b"x" * 8192 for _ in range(100))
+    with TestClient(make_app(folder, upload_cap=64 * 1024)) as client:
+        before = stored(folder)
+        refused = client.post("/api/submit", content=chunks, headers=gamma)
+        assert refused.status_code == 413
+        assert refused.json()["error"] == "the request is larger than this ladder takes (65,536 bytes)"
+        assert stored(folder) == before
+
+
+def test_logging_in_and_submitting_through_the_form(fresh, tmp_path):
+    folder, tokens = fresh
+    own = "http://testserver"
+    good = bot_zip(tmp_path / "walker.zip")
+    with TestClient(make_app(folder)) as client:
+        assert "Log in</a> with your team's token" in client.get("/submit").text
+        refused = upload(client, good, "walker", {"Origin": own}, url="/submit")
+        assert refused.status_code == 401 and "log in with your team" in refused.text
+        wrong = client.post("/login", data={"token": "not-a-token"}, headers={"Origin": own})
+        assert wrong.status_code == 401 and "that is not a token of this ladder" in wrong.text
+        forged_forms = [
+            {},
+            {"Origin": "http://evil.example"},
+            {"Origin": "null"},
+            {"Sec-Fetch-Site": "cross-site"},
+            {"Sec-Fetch-Site": "same-site", "Origin": own},  # a sibling site's page: the browser's word wins
+        ]
+        for headers in forged_forms:
+            forged = client.post("/login", data={"token": tokens["gamma"]}, headers=headers)
+            assert forged.status_code == 403 and COOKIE not in forged.cookies
+
+        login = client.post("/login", data={"token": tokens["gamma"]}, headers={"Origin": own}, follow_redirects=False)
+        assert login.status_code == 303 and login.headers["location"] == "/"
+        cookie = login.headers["set-cookie"]
+        assert f"{COOKIE}={tokens['gamma']}" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert "Secure" not in cookie  # plain HTTP here; over HTTPS it is (see below)
+        assert '<strong id="team">gamma</strong>' in client.get("/").text
+        assert 'id="submit"' in client.get("/submit").text
+
+        before = stored(folder)
+        forged = upload(client, good, "walker", {"Origin": "http://evil.example"}, url="/submit")
+        assert forged.status_code == 403 and stored(folder) == before
+        (tmp_path / "notes.zip").write_text("not a zip")
+        bad = upload(client, tmp_path / "notes.zip", "walker", {"Origin": own}, url="/submit")
+        assert bad.status_code == 400 and "is not a zip file" in bad.context["message"] and stored(folder) == before
+        made = client.post(
+            "/submit",
+            data={"name": "walker"},
+            files={"file": ("walker.zip", good.read_bytes(), "application/zip")},
+            headers={"Sec-Fetch-Site": "same-origin", "Origin": "null"},  # a browser's own form under no-referrer
+            follow_redirects=False,
+        )
+        assert made.status_code == 303 and made.headers["location"] == "/names/walker"
+        with Ladder.open(folder, read_only=True) as ladder:
+            assert ladder.owner_of("walker") == "gamma"
+
+        out = client.post("/logout", headers={"Origin": own}, follow_redirects=False)
+        assert out.status_code == 303 and f'{COOKIE}=""' in out.headers["set-cookie"]
+        client.cookies.clear()
+        assert "log in" in client.get("/").text
+    with TestClient(make_app(folder), base_url="https://ladder.example") as client:
+        login = client.post("/login", data={"token": tokens["delta"]}, headers={"Origin": "https://ladder.example"})
+        assert "Secure" in login.history[0].headers["set-cookie"]
+
+
+def test_an_uploads_file_name_is_shown_in_plain_characters():
+    assert file_name("walker.zip") == "walker.zip"
+    assert file_name("../../etc/passwd") == "passwd.zip"
+    assert file_name("bot,env.X=1 <b>.zip") == "bot_env.X_1__b_.zip"
+    assert file_name(None) == file_name("") == file_name("...") == "upload.zip"
+
+
+def test_numbers_read_as_the_live_standings_write_them():
+    """``fixed`` rounds a tie away from zero, as JavaScript's toFixed (test_web_browser compares them)."""
+    assert [fixed(0.0625), fixed(-0.0625), fixed(2.5, 0), fixed(-0.0), fixed(None)] == [
+        "0.063",
+        "-0.063",
+        "3",
+        "0.000",
+        "—",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading while the ladder runs
+
+
+def test_the_pages_read_the_database_while_ladder_run_writes_it(tmp_path, database_url):
+    """A real ``ladder run`` in another process plays; the app's answers follow it, match after match."""
+    folder = tmp_path / "cup"
+    with api_ladder(folder, database_url) as ladder:
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+    with TestClient(make_app(folder)) as client:
+        run = start_run(folder)
+        try:
+            counts = [client.get("/api/standings").json()["matches"]]
+
+            def more() -> bool:
+                counts.append(client.get("/api/standings").json()["matches"])
+                assert client.get("/").status_code == 200
+                return counts[-1] >= counts[0] + 3
+
+            wait_until(more, what="3 more matches seen through the app")
+        finally:
+            os.killpg(run.pid, signal.SIGTERM)
+            run.communicate(timeout=120)
+    assert counts == sorted(counts)  # never a step back
