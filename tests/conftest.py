@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,6 +108,18 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+
+
+# Screenshots the browser tests take: in $POLICYBOX_ARTIFACTS, else test-artifacts/ in the checkout (ignored
+# by git), where a CI run keeps them after the temporary folders are gone.
+ARTIFACTS = Path(os.environ.get("POLICYBOX_ARTIFACTS", Path(__file__).parents[1] / "test-artifacts"))
+
+
+@pytest.fixture
+def screenshots() -> Path:
+    """The folder browser tests save their screenshots in (see ``ARTIFACTS``)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
 
 
 @pytest.fixture

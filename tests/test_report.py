@@ -106,7 +106,7 @@ def check_self_contained(html: str) -> Page:
     return page
 
 
-def open_from_disk(browser, file: Path, name: str, tmp_path: Path):
+def open_from_disk(browser, file: Path, name: str, screenshots: Path):
     """The page opened from disk in Chromium, with a full-page screenshot saved as a test artefact;
     the page and every URL it asked for."""
     context = browser.new_context(viewport={"width": 1100, "height": 900})
@@ -114,9 +114,7 @@ def open_from_disk(browser, file: Path, name: str, tmp_path: Path):
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
     page.goto(file.as_uri())
-    artefacts = Path(os.environ.get("POLICYBOX_ARTIFACTS", tmp_path))
-    artefacts.mkdir(parents=True, exist_ok=True)
-    shot = artefacts / f"report-{name}.png"
+    shot = screenshots / f"report-{name}.png"
     page.screenshot(path=str(shot), full_page=True)
     print(f"screenshot: {shot}")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -169,8 +167,8 @@ def test_the_report_of_a_tournament_is_one_self_contained_page_in_standings_orde
     assert "action.move.success" in " ".join(cell for row in page.rows("stats") for cell in row[:1])
 
 
-def test_the_report_opened_from_disk_shows_its_plots_and_runs_nothing(tournament, browser, tmp_path):
-    page, requested = open_from_disk(browser, tournament / "report.html", "tournament", tmp_path)
+def test_the_report_opened_from_disk_shows_its_plots_and_runs_nothing(tournament, browser, screenshots):
+    page, requested = open_from_disk(browser, tournament / "report.html", "tournament", screenshots)
     assert requested == [(tournament / "report.html").as_uri()]
     check_inert(page, "policybox report · board")
     check_plots_show(
@@ -181,7 +179,7 @@ def test_the_report_opened_from_disk_shows_its_plots_and_runs_nothing(tournament
     assert "<script>document.title='PWNED-SCRIPT'</script>" in shown and "onerror=" in shown
 
 
-def test_every_kind_of_text_a_policy_controls_is_inert(tournament, browser, tmp_path):
+def test_every_kind_of_text_a_policy_controls_is_inert(tournament, browser, tmp_path, screenshots):
     """The same page with every other text an entrant or a game controls made hostile: stat names,
     incomplete episodes, a ladder's notes and rejections, the game and the folder."""
     data = report_data(tournament)
@@ -202,7 +200,7 @@ def test_every_kind_of_text_a_policy_controls_is_inert(tournament, browser, tmp_
         file.write_text(render(hostile.model_copy(update={"kind": kind})))
         page = check_self_contained(file.read_text())
         assert sum(text.count(HOSTILE) for text in page.text) >= 6
-        opened, _ = open_from_disk(browser, file, f"hostile-{kind}", tmp_path)
+        opened, _ = open_from_disk(browser, file, f"hostile-{kind}", screenshots)
         check_inert(opened, f"policybox report · {HOSTILE}")
         assert HOSTILE in opened.locator("body").inner_text()
 
@@ -250,7 +248,7 @@ def test_a_folder_that_is_no_results_folder_or_an_unwritable_out_is_one_message(
         assert run.returncode == 2 and says in run.stderr and "Traceback" not in run.stderr, run.stderr
 
 
-def test_the_report_of_a_ladder(tmp_path, browser, database_url):
+def test_the_report_of_a_ladder(tmp_path, browser, database_url, screenshots):
     """A ladder's report, on SQLite and on PostgreSQL: its standings, each name's rating history, failure
     causes from its matches and the rejected versions with the first line of why -- never a traceback."""
     folder = tmp_path / "cup"
@@ -278,7 +276,7 @@ def test_the_report_of_a_ladder(tmp_path, browser, database_url):
     played = [row[1] for row in standings if row[0] != "—"]
     assert html.count('class="history"') == len(played)
     database = database_url.split(":")[0].split("+")[0]  # sqlite or postgresql
-    opened, requested = open_from_disk(browser, folder / "report.html", f"ladder-{database}", tmp_path)
+    opened, requested = open_from_disk(browser, folder / "report.html", f"ladder-{database}", screenshots)
     assert requested == [(folder / "report.html").as_uri()]
     check_inert(opened, "policybox report · cup")
     check_plots_show(opened, {"intervals": "circle", "head-to-head": "rect", "latency-p99": "rect"})

@@ -7,7 +7,7 @@ from them to a name and on to a match; team alpha logs in and uploads zips throu
 refused without its token), one of them hostile -- its constructor raises with a script and an
 onerror attribute -- which the ladder rejects; that traceback, shown whole to alpha and cut to its
 first line for others, runs nothing (judged from the DOM and the title); each team sees its own log
-tails and never the other's. Screenshots go to $POLICYBOX_ARTIFACTS (else the test's folder).
+tails and never the other's. Screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the checkout).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _answers(url: str, serve: subprocess.Popen, log: Path) -> bool:
 
 
 @pytest.fixture
-def live(tmp_path) -> Iterator[Live]:
+def live(tmp_path, screenshots) -> Iterator[Live]:
     """The moves arena's ladder with the organiser's wanderer, random and noop, and team alpha's and
     team beta's bots (each logs its team's secret, then raises at step 5 of every match; let in
     without qualifying, so that they fail in matches). ``ladder serve`` and ``ladder run`` (two
@@ -124,12 +124,10 @@ def live(tmp_path) -> Iterator[Live]:
         for team in tokens:
             ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
             activate(ladder, f"{team}bot")
-    shots = Path(os.environ.get("POLICYBOX_ARTIFACTS", tmp_path))
-    shots.mkdir(parents=True, exist_ok=True)
     with serving(folder, tmp_path / "serve.log") as (url, serve):
         run = start_run(folder)
         try:
-            yield Live(url, folder, tokens, serve, run, shots)
+            yield Live(url, folder, tokens, serve, run, screenshots)
         finally:
             stop(run)
 
