@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, and_, func, select
 
 from policybox.league import ranking, store
 from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
@@ -73,7 +73,7 @@ def standings(ladder: Ladder, private_for: set[str] | None = None) -> Standings:
         rows = [
             _standing(connection, name, current.get(name), _visible(name, private_for)) for name in _names(connection)
         ]
-        played = connection.execute(select(matches.c.id).where(matches.c.state == "played")).all()
+        played = connection.execute(select(func.count()).where(matches.c.state == "played")).scalar_one()
     rows.sort(
         key=lambda r: ranking.standings_key(
             r.name, r.rating if r.matches else None, r.reward.mean if r.reward else None
@@ -86,7 +86,7 @@ def standings(ladder: Ladder, private_for: set[str] | None = None) -> Standings:
         if row.reward is not None and following.reward is not None:
             row.versus_next = ranking.versus_next(row.reward.ci95, following.reward.ci95)
     settings = ladder.settings
-    return Standings(rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=len(played), rows=rows)
+    return Standings(rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=rows)
 
 
 def _names(connection: Connection) -> list[str]:

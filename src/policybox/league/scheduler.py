@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from policybox.league import matchmaking, ranking, store
 from policybox.league.backends import Backend, open_runner
 from policybox.league.database import transaction
-from policybox.league.ladder import Ladder
+from policybox.league.ladder import Ladder, LadderSettings
 from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, is_users
 from policybox.league.setup import run_setup
 from policybox.league.tournament import episode_seed
@@ -84,6 +84,17 @@ def run(
         loop = _Loop(ladder, runner, matches, on_progress or (lambda progress: None))
         loop.run()
         return loop.progress
+
+
+def matchmaking_rules(settings: LadderSettings) -> matchmaking.Rules:
+    """The rules ``matchmaking.choose`` follows for a ladder with these settings."""
+    return matchmaking.Rules(
+        seats=settings.agents,
+        versions_per_match=settings.versions_per_match,
+        placement=settings.placement_matches,
+        seating=settings.seating,
+        seed=settings.settings.seed,
+    )
 
 
 class _Loop:
@@ -150,13 +161,7 @@ class _Loop:
 
     def _schedule(self) -> None:
         """Choose and store new matches while a worker is free (and the limit is not reached)."""
-        rules = matchmaking.Rules(
-            seats=self.settings.agents,
-            versions_per_match=self.settings.versions_per_match,
-            placement=self.settings.placement_matches,
-            seating=self.settings.seating,
-            seed=self.settings.settings.seed,
-        )
+        rules = matchmaking_rules(self.settings)
         while len(self.in_flight) < self.capacity and (self.limit is None or self.scheduled < self.limit):
             with transaction(self.ladder.engine) as connection:
                 index = store.matches_scheduled(connection)

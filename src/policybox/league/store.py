@@ -201,22 +201,22 @@ def candidates(connection: Connection, seats: int) -> list[Candidate]:
     with their matches and plays per seat counting the matches scheduled but not yet played."""
     playing = [row for row in current_versions(connection).values() if row.state in PLAYING and not row.retired]
     ids = [row.id for row in playing]
-    in_flight = dict(
-        connection.execute(
-            select(match_seats.c.version_id, func.count(func.distinct(match_seats.c.match_id)))
-            .join(matches, matches.c.id == match_seats.c.match_id)
-            .where(matches.c.state == "scheduled", match_seats.c.version_id.in_(ids))
-            .group_by(match_seats.c.version_id)
-        ).all()
-    )
-    last_in_flight = dict(
-        connection.execute(
-            select(match_seats.c.version_id, func.max(match_seats.c.match_id))
-            .join(matches, matches.c.id == match_seats.c.match_id)
-            .where(matches.c.state == "scheduled", match_seats.c.version_id.in_(ids))
-            .group_by(match_seats.c.version_id)
-        ).all()
-    )
+    # From the few scheduled matches to their seats: joined the other way, SQLite (which has no
+    # statistics) walks every seat the versions ever played.
+    in_flight, last_in_flight = {}, {}
+    for version_id, count, last in connection.execute(
+        select(
+            match_seats.c.version_id,
+            func.count(func.distinct(match_seats.c.match_id)),
+            func.max(match_seats.c.match_id),
+        )
+        .where(
+            match_seats.c.match_id.in_(select(matches.c.id).where(matches.c.state == "scheduled")),
+            match_seats.c.version_id.in_(ids),
+        )
+        .group_by(match_seats.c.version_id)
+    ):
+        in_flight[version_id], last_in_flight[version_id] = count, last
     plays: dict[int, list[int]] = {i: [0] * seats for i in ids}
     for version_id, seat, count in connection.execute(
         select(seat_counts.c.version_id, seat_counts.c.seat, seat_counts.c.plays).where(
