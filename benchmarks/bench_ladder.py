@@ -75,6 +75,7 @@ from policybox.league.database import match_seats, matches, names, qualification
 from policybox.league.evaluation import play_tournament  # noqa: E402
 from policybox.league.ladder import Ladder, LadderSettings  # noqa: E402
 from policybox.league.tournament import Tournament, entrants, episode_seed  # noqa: E402
+from policybox.league.versions import Stored  # noqa: E402
 from policybox.league.worker_pool import LocalWorkers  # noqa: E402
 from policybox.spec import parse_policy_arg  # noqa: E402
 
@@ -439,7 +440,8 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
     for entry in entries:
         if entry.activated_after is not None:
             activations[entry.activated_after].append(entry)
-    spec = parse_policy_arg("random").model_dump(mode="json")
+    random_spec = parse_policy_arg("random")
+    spec = random_spec.model_dump(mode="json")
     plays: Counter[tuple[int, int]] = Counter()
     playing: dict[str, Entry] = {}  # each name's current version
 
@@ -492,6 +494,8 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
                 if e.state != "qualifying"
             ],
         )
+    for e in entries:  # what each version's cells are given, kept beside the database as submit keeps it
+        ladder.keep(e.id, Stored(random_spec, f"{e.id:064x}", None))
     activate(0)
     rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for match_id in range(1, count + in_flight + 1):
