@@ -448,3 +448,27 @@ def test_a_setup_script_runs_once_in_a_cell_at_qualification_and_a_failing_one_r
         kept = ladder.stored(_version(ladder.folder, "built", 1).id)
         assert kept.spec.setup_script is None and Path(kept.spec.data_path).read_text() == "built-by-setup"
         assert stat.S_IMODE(os.stat(kept.files).st_mode) & 0o022 == 0  # nobody but root may change it
+
+
+def test_a_ladder_with_replays_keeps_each_matchs_replay_and_refuses_what_cannot_write_them(tmp_path):
+    from test_replays import load_replay
+
+    from policybox.league.database import LadderError
+
+    with api_ladder(tmp_path / "cup", replays=True) as ladder:
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+        assert ladder.run(matches=2, workers=1).played == 2
+        files = sorted((tmp_path / "cup" / "replays").iterdir())  # none for the qualification episodes
+        assert [f.name for f in files] == ["match-000001.json.z", "match-000002.json.z"]
+        for match_id, file in enumerate(files, start=1):
+            assert load_replay(file)["max_steps"] == 30
+            assert board.match_page(ladder, match_id).replay_file == str(file)  # the page offers it
+        with pytest.raises(LadderError, match="writes replays, which --backend ray cannot"):
+            ladder.run(matches=1, backend="ray")
+        assert not any(p.name == "raylet" for p in psutil.process_iter(["name"]))
+    refused = ladder_command(
+        "init", str(tmp_path / "zoo"), "--env", "pettingzoo:pettingzoo.classic.tictactoe_v3:env", "--replays"
+    )
+    assert refused.returncode == 2 and "a PettingZoo game cannot write one" in refused.stderr + refused.stdout
+    assert not (tmp_path / "zoo").exists()

@@ -63,6 +63,12 @@ def init(
     rank_by: Annotated[
         RankBy, typer.Option(help="forfeit: a failed agent forfeits its match. reward: the game's reward alone.")
     ] = "forfeit",
+    replays: Annotated[
+        bool,
+        typer.Option(
+            "--replays", help="Write each match's MettaGrid replay to DIR/replays/ (the match page offers it)."
+        ),
+    ] = False,
 ) -> None:
     """Make a ladder in DIR (a new or empty folder): its game, its settings and its database."""
     with guarded("nothing was made"):
@@ -77,6 +83,7 @@ def init(
             suspend_after=suspend_after,
             setup_timeout_s=setup_timeout_s,
             rank_by=rank_by,
+            replays=replays,
         )
         with Ladder.create(folder, ladder_settings, db) as ladder:
             where = "SQLite in the folder" if db is None else "PostgreSQL"

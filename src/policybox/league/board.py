@@ -21,9 +21,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, and_, func, select
 
+from policybox.episode import REPLAY_SUFFIX
 from policybox.league import ranking, store
 from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
-from policybox.league.ladder import Ladder
+from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.ranking import Rating, Reward
 from policybox.league.summary import FailureCause, LatencySummary, failure_causes, latency
 from policybox.results import EpisodeResult, Failure
@@ -512,7 +513,7 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
                 log_tail=failure.log_tail if failure and visible else None,
             )
         )
-    replay = ladder.folder / "replays" / f"match-{match_id:06d}.json.z"
+    replay = ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}"
     return MatchPage(
         id=row.id,
         played_at=row.played_at,

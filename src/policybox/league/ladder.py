@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import IntegrityError
 
+from policybox.envs import split_env
 from policybox.episode import EpisodeSettings, check_shorthands
 from policybox.league import store, versions
 from policybox.league.database import (
@@ -41,6 +42,7 @@ from policybox.submission import private_folder
 
 FOLDER_FILE = "ladder.json"
 SQLITE_FILE = "ladder.db"
+REPLAYS = "replays"  # the folder of the matches' replays, match-000001.json.z, when the ladder writes them
 LOCK_FILE = "run.lock"
 
 
@@ -59,6 +61,9 @@ class LadderSettings(BaseModel):
     )
     setup_timeout_s: float = Field(default=300.0, gt=0, description="How long a version's setup script may run")
     rank_by: RankBy = Field(default="forfeit", description="The ranking rule (policybox.league.ranking)")
+    replays: bool = Field(
+        default=False, description="Write each match's MettaGrid replay to DIR/replays/ (a MettaGrid game, played here)"
+    )
 
 
 class Ladder:
@@ -72,6 +77,8 @@ class Ladder:
         """Make a ladder in ``folder`` (new or empty), its database SQLite in the folder or ``database``
         (a PostgreSQL URL, whose database must be empty)."""
         folder = Path(folder).absolute()  # the versions' specs name their files by absolute paths
+        if settings.replays and split_env(settings.settings.env)[0] != "mettagrid":
+            raise LadderError("--replays: replays are MettaGrid's format; a PettingZoo game cannot write one")
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise LadderError(f"{folder} is not an empty folder: a new ladder needs a folder of its own")
         with writing(folder, "creating"):

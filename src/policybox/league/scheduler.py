@@ -28,10 +28,11 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 
+from policybox.episode import REPLAY_SUFFIX
 from policybox.league import matchmaking, ranking, store
 from policybox.league.backends import Backend, open_runner
-from policybox.league.database import transaction
-from policybox.league.ladder import Ladder, LadderSettings
+from policybox.league.database import LadderError, transaction
+from policybox.league.ladder import REPLAYS, Ladder, LadderSettings
 from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, is_users
 from policybox.league.setup import run_setup
 from policybox.league.tournament import episode_seed
@@ -80,6 +81,8 @@ def run(
     on_progress: Callable[[Progress], None] | None = None,
 ) -> Progress:
     """Run the ladder until stopped, or until ``matches`` more matches are stored; how it went."""
+    if ladder.settings.replays and backend == "ray":
+        raise LadderError("this ladder writes replays, which --backend ray cannot: they would be written on the nodes")
     with ladder.running(), open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
         loop = _Loop(ladder, runner, matches, on_progress or (lambda progress: None))
         loop.run()
@@ -194,10 +197,12 @@ class _Loop:
             specs = [work.stored.spec] * self.settings.agents
             name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
             seed = episode_seed(settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
+        update: dict[str, object] = {"seed": seed}
+        if self.settings.replays and isinstance(work, _Match):
+            (replays := self.ladder.folder / REPLAYS).mkdir(exist_ok=True)
+            update["replay"] = str(replays / f"{name}{REPLAY_SUFFIX}")
         log_dir = self.ladder.folder / "logs" / name
-        return EpisodeJob(
-            name=name, specs=specs, settings=settings.model_copy(update={"seed": seed}), log_dir=str(log_dir)
-        )
+        return EpisodeJob(name=name, specs=specs, settings=settings.model_copy(update=update), log_dir=str(log_dir))
 
     # ---------------------------------------------------------------------------------------------
 
