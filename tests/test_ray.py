@@ -23,7 +23,7 @@ from policybox.league import packing, ray_backend
 from policybox.league.evaluation import episode_job, evaluate, play_tournament
 from policybox.league.journal import read_records
 from policybox.league.tournament import Tournament, entrants
-from policybox.results import EpisodeRecord
+from policybox.results import EpisodeRecord, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
 
 EPISODES = 6
@@ -182,3 +182,48 @@ def test_a_node_without_the_sandbox_level_refuses_its_episodes_naming_itself(tmp
     finally:
         for player in players:
             player.close()
+
+
+def test_a_ladder_runs_on_the_cluster_and_each_match_is_what_the_engine_plays_here(cluster, tmp_path):
+    """``ladder run --backend ray``: the versions' kept files shipped to the nodes, each match played
+    there exactly as ``run_episode`` plays its seats and seed on this machine; the ratings a replay."""
+    from sqlalchemy import select
+
+    from policybox.episode import run_episode
+    from policybox.ladder import Ladder, LadderSettings
+    from policybox.league.database import match_seats, matches
+
+    bot = tmp_path / "bot"
+    shutil.copytree(POLICIES, bot, ignore=shutil.ignore_patterns("__pycache__"))
+    settings = LadderSettings(settings=EpisodeSettings(steps=30, seed=3), agents=2, placement_matches=0)
+    with Ladder.create(tmp_path / "cup", settings) as ladder:
+        ladder.submit("seeded", f"{bot / 'seeded_random.py'}:SeededRandom")
+        ladder.submit("random", "random")
+        shutil.rmtree(bot)  # the ladder keeps its own copy; the nodes get that
+        head = cluster[0].address
+        assert ladder.run(matches=3, workers=2, backend="ray", ray_address=head).played == 3
+        assert ladder.rerate() == []
+        with ladder.engine.connect() as connection:
+            played = connection.execute(select(matches.c.id, matches.c.result).order_by(matches.c.id)).all()
+            seats = {
+                match_id: [
+                    v
+                    for _, v in sorted(
+                        connection.execute(
+                            select(match_seats.c.seat, match_seats.c.version_id).where(
+                                match_seats.c.match_id == match_id
+                            )
+                        ).all()
+                    )
+                ]
+                for match_id, _ in played
+            }
+        assert len(played) == 3
+        for match_id, stored in played:
+            on_cluster = EpisodeResult.model_validate(stored)
+            assert on_cluster.node is not None and all(a.status == "ok" for a in on_cluster.agents)
+            specs = [ladder.stored(version_id).spec for version_id in seats[match_id]]
+            here = run_episode(specs, settings.settings.model_copy(update={"seed": on_cluster.seed}), tmp_path / "logs")
+            assert [(a.reward, a.action_digest) for a in on_cluster.agents] == [
+                (a.reward, a.action_digest) for a in here.agents
+            ]

@@ -134,7 +134,13 @@ def run_ladder(
         typer.Option(min=1, metavar="N", help="Stop after N matches are played (default: run until stopped)."),
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, max=256, metavar="N", help="Matches played at once (default: the cores).")
+        int | None,
+        typer.Option(
+            min=1,
+            max=256,
+            metavar="N",
+            help="Matches played at once (default: the cores; with --backend ray, the cluster's CPUs).",
+        ),
     ] = None,
     backend: Annotated[
         Backend, typer.Option(help="local: worker processes here. ray: Ray tasks on a cluster.")
