@@ -26,10 +26,9 @@ from policybox.episode import (
 )
 from policybox.inert import shown
 from policybox.league.backends import Backend, ray_backend
+from policybox.league.evaluation import REPORT_FILE, load_summary, play_tournament
 from policybox.league.evaluation import Progress as EvaluationProgress
-from policybox.league.evaluation import load_summary, play_tournament
 from policybox.league.ranking import RankBy
-from policybox.league.report import REPORT_FILE, render, report_data, write_report
 from policybox.league.setup import prepared_for_now
 from policybox.league.summary import Summary
 from policybox.league.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
@@ -222,6 +221,8 @@ def evaluate(
     _show_summary(board)
     console.print(shown(f"results: {out_dir}"))
     if report:
+        from policybox.league.report import write_report  # Jinja2 and the database layer, only when asked
+
         with guarded("the results are kept; policybox report DIR writes the report"):
             console.print(shown(f"report: {write_report(out_dir)}"))
     raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
@@ -335,6 +336,8 @@ def report(
     The page works offline and can be shared: inline SVG plots, no script, nothing fetched, and every
     text a policy controls escaped. Exit code 0 when it is written, 1 for a full disk, 2 for bad input.
     """
+    from policybox.league.report import render, report_data  # Jinja2 and the database layer, only here
+
     with guarded("no report was written"):
         data = report_data(folder)
         target = out or folder / REPORT_FILE

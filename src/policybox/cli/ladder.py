@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.live import Live
@@ -15,12 +15,14 @@ from policybox.cli.common import POLICY_HELP, console, guarded
 from policybox.cli.options import with_episode_options
 from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count
 from policybox.inert import shown
-from policybox.league import board, scheduler
 from policybox.league.backends import Backend
-from policybox.league.ladder import Ladder, LadderSettings
 from policybox.league.ranking import RankBy
 from policybox.league.tournament import Seating
-from policybox.league.web.site import UPLOAD_CAP, MiB
+from policybox.league.web import UPLOAD_CAP, MiB
+
+if TYPE_CHECKING:
+    from policybox.league import scheduler
+    from policybox.league.ladder import Ladder
 
 ladder_app = typer.Typer(
     no_args_is_help=True,
@@ -30,6 +32,14 @@ ladder_app = typer.Typer(
 DIR = Annotated[Path, typer.Argument(metavar="DIR", help="The ladder's folder.")]
 NAME = Annotated[str, typer.Argument(metavar="NAME", help="A submission's name: [a-z0-9][a-z0-9_-]{0,39}.")]
 JSON = Annotated[bool, typer.Option("--json", help="Print it as JSON instead of a table.")]
+
+
+def _open(folder: Path, read_only: bool = False) -> Ladder:
+    """The ladder in ``folder``. The database layer (SQLAlchemy) is imported here, by the ladder's
+    commands only: ``policybox run`` and ``evaluate`` start without it."""
+    from policybox.league.ladder import Ladder
+
+    return Ladder.open(folder, read_only=read_only)
 
 
 @ladder_app.command()
@@ -71,6 +81,8 @@ def init(
     ] = False,
 ) -> None:
     """Make a ladder in DIR (a new or empty folder): its game, its settings and its database."""
+    from policybox.league.ladder import Ladder, LadderSettings
+
     with guarded("nothing was made"):
         settings = EpisodeSettings.from_options(episode)
         agents = agent_count(settings, episode["agents"], DEFAULT_AGENTS)
@@ -105,7 +117,7 @@ def submit(
 ) -> None:
     """Submit SPEC as NAME's next version: its files are copied into the ladder; it qualifies at the
     next `ladder run`. The same content as NAME's latest version is refused (exit 2)."""
-    with guarded("nothing was submitted"), Ladder.open(folder) as ladder:
+    with guarded("nothing was submitted"), _open(folder) as ladder:
         version = ladder.submit(name, spec)
         console.print(shown(f"{version.label} submitted ({version.digest[:12]}); it qualifies at the next ladder run"))
 
@@ -113,7 +125,7 @@ def submit(
 @ladder_app.command()
 def retire(folder: DIR, name: NAME) -> None:
     """Take NAME out of matchmaking; its history and ratings stay (a new submission brings it back)."""
-    with guarded("nothing was changed"), Ladder.open(folder) as ladder:
+    with guarded("nothing was changed"), _open(folder) as ladder:
         ladder.retire(name)
         console.print(shown(f"{name} is retired"))
 
@@ -121,7 +133,7 @@ def retire(folder: DIR, name: NAME) -> None:
 @ladder_app.command()
 def reinstate(folder: DIR, name: NAME) -> None:
     """Lift the suspension of NAME's current version: it plays again."""
-    with guarded("nothing was changed"), Ladder.open(folder) as ladder:
+    with guarded("nothing was changed"), _open(folder) as ladder:
         version = ladder.reinstate(name)
         console.print(shown(f"{version.label} is active again"))
 
@@ -151,7 +163,7 @@ def run_ladder(
 ) -> None:
     """Qualify what is queued and play matches, storing each with its ratings, until stopped (Ctrl-C)
     or until N matches are played. One run per ladder at a time; a killed run is carried on by the next."""
-    with guarded("every stored match is kept; run it again to carry on"), Ladder.open(folder) as ladder:
+    with guarded("every stored match is kept; run it again to carry on"), _open(folder) as ladder:
         progress = _run_with_progress(ladder, matches, workers, backend, ray_address)
     note = f" ({progress.note})" if progress.note else ""
     console.print(
@@ -163,6 +175,8 @@ def run_ladder(
 
 
 def _run_with_progress(ladder: Ladder, matches, workers, backend, ray_address) -> scheduler.Progress:
+    from policybox.league import scheduler
+
     with Live(Text(""), console=console, transient=True, auto_refresh=False) as live:
 
         def show(progress: scheduler.Progress) -> None:
@@ -182,7 +196,9 @@ def _run_with_progress(ladder: Ladder, matches, workers, backend, ray_address) -
 @ladder_app.command()
 def status(folder: DIR, json: JSON = False) -> None:
     """The standings: one row per name (its playing version), best first."""
-    with guarded("nothing was changed"), Ladder.open(folder, read_only=True) as ladder:
+    from policybox.league import board
+
+    with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
         standings = board.standings(ladder)
     if json:
         console.print_json(standings.model_dump_json())
@@ -193,7 +209,9 @@ def status(folder: DIR, json: JSON = False) -> None:
 @ladder_app.command()
 def show(folder: DIR, name: NAME, json: JSON = False) -> None:
     """One name: its versions, rating history, head-to-head, seats, recent matches and failures (with log tails)."""
-    with guarded("nothing was changed"), Ladder.open(folder, read_only=True) as ladder:
+    from policybox.league import board
+
+    with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
         page = board.name_page(ladder, name, private=True)
     if json:
         console.print_json(page.model_dump_json())
@@ -208,7 +226,9 @@ def list_matches(
     limit: Annotated[int, typer.Option(min=1, metavar="N", help="The latest N matches.")] = 50,
 ) -> None:
     """The matches played, newest first (a match scheduled but not yet played is not listed)."""
-    with guarded("nothing was changed"), Ladder.open(folder, read_only=True) as ladder:
+    from policybox.league import board
+
+    with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
         found = board.match_list(ladder, limit)
     if json:
         console.print_json(found.model_dump_json())
@@ -220,7 +240,7 @@ def list_matches(
 def rerate(folder: DIR) -> None:
     """Recompute every rating from the stored matches and compare with the live ones: exit 0 when they
     are equal, 1 (listing each difference) when not."""
-    with guarded("nothing was changed"), Ladder.open(folder) as ladder:
+    with guarded("nothing was changed"), _open(folder) as ladder:
         differences = ladder.rerate()
     if not differences:
         console.print("rerate: every rating equals a replay of the stored matches")
@@ -238,7 +258,7 @@ def token(
     """Print a new token for TEAM: with it the team submits over the web page (`ladder serve`), and
     sees its own log tails. Its first submission of a name makes the team that name's owner. Only a
     hash of the token is kept: this is the one time it is shown."""
-    with guarded("nothing was changed"), Ladder.open(folder) as ladder:
+    with guarded("nothing was changed"), _open(folder) as ladder:
         typer.echo(ladder.token(team))
 
 

@@ -8,6 +8,7 @@ than cut. Every text that a policy, a game or a spec file controls goes through 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -15,10 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from policybox.inert import shown
-from policybox.league import board
 from policybox.league.summary import HeadToHead, Summary, differing_stats
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
+
+if TYPE_CHECKING:
+    from policybox.league import board
 
 NAME_WIDTH = 16  # of a policy name in a table; the full name is listed below when it is longer
 SHORT_NAME_WIDTH = 10  # in the columns of the head-to-head and behaviour tables
@@ -338,7 +341,9 @@ def show_name(console: Console, page: board.NamePage) -> None:
             f"rating after match {last.match}: {last.rating.mu:.2f} ± {last.rating.sigma:.2f} "
             f"({len(page.history)} points)"
         )
-    show_matches(console, board.MatchList(matches=page.recent), title="recent matches")
+    from policybox.league.board import MatchList  # only a ladder's pages load the database layer
+
+    show_matches(console, MatchList(matches=page.recent), title="recent matches")
     for failure in page.failures:
         head = f"match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
         console.print(shown(f"{head}: {failure.cause} at step {failure.step}: {failure.message}", "yellow"))

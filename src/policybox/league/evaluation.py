@@ -48,6 +48,7 @@ from policybox.storage import StorageFull, write_atomically, writing
 
 TOURNAMENT_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"  # policybox.league.report's page of the folder
 SETUP_FOLDER = "setup"  # what entrants' setup scripts made, by content: any tournament in the folder may use it
 
 

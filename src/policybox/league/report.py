@@ -27,13 +27,12 @@ from pydantic import BaseModel, Field
 import policybox
 from policybox.errors import PolicyboxError
 from policybox.league import board, plots
-from policybox.league.evaluation import TOURNAMENT_FILE, load_summary, load_tournament
+from policybox.league.evaluation import REPORT_FILE, TOURNAMENT_FILE, load_summary, load_tournament
 from policybox.league.ladder import FOLDER_FILE, Ladder
 from policybox.league.ranking import Rating, Reward
 from policybox.league.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
 from policybox.storage import write_atomically
 
-REPORT_FILE = "report.html"
 STATS_SHOWN = 8
 
 

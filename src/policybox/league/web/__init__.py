@@ -3,6 +3,9 @@
 It reads what ``ladder run`` writes (and stores what a team submits, as ``ladder submit`` does); it
 never runs a cell. Every page is one of ``policybox.league.board``'s views, served twice: as JSON
 under ``/api/`` and as HTML rendered from the same model (``pages``). ``app.make_app(DIR)`` is the
-ASGI app. This package's own import is light: the command line reads ``site``'s upload cap without
-loading Starlette.
+ASGI app. This package's own import is light: the command line reads the upload cap here without
+loading Starlette or the database.
 """
+
+MiB = 1024 * 1024
+UPLOAD_CAP = 256 * MiB  # a request body to /submit or /api/submit: the zip and the form around it

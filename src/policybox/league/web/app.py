@@ -12,9 +12,9 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from policybox.league.web import pages, render, upload, viewer
+from policybox.league.web import UPLOAD_CAP, pages, render, upload, viewer
 from policybox.league.web.headers import SecurityHeaders
-from policybox.league.web.site import UPLOAD_CAP, Site
+from policybox.league.web.site import Site
 
 STATIC = Path(__file__).parent / "static"
 

@@ -6,7 +6,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import Message
 
-from policybox.league.web.site import MiB
+from policybox.league.web import MiB
 
 
 def capped(request: Request, cap: int) -> Request:

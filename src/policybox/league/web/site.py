@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policybox.league.ladder import Ladder
-
-MiB = 1024 * 1024
-UPLOAD_CAP = 256 * MiB  # a request body to /submit or /api/submit: the zip and the form around it
+from policybox.league.web import UPLOAD_CAP
 
 
 @dataclass
