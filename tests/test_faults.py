@@ -23,7 +23,7 @@ from policybox.results import AgentStatus, EpisodeResult
 STEPS = 150
 # A healthy cell answers in about a millisecond; 500 ms deadlines leave room for a loaded machine,
 # and a 10 ms pacer keeps the episode long enough (>1.5 s) for a hung agent to spend its bank.
-LIMITS = ["--act-timeout-ms", "500", "--time-bank-ms", "500", "--init-timeout-s", "10", "--log-limit-mb", "0.1"]
+LIMITS = ["--act-timeout-ms", "500", "--time-bank-ms", "500", "--init-timeout-s", "5", "--log-limit-mb", "0.1"]
 OTHERS = [
     policy("seeded_random.py:SeededRandom"),
     policy("stateful.py:Stateful"),
@@ -111,7 +111,7 @@ MESSAGES = {
     "unknown class": "no class 'NoSuchClass' in ",
     "exception in __init__": "bad configuration for this policy",
     "not a policy class": "faults.py:NotAPolicy is not a MettaGrid policy",
-    "hang in start-up": "not ready within the init timeout of 10 s",
+    "hang in start-up": "not ready within the init timeout of 5 s",
     "exception in step": "policy gave up at step 10",
     "os._exit in step": "cell exited with code 3",
     "segfault in step": "cell killed by SIGSEGV",

@@ -44,17 +44,17 @@ def wait_for(condition, timeout: float = 30.0) -> bool:
     return False
 
 
-def test_twenty_episodes_leave_no_process_and_no_fd(play):
+def test_ten_episodes_leave_no_process_and_no_fd(play):
     me = psutil.Process()
     play(["random"], agents=2, steps=5)  # warm up lazy imports that keep files open
     gc.collect()  # files an earlier test left to the collector (a database engine's pool) close now, not mid-test
     fds = me.num_fds()
-    for seed in range(20):
+    for seed in range(10):
         result = play(["random", policy("faults.py:ExitInStep")], agents=2, steps=12, seed=seed)
         assert [a.status for a in result.agents] == [AgentStatus.OK, AgentStatus.CRASHED]
         assert descendants() == []
     gc.collect()
-    assert me.num_fds() <= fds  # a file left open per episode would be 20 more
+    assert me.num_fds() <= fds  # a file left open per episode would be 10 more
 
 
 def test_exception_in_the_host_mid_episode_stops_every_cell(play, monkeypatch):
