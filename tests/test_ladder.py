@@ -428,6 +428,9 @@ def test_a_team_submits_only_names_it_owns(tmp_path):
     assert run.returncode == 0 and len(run.stdout.strip()) >= 40
     with Ladder.open(tmp_path / "cup") as ladder:
         assert ladder.team_of(run.stdout.strip()) == "gamma"
+    stored = b"".join(path.read_bytes() for path in (tmp_path / "cup").glob("ladder.db*"))  # with the WAL
+    for token in (alpha, beta, run.stdout.strip()):
+        assert token.encode() not in stored  # only a hash of each is kept
 
 
 def test_a_setup_script_runs_once_in_a_cell_at_qualification_and_a_failing_one_rejects(tmp_path):

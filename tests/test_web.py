@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import xml.etree.ElementTree as ElementTree
 import zipfile
 from collections.abc import Iterator
@@ -264,6 +265,11 @@ def test_no_page_or_answer_shows_an_env_value(league, client):
     for team in (None, "alpha", "beta"):
         assert SECRET_VALUE not in everything_seen(client, auth(league, team))
     assert "noop,env.SECRET=***" in client.get("/names/secretive").text  # the variable's name, never its value
+    # Nor does the database the pages read: the value is only in the version's spec file, root's alone.
+    with Ladder.open(league.folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        assert SECRET_VALUE not in json.dumps([row.spec for row in connection.execute(select(versions.c.spec))])
+    holding = [p for p in (league.folder / "versions" / "specs").iterdir() if SECRET_VALUE in p.read_text()]
+    assert len(holding) == 1 and stat.S_IMODE(holding[0].stat().st_mode) == 0o600
 
 
 # ---------------------------------------------------------------------------------------------
