@@ -109,6 +109,7 @@ def test_a_ladder_plays_qualifies_rejects_survives_a_kill_and_rerates_exactly(la
     with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
         left = connection.execute(select(matches.c.id, matches.c.seed).where(matches.c.state == "scheduled")).all()
         left_seats = {m.id: _seats(connection, m.id) for m in left}
+        known = set(connection.execute(select(matches.c.id)).scalars())  # every match stored before the kill
         before = played(folder)
 
     resumed = ladder_command("run", str(folder), "--workers", "2", "--matches", "10")
@@ -117,7 +118,9 @@ def test_a_ladder_plays_qualifies_rejects_survives_a_kill_and_rerates_exactly(la
 
     with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
         rows = connection.execute(select(matches.c.id, matches.c.state, matches.c.seed).order_by(matches.c.id)).all()
-        assert [r.id for r in rows] == list(range(1, len(rows) + 1))  # every match once, none lost
+        # None lost (each counted once: below). Not ids 1..n: PostgreSQL's sequence keeps the id of an
+        # insert the kill rolled back, so a killed run may leave a gap that no match ever had.
+        assert known <= {r.id for r in rows}
         assert (
             all(r.state in ("played", "void") for r in rows) and sum(r.state == "played" for r in rows) == before + 10
         )

@@ -267,14 +267,14 @@ class NamePage(BaseModel):
 def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
     """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures
     (``private``: with its log tails and whole reasons)."""
-    board = standings(ladder, None if private else set())  # before this connection: a writer's holds the lock
+    ranked = standings(ladder, None if private else set())  # before this connection: a writer's holds the lock
     with ladder.engine.connect() as connection:
         row = store.name_row(connection, name)
         if row is None:
             raise SpecError(f"this ladder has no submission called {name!r}")
         own = connection.execute(select(versions).where(versions.c.name_id == row.id).order_by(versions.c.number)).all()
         ids = {v.id: v.number for v in own}
-        standing = next(s for s in board.rows if s.name == name)
+        standing = next(s for s in ranked.rows if s.name == name)
         return NamePage(
             name=name,
             standing=standing,
