@@ -81,7 +81,7 @@ versions = Table(
     Column("name_id", ForeignKey("names.id"), nullable=False),
     Column("number", Integer, nullable=False),
     Column("digest", String(64), nullable=False),
-    Column("spec", JSON, nullable=False),  # the PolicySpec its cells are given (in the ladder's own copy)
+    Column("spec", JSON, nullable=False),  # its PolicySpec with env values masked (cells get versions/specs/ID.json)
     Column("source", Text, nullable=False),  # what was submitted, as given (env values masked)
     Column("state", String(16), nullable=False),  # qualifying | active | rejected | suspended
     Column("reason", Text),  # why it is rejected or suspended
