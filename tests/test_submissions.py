@@ -176,25 +176,22 @@ def test_a_hostile_entry_is_refused_and_nothing_is_written(tmp_path, unpacked, a
 
 
 def test_too_many_files(tmp_path, unpacked, monkeypatch):
-    monkeypatch.setattr(submission, "MAX_FILES", 5)
     zip_path = make_zip(tmp_path / "many.zip", {f"f{i}.txt": "" for i in range(5)}, SPEC)
     with pytest.raises(SpecError, match="holds 6 entries, more than 5"):
-        parse_policy_arg(str(zip_path))
+        parse_policy_arg(str(zip_path), limits=submission.ZipLimits(max_entries=5))
     assert list(unpacked.iterdir()) == []
 
 
-def test_a_zip_bomb(tmp_path, unpacked, monkeypatch):
-    monkeypatch.setattr(submission, "MAX_BYTES", 64 * 1024)
+def test_a_zip_bomb(tmp_path, unpacked):
     zip_path = make_zip(tmp_path / "bomb.zip", {"bomb.bin": bytes(4 * 1024 * 1024)}, SPEC)
     assert zip_path.stat().st_size < 64 * 1024  # tiny, but inflates 64 times past the cap
     with pytest.raises(SpecError, match=r"unpacks to \d+ bytes, more than 65536"):
-        parse_policy_arg(str(zip_path))
+        parse_policy_arg(str(zip_path), limits=submission.ZipLimits(max_bytes=64 * 1024))
     assert list(unpacked.iterdir()) == []
 
 
 def test_a_zip_bomb_that_lies_about_its_size(tmp_path, unpacked, monkeypatch):
     """A zip whose headers claim 100 bytes for 4 MiB of zeros is refused; nothing big is written."""
-    monkeypatch.setattr(submission, "MAX_BYTES", 64 * 1024)
     zip_path = make_zip(tmp_path / "bomb.zip", {"bomb.bin": bytes(4 * 1024 * 1024)})
     data = bytearray(zip_path.read_bytes())
     for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):  # local and central headers
@@ -202,13 +199,12 @@ def test_a_zip_bomb_that_lies_about_its_size(tmp_path, unpacked, monkeypatch):
         data[at : at + 4] = (100).to_bytes(4, "little")
     zip_path.write_bytes(bytes(data))
     with pytest.raises(SpecError, match="entry 'bomb.bin' cannot be read"):
-        parse_policy_arg(str(zip_path))
+        parse_policy_arg(str(zip_path), limits=submission.ZipLimits(max_bytes=64 * 1024))
     assert list(unpacked.iterdir()) == []
 
 
 def test_the_written_bytes_are_counted_whatever_the_zip_declares(tmp_path, unpacked, monkeypatch):
     """If the declared sizes slip past the early check, writing stops as soon as the cap is passed."""
-    monkeypatch.setattr(submission, "MAX_BYTES", 64 * 1024)
     monkeypatch.setattr(submission, "CHUNK", 4096)
     monkeypatch.setattr(submission, "_declared_bytes", lambda entries: 0)
     sizes = []
@@ -225,7 +221,7 @@ def test_the_written_bytes_are_counted_whatever_the_zip_declares(tmp_path, unpac
     monkeypatch.setattr(submission, "new_file", measured)
     zip_path = make_zip(tmp_path / "bomb.zip", {"bomb.bin": bytes(4 * 1024 * 1024)})
     with pytest.raises(SpecError, match="unpacks to more than 65536 bytes"):
-        parse_policy_arg(str(zip_path))
+        parse_policy_arg(str(zip_path), limits=submission.ZipLimits(max_bytes=64 * 1024))
     assert sizes and sizes[-1] <= 64 * 1024  # stopped at the cap, not after inflating it all
     assert list(unpacked.iterdir()) == []
 

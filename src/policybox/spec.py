@@ -37,12 +37,15 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policybox.errors import SpecError
+
+if TYPE_CHECKING:
+    from policybox.submission import ZipLimits
 
 FILE_CLASS = re.compile(r"^(?P<file>.+\.py):(?P<cls>[A-Za-z_][A-Za-z0-9_.]*)$")
 DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -55,6 +58,10 @@ SUBMISSION_ZIP_SUFFIX = ".zip"
 METTAGRID_ONLY_FIELDS = ("policy_env_interface",)
 KEYS = "class, data, name, path, kw.X, env.X"
 SINGLE_KEYS = {"class": "class_path", "data": "data_path", "name": "name"}  # each may be given once
+# A spec names its files; it does not hold them. Its init_kwargs and env (each as JSON), and the spec
+# file itself, are capped: a page or a cell reads every spec it is given.
+MAX_FIELD_BYTES = 64 * 1024
+MAX_SPEC_FILE_BYTES = 1024 * 1024
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # glibc's list of variables it ignores for setuid programs (they load code or files), plus the ones
 # policybox sets for the cell itself.
@@ -124,8 +131,12 @@ class PolicySpec(BaseModel):
         return self.file_and_class is None and "." not in self.class_path
 
 
-def parse_policy_arg(text: str, base_dir: Path | None = None) -> PolicySpec:
-    """Parse one ``-p`` argument into a checked spec with absolute paths."""
+def parse_policy_arg(
+    text: str, base_dir: Path | None = None, limits: ZipLimits | None = None, unpack_into: Path | None = None
+) -> PolicySpec:
+    """Parse one ``-p`` argument into a checked spec with absolute paths. A zip is unpacked within
+    ``limits`` (default ``ZipLimits()``) into ``unpack_into`` (default: the submissions' own folder,
+    ``policybox.submission.submissions_root``)."""
     base = (base_dir or Path.cwd()).resolve()
     text = text.strip()
     if not text:
@@ -135,9 +146,9 @@ def parse_policy_arg(text: str, base_dir: Path | None = None) -> PolicySpec:
         if candidate.is_dir():
             return load_submission_dir(candidate, text)
         if text.endswith(SUBMISSION_ZIP_SUFFIX):
-            from policybox.submission import unpack_submission  # zip handling only when a zip is given
+            from policybox.submission import ZipLimits, unpack_submission  # zip handling only when a zip is given
 
-            return load_submission_dir(unpack_submission(candidate, text), text)
+            return load_submission_dir(unpack_submission(candidate, text, limits or ZipLimits(), unpack_into), text)
         if text.endswith(SPEC_FILE_SUFFIXES):
             return load_spec_file(candidate, text)
     return check_spec(_spec_from_pairs(text), base)
@@ -196,6 +207,17 @@ def _check_env_names(spec: PolicySpec, origin: str) -> None:
             raise SpecError(f"{origin}: env.{name} may not be set for a policy (unsafe or reserved name)")
 
 
+def _check_sizes(spec: PolicySpec, origin: str) -> None:
+    """init_kwargs and env are each at most MAX_FIELD_BYTES as JSON (a checkpoint belongs in data_path)."""
+    for field in ("init_kwargs", "env"):
+        size = len(json.dumps(getattr(spec, field), default=str).encode())
+        if size > MAX_FIELD_BYTES:
+            raise SpecError(
+                f"{origin}: {field} is {size} bytes as JSON, more than {MAX_FIELD_BYTES}: put large data in a file "
+                "the spec names (data_path)"
+            )
+
+
 def _kw_value(value: str) -> Any:
     try:
         return json.loads(value)
@@ -248,7 +270,7 @@ def _read_spec_file(path: Path, shown: str) -> Any:
     if not path.is_file():
         raise SpecError(f"policy spec file {shown} does not exist")
     try:
-        text = path.read_text()
+        text = _read_capped(path, shown)
         return yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise SpecError(f"policy spec file {shown} is not valid {path.suffix[1:].upper()}: {exc}") from None
@@ -257,13 +279,24 @@ def _read_spec_file(path: Path, shown: str) -> Any:
 def _read_manifest(path: Path, shown: str) -> Any:
     """A ``cogames.toml``'s ``[policy]`` table (MettaGrid's ``load_policy_manifest``), as a spec mapping."""
     try:
-        manifest = tomllib.loads(path.read_text())
+        manifest = tomllib.loads(_read_capped(path, shown))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"policy manifest {shown} is not valid TOML: {exc}") from None
     table = manifest.get("policy")
     if not isinstance(table, dict):
         raise SpecError(f"policy manifest {shown} has no [policy] table (with class_path = ...)")
     return table
+
+
+def _read_capped(path: Path, shown: str) -> str:
+    """A spec file's text, never more than MAX_SPEC_FILE_BYTES of it read (UnicodeDecodeError if not UTF-8)."""
+    with path.open("rb") as file:
+        data = file.read(MAX_SPEC_FILE_BYTES + 1)
+    if len(data) > MAX_SPEC_FILE_BYTES:
+        raise SpecError(
+            f"{shown} is larger than {MAX_SPEC_FILE_BYTES} bytes: a spec names its files, it does not hold them"
+        )
+    return data.decode()
 
 
 def _without_mettagrid_fields(raw: Any) -> Any:
@@ -299,6 +332,7 @@ def check_spec(
     """
     spec = spec.model_copy(deep=True)
     _check_env_names(spec, origin)
+    _check_sizes(spec, origin)
 
     def place(field: str, raw: str, what: str, value: str | None = None, must_exist: bool = True) -> Path:
         path = (base_dir / Path(raw).expanduser()).resolve()

@@ -10,8 +10,11 @@ The zip comes from an entrant and is hostile. We check every entry ourselves ins
 ``ZipFile.extractall``: extractall silently rewrites ``../`` and absolute names instead of refusing
 them, keeps no count of files, and would write whatever the archive inflates to. Here an entry is
 refused unless it is a plain file or folder with a relative name that stays below the top, the
-number of entries is capped, and the bytes are counted as they are written (a zip's declared sizes
-are the entrant's word, so they are only a first, early check).
+number of entries, the bytes of each file and of all files are capped (``ZipLimits``), and the bytes
+are counted as they are written (a zip's declared sizes are the entrant's word, so they are only a
+first, early check). Entry names are checked too -- valid UTF-8 (or the zip's old code page), no NUL,
+control character or backslash, at most 255 bytes a part, 1,024 bytes and 32 folders in all -- so a
+name the filesystem would refuse is refused here first, by name. A refusal of size is a ``TooLarge``.
 """
 
 from __future__ import annotations
@@ -25,20 +28,41 @@ import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from policybox.errors import PolicyboxError, SpecError
 
-MAX_FILES = 10_000
-MAX_BYTES = 2 * 1024**3
-CHUNK = 1024 * 1024
+MiB = 1024 * 1024
+CHUNK = MiB
 ROOT_NAME = "policybox-submissions"
 DIGEST_HEX = 16
 # A zip entry without Unix mode bits (made on Windows, say) has type 0: a file, or a folder if its name ends in /.
 ALLOWED_TYPES = (0, stat.S_IFREG, stat.S_IFDIR)
-# What a broken or hostile archive raises while it is read.
-ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError)
+# What a broken or hostile archive raises while it is read (UnicodeDecodeError: a name flagged UTF-8 that is not).
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, UnicodeDecodeError)
+# Entry names: what Linux takes (NAME_MAX a part; far below PATH_MAX in all, with the folders above it).
+MAX_PART_BYTES = 255
+MAX_NAME_BYTES = 1024
+MAX_DEPTH = 32
+# ZipFile reads the whole central directory into memory, an object per entry, before we can count them:
+# its size, as the zip's end record gives it, is refused first past this much per entry allowed.
+CENTRAL_BYTES_PER_ENTRY = 512
+SHOWN_NAME = 80  # characters of a hostile entry name a message shows
+
+
+class TooLarge(SpecError):
+    """A submission with more entries or bytes than its ``ZipLimits`` (HTTP 413 over the web page)."""
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    """What a submission zip may unpack to; a ladder sets its own (``LadderSettings``)."""
+
+    max_bytes: int = 512 * MiB
+    max_file_bytes: int = 256 * MiB
+    max_entries: int = 10_000
 
 
 def submissions_root() -> Path:
@@ -46,15 +70,17 @@ def submissions_root() -> Path:
     return Path(tempfile.gettempdir()) / ROOT_NAME
 
 
-def unpack_submission(zip_path: Path, given: str) -> Path:
+def unpack_submission(zip_path: Path, given: str, limits: ZipLimits = ZipLimits(), into: Path | None = None) -> Path:
     """The folder holding the contents of the zip at ``zip_path`` (``given``: as the operator wrote it).
 
-    Unpacked once per content and reused after: into a temporary sibling first, then renamed into
-    place, so concurrent runs never see half a submission.
+    Unpacked once per content into ``into`` (default ``submissions_root()``, kept for later runs; a
+    ladder gives a temporary folder of its own, which goes once the version is kept) and reused
+    after: into a temporary sibling first, then renamed into place, so concurrent runs never see
+    half a submission.
     """
     if not zip_path.is_file():
         raise SpecError(f"submission zip {given} does not exist")
-    root = private_folder(submissions_root())
+    root = private_folder(into or submissions_root())
     with zip_path.open("rb") as file:  # hash and unpack the same open file
         target = root / _sha256(file)[:DIGEST_HEX]
         if target.is_dir():
@@ -62,7 +88,7 @@ def unpack_submission(zip_path: Path, given: str) -> Path:
         staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{target.name}-"))
         try:
             file.seek(0)
-            _extract(file, staging, given)
+            _extract(file, staging, given, limits)
             staging.chmod(0o755)  # readable by a cell's uid once bound back; the root above stays 700
             move_into_place(staging, target)
         finally:
@@ -103,27 +129,52 @@ def move_into_place(staging: Path, target: Path) -> None:
             raise
 
 
-def _extract(file: BinaryIO, destination: Path, given: str) -> None:
+def _extract(file: BinaryIO, destination: Path, given: str, limits: ZipLimits) -> None:
     """Check every entry, then write them; nothing is written for an archive with a bad entry."""
+    _check_central_directory(file, given, limits)
     try:
         archive = zipfile.ZipFile(file)
+    except UnicodeDecodeError as exc:  # the raw name, as bytes: inert in a message
+        raise SpecError(f"submission {given}: entry {_shown(exc.object)} is flagged UTF-8 but is not") from None
     except zipfile.BadZipFile:
         raise SpecError(f"submission {given} is not a zip file") from None
     with archive:
         entries = archive.infolist()
-        if len(entries) > MAX_FILES:
-            raise SpecError(f"submission {given} holds {len(entries)} entries, more than {MAX_FILES}")
+        if len(entries) > limits.max_entries:
+            raise TooLarge(f"submission {given} holds {len(entries)} entries, more than {limits.max_entries}")
         for entry in entries:
-            _check_entry(entry, given)
+            _check_entry(entry, given, limits)
         declared = _declared_bytes(entries)
-        if declared > MAX_BYTES:
-            raise SpecError(f"submission {given} unpacks to {declared} bytes, more than {MAX_BYTES}")
+        if declared > limits.max_bytes:
+            raise TooLarge(f"submission {given} unpacks to {declared} bytes, more than {limits.max_bytes}")
         written = 0
         for entry in entries:
             try:
-                written = _write_entry(archive, entry, destination, written, given)
+                written += _write_entry(archive, entry, destination, limits.max_bytes - written, limits, given)
             except ZIP_ERRORS as exc:
-                raise SpecError(f"submission {given}: entry {entry.filename!r} cannot be read: {exc}") from None
+                raise SpecError(f"submission {given}: entry {_shown(entry.filename)} cannot be read: {exc}") from None
+
+
+def _check_central_directory(file: BinaryIO, given: str, limits: ZipLimits) -> None:
+    """Refuse a zip whose table of entries is too large to read, before ``ZipFile`` reads it whole.
+
+    The end record is found with zipfile's own reader (``_EndRecData``: private, but the one the
+    ZipFile class uses; it reads the last 64 KiB, never more)."""
+    try:
+        end = zipfile._EndRecData(file)  # noqa: SLF001 -- see the docstring
+    except OSError:
+        end = None
+    if not end:
+        raise SpecError(f"submission {given} is not a zip file")
+    entries, size = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]  # noqa: SLF001
+    if entries > limits.max_entries:
+        raise TooLarge(f"submission {given} holds {entries} entries, more than {limits.max_entries}")
+    if size > (cap := limits.max_entries * CENTRAL_BYTES_PER_ENTRY):
+        raise TooLarge(
+            f"submission {given}: its table of entries is {size} bytes, more than {limits.max_entries} entries need "
+            f"({cap})"
+        )
+    file.seek(0)
 
 
 def _declared_bytes(entries: list[zipfile.ZipInfo]) -> int:
@@ -131,38 +182,76 @@ def _declared_bytes(entries: list[zipfile.ZipInfo]) -> int:
     return sum(entry.file_size for entry in entries)
 
 
-def _check_entry(entry: zipfile.ZipInfo, given: str) -> None:
+def _check_entry(entry: zipfile.ZipInfo, given: str, limits: ZipLimits) -> None:
     name = PurePosixPath(entry.filename)
     kind = stat.S_IFMT(entry.external_attr >> 16)
-    if name.is_absolute():
-        raise SpecError(f"submission {given}: entry {entry.filename!r} is an absolute path")
-    if ".." in name.parts:
-        raise SpecError(f"submission {given}: entry {entry.filename!r} climbs out with '..'")
-    if not name.parts:
-        raise SpecError(f"submission {given}: entry {entry.filename!r} has no name")
+    shown = _shown(entry.filename)
+    if problem := _name_problem(entry.filename, name):
+        raise SpecError(f"submission {given}: entry {shown} {problem}")
     if kind not in ALLOWED_TYPES:
         what = "a symlink" if kind == stat.S_IFLNK else f"not a plain file or folder (mode {kind:#o})"
-        raise SpecError(f"submission {given}: entry {entry.filename!r} is {what}")
+        raise SpecError(f"submission {given}: entry {shown} is {what}")
+    if entry.file_size > limits.max_file_bytes:
+        raise TooLarge(
+            f"submission {given}: entry {shown} is {entry.file_size} bytes, more than {limits.max_file_bytes}"
+        )
 
 
-def _write_entry(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, destination: Path, written: int, given: str) -> int:
-    """Write one checked entry below ``destination``; the running byte count, never past MAX_BYTES."""
+def _name_problem(raw: str, name: PurePosixPath) -> str | None:
+    """What is wrong with an entry's name, if anything (said after the name in a message)."""
+    if any(ord(character) < 32 or ord(character) == 127 for character in raw):
+        return "holds a NUL or another control character"
+    if "\\" in raw:
+        return "holds a backslash: folders are separated by /"
+    if name.is_absolute():
+        return "is an absolute path"
+    if ".." in name.parts:
+        return "climbs out with '..'"
+    if not name.parts:
+        return "has no name"
+    if len(raw.encode()) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    if len(name.parts) > MAX_DEPTH:
+        return f"is more than {MAX_DEPTH} folders deep"
+    if any(len(part.encode()) > MAX_PART_BYTES for part in name.parts):
+        return f"has a part longer than {MAX_PART_BYTES} bytes"
+    return None
+
+
+def _shown(name: str | bytes) -> str:
+    """An entry's name as a message shows it: quoted, escaped (inert), and cut if long."""
+    return repr(name[:SHOWN_NAME]) + ("..." if len(name) > SHOWN_NAME else "")
+
+
+def _write_entry(
+    archive: zipfile.ZipFile, entry: zipfile.ZipInfo, destination: Path, room: int, limits: ZipLimits, given: str
+) -> int:
+    """Write one checked entry below ``destination``; its bytes, counted as they are written, never
+    past the file cap nor past ``room`` (what the submission's cap leaves)."""
     parts = PurePosixPath(entry.filename).parts
     is_folder = entry.is_dir() or stat.S_ISDIR(entry.external_attr >> 16)
+    written = 0
     try:
         folder = _make_folders(destination, parts if is_folder else parts[:-1])
         if is_folder:
-            return written
+            return 0
         with archive.open(entry) as source, new_file(folder / parts[-1]) as sink:
             while chunk := source.read(CHUNK):
                 written += len(chunk)
-                if written > MAX_BYTES:
-                    raise SpecError(f"submission {given} unpacks to more than {MAX_BYTES} bytes")
+                if written > limits.max_file_bytes:
+                    raise TooLarge(
+                        f"submission {given}: entry {_shown(entry.filename)} unpacks to more than "
+                        f"{limits.max_file_bytes} bytes"
+                    )
+                if written > room:
+                    raise TooLarge(f"submission {given} unpacks to more than {limits.max_bytes} bytes")
                 sink.write(chunk)
     except FileExistsError:
-        raise SpecError(f"submission {given}: entry {entry.filename!r} is written twice") from None
+        raise SpecError(f"submission {given}: entry {_shown(entry.filename)} is written twice") from None
     except (NotADirectoryError, IsADirectoryError):
-        raise SpecError(f"submission {given}: entry {entry.filename!r} clashes with a file of the same name") from None
+        raise SpecError(
+            f"submission {given}: entry {_shown(entry.filename)} clashes with a file of the same name"
+        ) from None
     return written
 
 
