@@ -114,10 +114,7 @@ def private_folder(root: Path, error: type[PolicyboxError] = SpecError) -> Path:
 
 
 def _sha256(file: BinaryIO) -> str:
-    digest = hashlib.sha256()
-    while chunk := file.read(CHUNK):
-        digest.update(chunk)
-    return digest.hexdigest()
+    return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def move_into_place(staging: Path, target: Path) -> None:

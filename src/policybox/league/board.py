@@ -272,7 +272,9 @@ def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
         row = store.name_row(connection, name)
         if row is None:
             raise SpecError(f"this ladder has no submission called {name!r}")
-        own = connection.execute(select(versions).where(versions.c.name_id == row.id).order_by(versions.c.number)).all()
+        own = connection.execute(
+            select(*store.SUMMARY, versions.c.source).where(versions.c.name_id == row.id).order_by(versions.c.number)
+        ).all()
         ids = {v.id: v.number for v in own}
         standing = next(s for s in ranked.rows if s.name == name)
         return NamePage(
@@ -564,7 +566,7 @@ def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
     output are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with ladder.engine.connect() as connection:
         rows = connection.execute(
-            select(versions, names.c.name, qualifications.c.setup_output)
+            select(*store.SUMMARY, names.c.name, qualifications.c.setup_output)
             .join(names, names.c.id == versions.c.name_id)
             .outerjoin(qualifications, qualifications.c.version_id == versions.c.id)
             .where(versions.c.state.in_(["qualifying", "rejected"]))

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +39,7 @@ from policybox.league.ranking import RankBy
 from policybox.league.tournament import Seating
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import write_atomically, writing
-from policybox.submission import private_folder
+from policybox.submission import MiB, ZipLimits, private_folder
 
 FOLDER_FILE = "ladder.json"
 SQLITE_FILE = "ladder.db"
@@ -64,6 +65,15 @@ class LadderSettings(BaseModel):
     replays: bool = Field(
         default=False, description="Write each match's MettaGrid replay to DIR/replays/ (a MettaGrid game, played here)"
     )
+    max_unpacked_mb: int = Field(default=512, ge=1, description="The most a submission zip may unpack to, in MiB")
+    max_file_mb: int = Field(
+        default=256, ge=1, description="The most one file of a submission zip may unpack to, in MiB"
+    )
+    max_entries: int = Field(default=10_000, ge=1, description="The most files and folders a submission zip may hold")
+
+    def zip_limits(self) -> ZipLimits:
+        """What a submission zip may unpack to (``policybox.submission``)."""
+        return ZipLimits(self.max_unpacked_mb * MiB, self.max_file_mb * MiB, self.max_entries)
 
 
 class Ladder:
@@ -139,8 +149,11 @@ class Ladder:
         if team is not None:  # refused before any file is copied; checked again when it is stored
             with transaction(self.engine) as connection:
                 _check_owner(connection, name, team)
-        check_shorthands([parse_policy_arg(source, base_dir)], self.settings.settings)  # before anything is copied
-        kept = versions.store(source, private_folder(self.folder / "versions", LadderError), base_dir)
+        kept_in = private_folder(self.folder / "versions", LadderError)
+        with tempfile.TemporaryDirectory(dir=kept_in, prefix=".unpacking-") as scratch:  # a zip's files, until kept
+            spec = parse_policy_arg(source, base_dir, self.settings.zip_limits(), Path(scratch))
+            check_shorthands([spec], self.settings.settings)  # before anything is copied
+            kept = versions.store_spec(spec, kept_in)
         try:
             return self._add(name, source, kept, team)
         except IntegrityError:  # another submission of this name was stored at the same moment

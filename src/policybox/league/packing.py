@@ -2,7 +2,8 @@
 
 On a cluster, cells run on nodes that cannot see the files a spec names. The driver packs each policy's
 roots (the folder of its class file, its checkpoint, its ``python_path`` folders, its setup script's
-folder) once with ``pack``;
+folder) once with ``pack`` (in memory: a Ray object; ``pack_to`` streams the same tar into a file, as
+``policybox.league.versions`` keeps a version without ever holding its files in memory);
 each node checks the content hash and unpacks the bundle with ``unpack`` into a root-only folder named
 by that hash, and plays the spec ``relocate`` points there. Root i is stored as ``i/<its name>``, so a
 checkpoint keeps its file name (a loader may go by its suffix; a policy's display name shows it).
@@ -25,6 +26,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from policybox.errors import PolicyboxError
 from policybox.spec import PolicySpec
@@ -49,6 +51,14 @@ class Bundle:
     roots: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Packed:
+    """What ``pack_to`` wrote into a file: the tar's sha256 and the roots it holds, in order."""
+
+    digest: str
+    roots: tuple[str, ...]
+
+
 def spec_roots(spec: PolicySpec) -> list[Path]:
     """What the spec needs on another machine: the folder of its class file (importable in the cell, so
     its siblings come too), its checkpoint, its python_path folders, the folder of its setup script;
@@ -66,19 +76,30 @@ def spec_roots(spec: PolicySpec) -> list[Path]:
 
 
 def pack(spec: PolicySpec, *, max_bytes: int = MAX_BYTES) -> Bundle | None:
-    """The spec's roots in one tar whose bytes depend only on their contents; None if it needs no files."""
+    """The spec's roots in one tar whose bytes depend only on their contents, in memory; None if it needs no files."""
+    buffer = io.BytesIO()
+    packed = pack_to(spec, buffer, max_bytes=max_bytes)
+    return None if packed is None else Bundle(packed.digest, buffer.getvalue(), packed.roots)
+
+
+def pack_to(spec: PolicySpec, file: BinaryIO, *, max_bytes: int = MAX_BYTES) -> Packed | None:
+    """``pack``'s tar written into ``file`` (empty, seekable), a file at a time; None if it needs no files."""
     roots = spec_roots(spec)
     if not roots:
         return None
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(fileobj=file, mode="w", format=tarfile.PAX_FORMAT) as tar:
         packer = _Packer(tar, spec.display_name, max_bytes)
         for index, root in enumerate(roots):
             packer.add_root(index, root)
-    if buffer.tell() > max_bytes:  # headers and padding can tip it over: unpack would refuse it
+    if file.tell() > max_bytes:  # headers and padding can tip it over: unpack would refuse it
         raise PackingError(f"policy {spec.display_name}: its files come to more than {max_bytes} bytes")
-    archive = buffer.getvalue()
-    return Bundle(hashlib.sha256(archive).hexdigest(), archive, tuple(str(root) for root in roots))
+    return Packed(_sha256(file), tuple(str(root) for root in roots))
+
+
+def _sha256(file: BinaryIO) -> str:
+    """The whole file's sha256, read a chunk at a time."""
+    file.seek(0)
+    return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 class _Packer:
@@ -139,20 +160,27 @@ def _mode(folder: bool, executable: bool = False) -> int:
 
 
 def unpack(bundle: Bundle, base: Path, *, max_bytes: int = MAX_BYTES) -> Path:
-    """``base/<digest>/`` holding the bundle's files, unpacked once per node and reused after.
+    """``base/<digest>/`` holding the bundle's files, unpacked once per node and reused after."""
+    return unpack_from(io.BytesIO(bundle.archive), bundle, base, max_bytes=max_bytes)
+
+
+def unpack_from(file: BinaryIO, packed: Bundle | Packed, base: Path, *, max_bytes: int = MAX_BYTES) -> Path:
+    """``base/<digest>/`` holding the files of the tar in ``file`` (seekable; ``packed`` says its
+    digest and roots), unpacked once and reused after.
 
     Several processes may unpack the same bundle at once: each writes a temporary sibling and renames
     it into place, so none ever sees half a bundle, and a loser drops its copy for the winner's.
     """
-    _verify(bundle, max_bytes)
+    _verify(file, packed.digest, max_bytes)
     try:
         root = private_folder(base, PackingError)
-        target = root / bundle.digest
+        target = root / packed.digest
         if target.is_dir():
             return target
-        with tarfile.open(fileobj=io.BytesIO(bundle.archive), mode="r:") as tar:
-            members = _checked_members(tar, bundle)
-            staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{bundle.digest[:16]}-"))
+        file.seek(0)
+        with tarfile.open(fileobj=file, mode="r:") as tar:
+            members = _checked_members(tar, packed)
+            staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{packed.digest[:16]}-"))
             try:
                 tar.extractall(staging, members=members, filter=_normalised)
                 staging.chmod(0o755)  # readable by a cell's uid once bound back; base stays 700
@@ -160,20 +188,21 @@ def unpack(bundle: Bundle, base: Path, *, max_bytes: int = MAX_BYTES) -> Path:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
     except (OSError, tarfile.TarError) as exc:
-        raise PackingError(f"bundle {bundle.digest[:16]} cannot be unpacked: {exc}") from None
+        raise PackingError(f"bundle {packed.digest[:16]} cannot be unpacked: {exc}") from None
     return target
 
 
-def _verify(bundle: Bundle, max_bytes: int) -> None:
+def _verify(file: BinaryIO, digest: str, max_bytes: int) -> None:
     """Size first (cheap), then the hash; an uncompressed tar of plain files unpacks to less than its size."""
-    if len(bundle.archive) > max_bytes:
-        raise PackingError(f"bundle {bundle.digest[:16]} is {len(bundle.archive)} bytes, more than {max_bytes}")
-    actual = hashlib.sha256(bundle.archive).hexdigest()
-    if actual != bundle.digest:
-        raise PackingError(f"bundle {bundle.digest[:16]}: content hash mismatch (the archive hashes to {actual[:16]})")
+    size = file.seek(0, io.SEEK_END)
+    if size > max_bytes:
+        raise PackingError(f"bundle {digest[:16]} is {size} bytes, more than {max_bytes}")
+    actual = _sha256(file)
+    if actual != digest:
+        raise PackingError(f"bundle {digest[:16]}: content hash mismatch (the archive hashes to {actual[:16]})")
 
 
-def _checked_members(tar: tarfile.TarFile, bundle: Bundle) -> list[tarfile.TarInfo]:
+def _checked_members(tar: tarfile.TarFile, bundle: Bundle | Packed) -> list[tarfile.TarInfo]:
     """Every member, each checked before anything is written: a bad one refuses the whole bundle."""
     tops = {str(index) for index in range(len(bundle.roots))}
     seen: set[PurePosixPath] = set()
@@ -207,7 +236,7 @@ def _normalised(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
     return member.replace(mode=_mode(member.isdir(), bool(member.mode and member.mode & 0o111)), deep=False)
 
 
-def relocate(spec: PolicySpec, bundle: Bundle, folder: Path) -> PolicySpec:
+def relocate(spec: PolicySpec, bundle: Bundle | Packed, folder: Path) -> PolicySpec:
     """The spec with every path moved into ``folder`` (where ``unpack`` put the bundle); all else kept."""
     roots = [Path(root) for root in bundle.roots]
 

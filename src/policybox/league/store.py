@@ -50,7 +50,6 @@ class Version:
     name: str
     number: int
     state: str
-    spec: dict[str, Any]
     digest: str
     reason: str | None
     retired: bool
@@ -61,7 +60,13 @@ class Version:
 
 
 def _version(row: Any) -> Version:
-    return Version(row.id, row.name, row.number, row.state, row.spec, row.digest, row.reason, row.retired)
+    return Version(row.id, row.name, row.number, row.state, row.digest, row.reason, row.retired)
+
+
+# A version's columns but its spec and its source: what pages and matchmaking read. The spec (up to
+# 128 KiB of init_kwargs and env) is read by nothing that shows a page (cells get versions/specs/ID.json),
+# the source only by its name's page; every open tab polls the standings.
+SUMMARY = [column for column in versions.c if column.name not in ("spec", "source")]
 
 
 def _versions_query() -> Any:
@@ -70,7 +75,6 @@ def _versions_query() -> Any:
         names.c.name,
         versions.c.number,
         versions.c.state,
-        versions.c.spec,
         versions.c.digest,
         versions.c.reason,
         names.c.retired,
@@ -178,7 +182,7 @@ def current_versions(connection: Connection) -> dict[str, Any]:
     """Each name's current version -- its latest qualified one -- as a row of the versions table."""
     ranked = (
         select(
-            versions,
+            *SUMMARY,
             func.row_number().over(partition_by=versions.c.name_id, order_by=versions.c.number.desc()).label("rank"),
         )
         .where(versions.c.state.in_(QUALIFIED))
@@ -379,7 +383,7 @@ def _count_match(
     suspend_after: int,
 ) -> tuple[int, str] | None:
     agents = [agent for agent in result.agents if seats[agent.agent_id] == version_id]
-    row = connection.execute(select(versions).where(versions.c.id == version_id)).one()
+    row = connection.execute(select(*SUMMARY).where(versions.c.id == version_id)).one()
     statuses = dict(row.statuses or {})
     for agent in agents:
         statuses[agent.status.value] = statuses.get(agent.status.value, 0) + 1

@@ -4,7 +4,8 @@
 or ``cogames.toml``, a MettaGrid zip, a YAML/JSON spec file, a shorthand -- and parses and checks it
 under the rules of every other command (``policybox.spec``: each path an entrant's spec names stays
 inside its folder; ``policybox.submission``: a zip is unpacked warily). It packs the spec's files into
-one deterministic tar (``policybox.league.packing``) and unpacks that into ``ROOT/files/<sha256 of
+one deterministic tar (``policybox.league.packing``), streamed into an unnamed temporary file of ROOT
+(never held in memory; gone with the process, whatever ends it), and unpacks that into ``ROOT/files/<sha256 of
 the tar>/``: ROOT and ``files`` are 0700, so only root reaches the copy, and a cell reads it once it is
 bound back. The spec it returns points into the copy, so editing or deleting the original afterwards
 changes nothing; a copy is never written again (storing the same files again reuses it).
@@ -30,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import io
 import json
 import os
 import re
@@ -39,8 +39,9 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
-from policybox.league.packing import Bundle, pack, relocate, unpack, with_paths
+from policybox.league.packing import pack_to, relocate, unpack_from, with_paths
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.submission import private_folder
 
@@ -78,36 +79,42 @@ def store_spec(spec: PolicySpec, root: Path) -> Stored:
     """Store a checked spec (its paths absolute, as ``parse_policy_arg`` and ``check_spec`` give them)."""
     root = private_folder(root).resolve()
     key = _digest_key(root)
-    bundle = pack(spec)
-    if bundle is None:
-        return Stored(spec, _digest(spec, key), None)
-    files = unpack(bundle, root / FILES)
-    return Stored(relocate(spec, bundle, files), _digest(relocate(spec, bundle, Path("/")), key, bundle), files)
+    with tempfile.TemporaryFile(dir=root) as tar:  # unnamed: nothing to clean up, however this ends
+        packed = pack_to(spec, tar)
+        if packed is None:
+            return Stored(spec, _digest(spec, key), None)
+        files = unpack_from(tar, packed, root / FILES)
+        digest = _digest(relocate(spec, packed, Path("/")), key, tar)
+    return Stored(relocate(spec, packed, files), digest, files)
 
 
-def _digest(spec: PolicySpec, key: bytes, bundle: Bundle | None = None) -> str:
-    """The version's digest (see the module's docstring); a bundle's spec is relocated to ``/``."""
-    folders = _folder_roots(bundle) if bundle else set()
+def _digest(spec: PolicySpec, key: bytes, tar: BinaryIO | None = None) -> str:
+    """The version's digest (see the module's docstring); the spec of a bundle (the ``tar`` file) is
+    relocated to ``/``."""
+    folders = _folder_roots(tar) if tar else set()
     shown = spec.model_copy(update={"name": None, "env": {k: _keyed(key, v) for k, v in spec.env.items()}})
-    if bundle is not None:
+    if tar is not None:
         shown = with_paths(shown, lambda raw: _unnamed(PurePosixPath(raw).relative_to("/"), folders))
-    content = {"spec": shown.model_dump(mode="json"), "files": _files(bundle, folders) if bundle else None}
+    content = {"spec": shown.model_dump(mode="json"), "files": _files(tar, folders) if tar else None}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def _folder_roots(bundle: Bundle) -> set[str]:
+def _folder_roots(tar_file: BinaryIO) -> set[str]:
     """The indexes (as text) of the bundle's roots that are folders: their own names do not count."""
-    with tarfile.open(fileobj=io.BytesIO(bundle.archive), mode="r:") as tar:
+    tar_file.seek(0)
+    with tarfile.open(fileobj=tar_file, mode="r:") as tar:
         return {member.name.split("/")[0] for member in tar if member.isdir() and member.name.count("/") == 1}
 
 
-def _files(bundle: Bundle, folders: set[str]) -> list[list[str | int]]:
-    """Every member of the bundle (in its fixed order) as [path without folder roots' names, type, mode, sha256]."""
+def _files(tar_file: BinaryIO, folders: set[str]) -> list[list[str | int]]:
+    """Every member of the bundle (in its fixed order) as [path without folder roots' names, type, mode, sha256],
+    each file hashed a chunk at a time."""
     entries: list[list[str | int]] = []
-    with tarfile.open(fileobj=io.BytesIO(bundle.archive), mode="r:") as tar:
+    tar_file.seek(0)
+    with tarfile.open(fileobj=tar_file, mode="r:") as tar:
         for member in tar:
             source = tar.extractfile(member) if member.isfile() else None
-            content = hashlib.sha256(source.read()).hexdigest() if source else ""
+            content = hashlib.file_digest(source, "sha256").hexdigest() if source else ""
             entries.append([_unnamed(PurePosixPath(member.name), folders), member.type.decode(), member.mode, content])
     return entries
 

@@ -4,9 +4,11 @@ submission zip).
 
 Both run what ``ladder submit`` runs -- ``Ladder.submit(name, zip, team=...)``, every check of it, the
 name's owner checked again in the transaction that stores it -- on the upload saved to a temporary
-file. The request body is capped as it streams in (``Site.upload_cap``). No valid token: 401;
-another team's name: 403; too large: 413; anything else wrong: 400 with the message. Nothing is
-stored for any of them.
+file. The request body is capped as it streams in (``Site.upload_cap``; past 1 MiB Starlette spools
+it to an unnamed temporary file, never to memory), the zip's unpacked size by the ladder's own caps
+(``LadderSettings.zip_limits``). No valid token: 401; another team's name: 403; too large (the body
+or what the zip unpacks to): 413; anything else wrong: 400 with the message. Nothing is stored for
+any of them, and no file of the upload outlives its request.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from policybox.league.web.body import capped, size
 from policybox.league.web.site import Site
 from policybox.league.web.viewer import Viewer, bearer, identify, require_same_origin, viewer
 from policybox.storage import StorageFull
+from policybox.submission import TooLarge
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 NEEDS_TOKEN = (
@@ -108,6 +111,8 @@ def _store(ladder: Ladder, name: str, upload: UploadFile, team: str) -> store.Ve
             raise HTTPException(403, str(exc)) from None
         except StorageFull as exc:
             raise HTTPException(507, str(exc)) from None
+        except TooLarge as exc:
+            raise HTTPException(413, str(exc)) from None
         except PolicyboxError as exc:
             raise HTTPException(400, str(exc)) from None
 
