@@ -47,8 +47,10 @@ MAX_PART_BYTES = 255
 MAX_NAME_BYTES = 1024
 MAX_DEPTH = 32
 # ZipFile reads the whole central directory into memory, an object per entry, before we can count them:
-# its size, as the zip's end record gives it, is refused first past this much per entry allowed.
+# its size, as the zip's end record gives it, is refused first past this much per entry allowed (and
+# some room for a few long names).
 CENTRAL_BYTES_PER_ENTRY = 512
+CENTRAL_SLACK = 64 * 1024
 SHOWN_NAME = 80  # characters of a hostile entry name a message shows
 
 
@@ -166,7 +168,7 @@ def _check_central_directory(file: BinaryIO, given: str, limits: ZipLimits) -> N
     entries, size = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]  # noqa: SLF001
     if entries > limits.max_entries:
         raise TooLarge(f"submission {given} holds {entries} entries, more than {limits.max_entries}")
-    if size > (cap := limits.max_entries * CENTRAL_BYTES_PER_ENTRY):
+    if size > (cap := limits.max_entries * CENTRAL_BYTES_PER_ENTRY + CENTRAL_SLACK):
         raise TooLarge(
             f"submission {given}: its table of entries is {size} bytes, more than {limits.max_entries} entries need "
             f"({cap})"
@@ -182,16 +184,15 @@ def _declared_bytes(entries: list[zipfile.ZipInfo]) -> int:
 def _check_entry(entry: zipfile.ZipInfo, given: str, limits: ZipLimits) -> None:
     name = PurePosixPath(entry.filename)
     kind = stat.S_IFMT(entry.external_attr >> 16)
-    shown = _shown(entry.filename)
-    if problem := _name_problem(entry.filename, name):
+    shown = _shown(entry.orig_filename)
+    if problem := _name_problem(entry.orig_filename, name):  # as stored: ZipInfo cuts filename at a NUL
         raise SpecError(f"submission {given}: entry {shown} {problem}")
     if kind not in ALLOWED_TYPES:
         what = "a symlink" if kind == stat.S_IFLNK else f"not a plain file or folder (mode {kind:#o})"
         raise SpecError(f"submission {given}: entry {shown} is {what}")
     if entry.file_size > limits.max_file_bytes:
-        raise TooLarge(
-            f"submission {given}: entry {shown} is {entry.file_size} bytes, more than {limits.max_file_bytes}"
-        )
+        cap = limits.max_file_bytes
+        raise TooLarge(f"submission {given}: entry {shown} unpacks to {entry.file_size} bytes, more than {cap}")
 
 
 def _name_problem(raw: str, name: PurePosixPath) -> str | None:

@@ -79,6 +79,15 @@ def init(
             "--replays", help="Write each match's MettaGrid replay to DIR/replays/ (the match page offers it)."
         ),
     ] = False,
+    max_unpacked_mb: Annotated[
+        int, typer.Option(min=1, metavar="MB", help="The most a submission zip may unpack to, in MiB.")
+    ] = 512,
+    max_file_mb: Annotated[
+        int, typer.Option(min=1, metavar="MB", help="The most one file of a submission zip may unpack to, in MiB.")
+    ] = 256,
+    max_entries: Annotated[
+        int, typer.Option(min=1, metavar="N", help="The most files and folders a submission zip may hold.")
+    ] = 10_000,
 ) -> None:
     """Make a ladder in DIR (a new or empty folder): its game, its settings and its database."""
     from policybox.league.ladder import Ladder, LadderSettings
@@ -96,6 +105,9 @@ def init(
             setup_timeout_s=setup_timeout_s,
             rank_by=rank_by,
             replays=replays,
+            max_unpacked_mb=max_unpacked_mb,
+            max_file_mb=max_file_mb,
+            max_entries=max_entries,
         )
         with Ladder.create(folder, ladder_settings, db) as ladder:
             where = "SQLite in the folder" if db is None else "PostgreSQL"
