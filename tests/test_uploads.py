@@ -372,3 +372,14 @@ def test_a_large_upload_never_blocks_the_standings_nor_fills_memory(tmp_path, bo
         assert peak < 300, f"peak RSS {peak:.0f} MiB"
         assert not listing(server_tmp)
     print(f"standings during the upload: {len(timings)} answers, max {max(timings):.2f} s; peak RSS {peak:.0f} MiB")
+
+
+def test_ladder_init_sets_the_caps(tmp_path, temp_folder):
+    folder = tmp_path / "cup"
+    made = ladder_command("init", str(folder), "--env", str(EXAMPLES / "moves.yaml"), "--max-entries", "3")
+    assert made.returncode == 0, made.stderr
+    refused = ladder_command(
+        "submit", str(folder), "walker", str(submission(tmp_path / "four.zip", {"a.txt": "", "b.txt": ""}))
+    )
+    assert refused.returncode == 2 and "holds 4 entries, more than 3" in refused.stderr, refused.stderr
+    assert ladder_command("submit", str(folder), "walker", str(submission(tmp_path / "two.zip"))).returncode == 0
