@@ -40,12 +40,12 @@ SPEC = {"class_path": "bot.py:Wanderer"}
 BOT = (EXAMPLES / "wanderer.py").read_text()
 
 
-def submission(path: Path, extra: dict[str, bytes | str] = (), spec: dict | None = None, **options) -> Path:
+def submission(path: Path, extra: dict[str, bytes | str] | None = None, spec: dict | None = None) -> Path:
     """A submission zip: policy_spec.json, bot.py (the wanderer) and ``extra`` entries."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, **options) as archive:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("policy_spec.json", json.dumps(spec or SPEC))
         archive.writestr("bot.py", BOT)
-        for name, content in dict(extra).items():
+        for name, content in (extra or {}).items():
             archive.writestr(name, content)
     return path
 
@@ -103,7 +103,7 @@ def first_version(folder: Path) -> set[str]:
 
 
 @pytest.fixture
-def ladder_folder(tmp_path, database_url, temp_folder) -> Iterator[tuple[Path, str]]:
+def ladder_folder(tmp_path, database_url, temp_folder) -> tuple[Path, str]:
     """A ladder with small caps (8 entries, 2 MiB a file, 3 MiB in all) and team gamma's token."""
     folder = tmp_path / "cup"
     with api_ladder(folder, database_url, max_entries=8, max_file_mb=2, max_unpacked_mb=3) as ladder:
@@ -262,7 +262,8 @@ def test_pages_never_read_a_versions_spec(database_url, tmp_path, temp_folder):
 @contextlib.contextmanager
 def serving(folder: Path, temp_folder: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """A real ``policybox ladder serve`` with its own temporary folder ($TMPDIR); stopped after."""
-    with socket_port() as port, log.open("w") as output:
+    port = free_port()
+    with log.open("w") as output:
         command = [sys.executable, "-m", "policybox", "ladder", "serve", str(folder), "--port", str(port)]
         environment = {**os.environ, "TMPDIR": str(temp_folder)}
         serve = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
@@ -275,12 +276,10 @@ def serving(folder: Path, temp_folder: Path, log: Path) -> Iterator[tuple[str, s
             serve.wait(timeout=120)
 
 
-@contextlib.contextmanager
-def socket_port() -> Iterator[int]:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    yield port
+        return probe.getsockname()[1]
 
 
 def standings_seconds(url: str) -> float | None:
@@ -346,9 +345,7 @@ def test_a_large_upload_never_blocks_the_standings_nor_fills_memory(tmp_path, bo
     with zipfile.ZipFile(large, "a", zipfile.ZIP_STORED) as archive, archive.open("ckpt/noise.bin", "w") as entry:
         for _ in range(64):  # incompressible: 64 MiB sent
             entry.write(os.urandom(MiB))
-    server_tmp = tmp_path / "server-tmp"
-    server_tmp.mkdir()
-    with serving(folder, server_tmp, tmp_path / "serve.log") as (url, serve):
+    with serving(folder, temp_folder, tmp_path / "serve.log") as (url, serve):
         baseline = standings_seconds(url)
         answers: dict[str, tuple[int, str]] = {}
 
@@ -370,7 +367,7 @@ def test_a_large_upload_never_blocks_the_standings_nor_fills_memory(tmp_path, bo
         assert answers["bomb"][0] == 413 and "more than 268435456" in answers["bomb"][1], answers
         assert len(timings) >= 3, timings  # the standings were asked while the upload was in flight
         assert peak < 300, f"peak RSS {peak:.0f} MiB"
-        assert not listing(server_tmp)
+        assert not listing(temp_folder)
     print(f"standings during the upload: {len(timings)} answers, max {max(timings):.2f} s; peak RSS {peak:.0f} MiB")
 
 
