@@ -181,6 +181,8 @@ class _Loop:
         with transaction(self.ladder.engine) as connection:
             waiting = [v for v in store.qualifying(connection) if v.id not in self.qualifying]
         for version in waiting:
+            if len(self.setups) >= self.settings.setup_workers and len(self.in_flight) >= self.capacity:
+                return  # no room for either
             stored = self.ladder.stored(version.id)
             if stored.spec.setup_script and len(self.setups) < self.settings.setup_workers:
                 out = self.ladder.folder / "versions" / "setup" / f"{version.name}-v{version.number}"
