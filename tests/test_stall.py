@@ -274,7 +274,7 @@ def test_a_run_keeps_only_the_latest_matches_logs_and_replays(tmp_path):
 
 
 def test_ladder_prune_frees_what_a_ladder_kept_and_says_how_much(tmp_path):
-    with api_ladder(tmp_path / "cup", replays=True) as ladder:  # the defaults keep 1,000
+    with api_ladder(tmp_path / "cup", replays=True) as ladder:  # the defaults keep 100 and 1,000
         ladder.submit("walker", WANDERER)
         ladder.submit("noop", "noop")
         assert ladder.run(matches=6, workers=1).played == 6

@@ -93,7 +93,7 @@ def init(
         typer.Option(
             min=0, metavar="N", help="Keep the latest N matches' log folders (older ones are deleted; tails stay)."
         ),
-    ] = 1000,
+    ] = 100,
     keep_replays: Annotated[
         int, typer.Option(min=0, metavar="N", help="Keep the latest N matches' replays (older ones are deleted).")
     ] = 1000,

@@ -77,8 +77,8 @@ class LadderSettings(BaseModel):
         default=10, ge=1, description="Submissions a team may make in any hour (the organiser's are not limited)"
     )
     names_per_team: int = Field(default=5, ge=1, description="Names a team may own, retired ones not counted")
-    keep_logs: int = Field(
-        default=1000, ge=0, description="The latest N stored matches' log folders kept (their log tails always are)"
+    keep_logs: int = Field(  # at most N x seats x log_limit_mb on disk: a log is the entrant's to fill
+        default=100, ge=0, description="The latest N stored matches' log folders kept (their log tails always are)"
     )
     keep_replays: int = Field(default=1000, ge=0, description="The latest N stored matches' replays kept")
 
