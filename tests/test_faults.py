@@ -190,14 +190,19 @@ def test_abort_ends_the_episode_at_the_failure(tmp_path):
 
 
 def test_episode_time_limit(tmp_path):
-    sleepy = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"})
+    """The episode ends at its limit, and the agent that held it up -- its replies took more than half
+    the time played -- is disabled for it; the other is untouched."""
+    sleepy = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.3"})  # far longer than the host's own step
     result, exit_code, _ = policybox_run(
-        tmp_path, "-n", "2", "-p", sleepy, "--steps", "1000", "--episode-timeout-s", "15"
-    )  # 1000 steps of 0.05 s would take 50 s; start-up on a loaded machine can take several
-    assert exit_code == 0
+        tmp_path, "-n", "2", "-p", sleepy, "-p", "noop", "--steps", "1000", "--episode-timeout-s", "15"
+    )  # 1000 steps of 0.3 s would take 300 s; start-up on a loaded machine can take several
+    assert exit_code == 1  # an agent did not end ok
     assert 0 < result.steps < 1000
     assert result.aborted == f"episode time limit reached after {result.steps} steps"
     assert result.duration_s < 40
+    slow, fast = result.agents
+    assert slow.status == AgentStatus.DISABLED and slow.failure.kind == "EpisodeTimeLimit"
+    assert fast.status == AgentStatus.OK and fast.failure is None
 
 
 @pytest.mark.parametrize("mode", ["process", "inline"])

@@ -444,8 +444,8 @@ def test_a_setup_script_runs_once_in_a_cell_at_qualification_and_a_failing_one_r
     good = team(tmp_path / "good", BUILD)
     bad = team(tmp_path / "bad", "print('cannot build: no compiler here')\nraise SystemExit(3)\n")
     with api_ladder(tmp_path / "cup") as ladder:
+        ladder.submit("failing", str(bad))  # first: one script runs at a time, and a run that stops stops it
         ladder.submit("built", str(good))
-        ladder.submit("failing", str(bad))
         ladder.submit("noop", "noop")
         ladder.run(matches=2, workers=1)
         rows = {row.name: row for row in ladder.standings().rows}

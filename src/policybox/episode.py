@@ -40,6 +40,7 @@ OnFailure = Literal["continue", "abort"]
 LauncherName = Literal["zygote", "spawn"]
 DEFAULT_AGENTS = 4  # for games of any size (arena, navigation) when no number is given
 LOG_TAIL_BYTES = 4096
+SLOW_SHARE = 0.5  # of the time played: an agent whose replies took more is blamed for the episode's time limit
 REPLAY_SUFFIX = ".json.z"
 GAME_TRACEBACK_CHARS = 8000
 
@@ -466,6 +467,7 @@ def _steps(
     """Step until the game ends; the reason if the episode was cut short instead. Only the agents
     whose turn it is are asked; an agent that leaves the game has its cell stopped. Every call into
     the game is guarded: what it raises becomes a ``_GameRaised`` naming the phase and the mover."""
+    started = time.monotonic()
     while True:
         step = env.current_step
         try:
@@ -477,7 +479,8 @@ def _steps(
             raise _fault("observe", step, exc) from exc
         if on_agent_failure == "abort" and (cause := _first_terminal_failure(records)):
             return cause
-        if deadline is not None and time.monotonic() >= deadline:
+        if deadline is not None and (now := time.monotonic()) >= deadline:
+            _blame_slow(records, step, now - started)
             return f"episode time limit reached after {step} steps"
         # Keep collector pauses off the step path (as MettaGrid's Rollout does); collect between steps.
         gc.disable()
@@ -491,6 +494,20 @@ def _steps(
         except Exception as exc:
             raise _fault("observe", step + 1, exc) from exc
         _leave(pool, records, live, step + 1)
+
+
+def _blame_slow(records: list[AgentRecord], step: int, played_s: float) -> None:
+    """The episode's time limit is reached: each agent still playing whose replies took more than
+    ``SLOW_SHARE`` of the time played is disabled -- it held the episode up, not the game or the others."""
+    for record in records:
+        thinking_s = sum(record.latencies_ns) / 1e9
+        if record.playing and thinking_s > SLOW_SHARE * played_s:
+            message = (
+                f"its replies took {thinking_s:.1f} s of the {played_s:.1f} s played when the episode's time "
+                f"limit was reached at step {step}"
+            )
+            failure = Failure(step=step, phase="step", kind="EpisodeTimeLimit", message=message)
+            record.fail(AgentStatus.DISABLED, failure)
 
 
 def _apply(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from policybox.league import board, scheduler
+from policybox.league import board, retention, scheduler
 from policybox.league.ladder import Ladder as StoredLadder
 from policybox.league.ladder import LadderSettings
 
@@ -25,7 +25,8 @@ __all__ = ["Ladder", "LadderSettings"]
 
 class Ladder(StoredLadder):
     """A ladder (``Ladder.create(DIR, settings)`` or ``Ladder.open(DIR)``): submit, retire, reinstate and
-    rerate (``policybox.league.ladder``), and run it and read it (``policybox.league.scheduler``, ``board``)."""
+    rerate (``policybox.league.ladder``), run it, read it and prune it (``policybox.league.scheduler``,
+    ``board``, ``retention``)."""
 
     def run(self, matches: int | None = None, workers: int | None = None, **backend: Any) -> scheduler.Progress:
         """``ladder run``: qualify what is queued and play until stopped, or until ``matches`` are
@@ -43,3 +44,8 @@ class Ladder(StoredLadder):
     def matches(self, limit: int = 100) -> board.MatchList:
         """``ladder matches``: the matches played, newest first."""
         return board.match_list(self, limit)
+
+    def prune(self, keep_logs: int | None = None, keep_replays: int | None = None) -> retention.Freed:
+        """``ladder prune``: delete the log folders and replays of all but the latest matches (the
+        ladder's settings, or these counts); what it freed."""
+        return retention.prune(self, keep_logs, keep_replays)

@@ -29,7 +29,10 @@ class Limits(BaseModel):
         default=60.0, gt=0, description="Start-up deadline: interpreter, policy import, checkpoint load"
     )
     episode_timeout_s: float | None = Field(
-        default=None, gt=0, description="Wall-clock limit for the whole episode; it ends early when reached"
+        default=None,
+        gt=0,
+        description="Wall-clock limit for the whole episode; it ends early when reached, and each agent whose "
+        "replies took more than half the time played is disabled (a ladder derives one when it is not set)",
     )
     log_limit_mb: float = Field(
         default=10.0, gt=0, description="Per-agent cap on the policy's printed output (stdout + stderr)"

@@ -88,8 +88,29 @@ def init(
     max_entries: Annotated[
         int, typer.Option(min=1, metavar="N", help="The most files and folders a submission zip may hold.")
     ] = 10_000,
+    setup_workers: Annotated[
+        int, typer.Option(min=1, max=64, metavar="N", help="Setup scripts run at once, beside the matches.")
+    ] = 1,
+    submissions_per_hour: Annotated[
+        int, typer.Option(min=1, metavar="N", help="Submissions a team may make in any hour (over it: HTTP 429).")
+    ] = 10,
+    names_per_team: Annotated[
+        int, typer.Option(min=1, metavar="N", help="Names a team may own, retired ones not counted.")
+    ] = 5,
+    keep_logs: Annotated[
+        int,
+        typer.Option(
+            min=0, metavar="N", help="Keep the latest N matches' log folders (older ones are deleted; tails stay)."
+        ),
+    ] = 100,
+    keep_replays: Annotated[
+        int, typer.Option(min=0, metavar="N", help="Keep the latest N matches' replays (older ones are deleted).")
+    ] = 1000,
 ) -> None:
-    """Make a ladder in DIR (a new or empty folder): its game, its settings and its database."""
+    """Make a ladder in DIR (a new or empty folder): its game, its settings and its database. Every
+    match has a wall-clock limit: --episode-timeout-s, or by default init_timeout_s + steps x
+    act_timeout_ms / 1000 x 0.5 (a bot that thinks for more than half its deadline on average then
+    forfeits, disabled, instead of holding a worker)."""
     from policybox.league.ladder import Ladder, LadderSettings
 
     with guarded("nothing was made"):
@@ -108,11 +129,17 @@ def init(
             max_unpacked_mb=max_unpacked_mb,
             max_file_mb=max_file_mb,
             max_entries=max_entries,
+            setup_workers=setup_workers,
+            submissions_per_hour=submissions_per_hour,
+            names_per_team=names_per_team,
+            keep_logs=keep_logs,
+            keep_replays=keep_replays,
         )
         with Ladder.create(folder, ladder_settings, db) as ladder:
             where = "SQLite in the folder" if db is None else "PostgreSQL"
             database = ladder.engine.url.render_as_string(hide_password=True)
-            console.print(shown(f"ladder {folder}: {settings.env}, {agents} seats, {where} ({database})"))
+            limit = f"a match's limit {ladder_settings.episode_limit_s:g} s"
+            console.print(shown(f"ladder {folder}: {settings.env}, {agents} seats, {limit}, {where} ({database})"))
 
 
 @ladder_app.command()
@@ -126,11 +153,20 @@ def submit(
             help=POLICY_HELP.replace("Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. ", ""),
         ),
     ],
+    team: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TEAM",
+            help="Submit as TEAM (one with a token): NAME must be new (it becomes the team's) or the team's, "
+            "within the team's limits (--submissions-per-hour, --names-per-team of ladder init), as over the "
+            "web page. Without it the submission is the organiser's: no limit applies.",
+        ),
+    ] = None,
 ) -> None:
     """Submit SPEC as NAME's next version: its files are copied into the ladder; it qualifies at the
     next `ladder run`. The same content as NAME's latest version is refused (exit 2)."""
     with guarded("nothing was submitted"), _open(folder) as ladder:
-        version = ladder.submit(name, spec)
+        version = ladder.submit(name, spec, team=team)
         console.print(shown(f"{version.label} submitted ({version.digest[:12]}); it qualifies at the next ladder run"))
 
 
@@ -260,6 +296,28 @@ def rerate(folder: DIR) -> None:
     for version, live, replayed in differences:
         console.print(shown(f"{version.label}: live {live}, replayed {replayed}"))
     raise typer.Exit(1)
+
+
+@ladder_app.command()
+def prune(
+    folder: DIR,
+    keep_logs: Annotated[
+        int | None,
+        typer.Option(min=0, metavar="N", help="Keep the latest N matches' log folders (default: the ladder's)."),
+    ] = None,
+    keep_replays: Annotated[
+        int | None,
+        typer.Option(min=0, metavar="N", help="Keep the latest N matches' replays (default: the ladder's)."),
+    ] = None,
+) -> None:
+    """Delete the log folders and replays of all but the latest matches (the ladder's --keep-logs and
+    --keep-replays, or these, this once), as `ladder run` does as it plays; say what it freed. The
+    database keeps every result and log tail."""
+    from policybox.league import retention
+
+    with guarded("what was deleted is gone; the rest is kept"), _open(folder) as ladder:
+        freed = retention.prune(ladder, keep_logs, keep_replays)
+    console.print(shown(f"prune: {freed}"))
 
 
 @ladder_app.command()

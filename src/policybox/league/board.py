@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, and_, func, select
 
 from policybox.episode import REPLAY_SUFFIX
-from policybox.league import ranking, store
+from policybox.league import ranking, retention, store
 from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
 from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.ranking import Rating, Reward
@@ -482,6 +482,10 @@ class MatchPage(BaseModel):
     agents: list[MatchAgent]
     replay_command: str = Field(description="The policybox run command that plays this match again")
     replay_file: str | None = Field(default=None, description="Its MettaGrid replay, when the ladder wrote one")
+    replay_note: str | None = Field(default=None, description="Why it has no replay file: not written, or not kept")
+    logs_note: str | None = Field(
+        default=None, description="When its agents' log folders are no longer kept (its log tails are)"
+    )
 
 
 def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
@@ -516,6 +520,7 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
             )
         )
     replay = ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}"
+    replay_note, logs_note = retention.missing(ladder, match_id)
     return MatchPage(
         id=row.id,
         played_at=row.played_at,
@@ -528,6 +533,8 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
         agents=agents,
         replay_command=_replay_command(ladder, result),
         replay_file=str(replay) if replay.is_file() else None,
+        replay_note=replay_note,
+        logs_note=logs_note,
     )
 
 

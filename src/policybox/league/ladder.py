@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from policybox.envs import split_env
 from policybox.episode import EpisodeSettings, check_shorthands
+from policybox.errors import PolicyboxError
 from policybox.league import store, versions
 from policybox.league.database import (
     SCHEMA_VERSION,
@@ -45,6 +48,9 @@ FOLDER_FILE = "ladder.json"
 SQLITE_FILE = "ladder.db"
 REPLAYS = "replays"  # the folder of the matches' replays, match-000001.json.z, when the ladder writes them
 LOCK_FILE = "run.lock"
+HOUR = timedelta(hours=1)
+DEADLINE_SHARE = 0.5  # of every step's deadline, on average, that a ladder's episode limit allows
+EPISODE_LIMIT_FORMULA = f"init_timeout_s + steps x act_timeout_ms / 1000 x {DEADLINE_SHARE:g}"
 
 
 class LadderSettings(BaseModel):
@@ -70,10 +76,37 @@ class LadderSettings(BaseModel):
         default=256, ge=1, description="The most one file of a submission zip may unpack to, in MiB"
     )
     max_entries: int = Field(default=10_000, ge=1, description="The most files and folders a submission zip may hold")
+    setup_workers: int = Field(
+        default=1, ge=1, le=64, description="Setup scripts run at once, beside the matches, each in a worker of its own"
+    )
+    submissions_per_hour: int = Field(
+        default=10, ge=1, description="Submissions a team may make in any hour (the organiser's are not limited)"
+    )
+    names_per_team: int = Field(default=5, ge=1, description="Names a team may own, retired ones not counted")
+    keep_logs: int = Field(  # at most N x seats x log_limit_mb on disk: a log is the entrant's to fill
+        default=100, ge=0, description="The latest N stored matches' log folders kept (their log tails always are)"
+    )
+    keep_replays: int = Field(default=1000, ge=0, description="The latest N stored matches' replays kept")
 
     def zip_limits(self) -> ZipLimits:
         """What a submission zip may unpack to (``policybox.submission``)."""
         return ZipLimits(self.max_unpacked_mb * MiB, self.max_file_mb * MiB, self.max_entries)
+
+    @property
+    def episode_limit_s(self) -> float:
+        """Every match's wall-clock limit: the settings' ``episode_timeout_s`` if it is set, else derived
+        (``EPISODE_LIMIT_FORMULA``) -- so that a bot that thinks for most of its deadline at every step
+        forfeits its match at the limit instead of holding a worker for the whole of it."""
+        limits = self.settings.limits
+        if limits.episode_timeout_s is not None:
+            return limits.episode_timeout_s
+        return limits.init_timeout_s + self.settings.steps * limits.act_timeout_ms / 1000 * DEADLINE_SHARE
+
+    @property
+    def episode_settings(self) -> EpisodeSettings:
+        """How each match and validation episode is played: the settings, with ``episode_limit_s``."""
+        limits = self.settings.limits.model_copy(update={"episode_timeout_s": self.episode_limit_s})
+        return self.settings.model_copy(update={"limits": limits})
 
 
 class Ladder:
@@ -149,6 +182,7 @@ class Ladder:
         if team is not None:  # refused before any file is copied; checked again when it is stored
             with transaction(self.engine) as connection:
                 _check_owner(connection, name, team)
+                _check_limits(connection, name, team, self.settings)
         kept_in = private_folder(self.folder / "versions", LadderError)
         with tempfile.TemporaryDirectory(dir=kept_in, prefix=".unpacking-") as scratch:  # a zip's files, until kept
             spec = parse_policy_arg(source, base_dir, self.settings.zip_limits(), Path(scratch))
@@ -160,10 +194,12 @@ class Ladder:
             raise SpecError(f"another submission of {name} arrived at the same moment: submit again") from None
 
     def _add(self, name: str, source: str, kept: versions.Stored, team: str | None) -> store.Version:
-        """Store the version -- checking again, inside the transaction, who owns the name."""
+        """Store the version -- checking again, inside the transaction, who owns the name and the
+        team's limits (its row locked: parallel submissions are counted one after another)."""
         with transaction(self.engine) as connection:
             if team is not None:
                 _check_owner(connection, name, team)
+                _check_limits(connection, name, team, self.settings)
             latest = store.latest_version(connection, name)
             if latest is not None and latest.digest == kept.digest:
                 raise SpecError(f"{source} holds the same content as {latest.label}: there is nothing new to submit")
@@ -285,6 +321,43 @@ def _check_owner(connection: Any, name: str, team: str) -> None:
     """A team submits only a new name (it becomes the team's) or a name it owns."""
     if store.name_row(connection, name) is not None and store.owner_of(connection, name) != team:
         raise NotOwner(f"{name} belongs to another team (or to the organiser): choose another name")
+
+
+class TeamLimit(PolicyboxError):
+    """A team's submission over one of the ladder's limits; the message names the limit, its setting
+    and when it frees up, ``retry_after_s`` in how many seconds (None: not by waiting)."""
+
+    def __init__(self, message: str, retry_after_s: int | None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def _check_limits(connection: Any, name: str, team: str, settings: LadderSettings) -> None:
+    """A team makes at most ``submissions_per_hour`` submissions in any hour, and owns at most
+    ``names_per_team`` names (retired ones not counted)."""
+    team_id = store.lock_team(connection, team)
+    if team_id is None:
+        raise SpecError(f"this ladder has no team {team!r}: make it a token first (policybox ladder token DIR {team})")
+    now, most = datetime.now(UTC), settings.submissions_per_hour
+    recent = store.submissions_since(connection, team_id, (now - HOUR).isoformat(timespec="seconds"))
+    if len(recent) >= most:
+        frees = datetime.fromisoformat(recent[len(recent) - most]) + HOUR
+        wait_s = max(1, math.ceil((frees - now).total_seconds()))
+        raise TeamLimit(
+            f"team {team} has made {len(recent)} submissions in the last hour, the ladder's limit "
+            f"(submissions_per_hour {most}, set by ladder init --submissions-per-hour): the next is "
+            f"accepted from {frees:%H:%M:%S} UTC, in {wait_s} s",
+            wait_s,
+        )
+    if store.name_row(connection, name) is None and (owned := store.names_owned(connection, team_id)) >= (
+        settings.names_per_team
+    ):
+        raise TeamLimit(
+            f"team {team} owns {owned} names, the ladder's limit (names_per_team {settings.names_per_team}, set "
+            "by ladder init --names-per-team): submit a new version of one of them; a name frees up when the "
+            "organiser retires it (policybox ladder retire)",
+            None,
+        )
 
 
 def _shown(source: str) -> str:

@@ -8,7 +8,10 @@ The loop, until stopped (or until ``matches`` have been played):
    validation episode with a copy of itself in every seat, under the ladder's settings (as Kaggle
    does). It qualifies when every agent ends ``ok`` and the game raised nothing; otherwise it is
    ``rejected`` with the reason (status, step, and the traceback or log tail). A failure of the
-   machinery is retried, never a rejection.
+   machinery is retried, never a rejection. Setup scripts run beside play, in worker processes of
+   their own (``setup_workers`` of them, started when the first script is to run): matches go on
+   being played and stored while a script runs. A run that stops stops the scripts still running
+   (their cells with them); their versions stay queued, for the next run.
 3. **Match.** While a worker is free: ``matchmaking.choose`` picks the versions and seats from the
    database's state, the match is stored as scheduled (so a kill cannot lose it), then played.
 4. **Store.** Each match is stored with every rating it changed in one transaction, in the order
@@ -22,21 +25,24 @@ next turn of the loop.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from policybox.episode import REPLAY_SUFFIX
-from policybox.league import matchmaking, ranking, store
-from policybox.league.backends import Backend, open_runner
+from policybox.league import matchmaking, ranking, retention, store
+from policybox.league.backends import Backend, open_runner, shared_budget
 from policybox.league.database import LadderError, transaction
 from policybox.league.ladder import REPLAYS, Ladder, LadderSettings
 from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, is_users
-from policybox.league.setup import run_setup
+from policybox.league.setup import SetupOutcome
 from policybox.league.tournament import episode_seed
 from policybox.league.versions import Stored
+from policybox.league.worker_pool import LocalWorkers
 from policybox.results import AgentStatus, EpisodeResult
 
 POLL_S = 1.0  # how often an idle run looks for new submissions
@@ -65,6 +71,14 @@ class _Match:
 
 
 @dataclass
+class _Setup:
+    version: store.Version
+    stored: Stored  # as submitted, its setup script still to run
+    out: Path  # where what it makes is kept
+    attempts: int = 0
+
+
+@dataclass
 class _Qualification:
     version: store.Version
     stored: Stored  # what its cells are given: after its setup script, if it has one
@@ -85,7 +99,8 @@ def run(
         raise LadderError("this ladder writes replays, which --backend ray cannot: they would be written on the nodes")
     with ladder.running(), open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
         loop = _Loop(ladder, runner, matches, on_progress or (lambda progress: None))
-        loop.run()
+        with loop.setup_workers():
+            loop.run()
         return loop.progress
 
 
@@ -111,6 +126,21 @@ class _Loop:
         self.matches: dict[int, _Match] = {}
         self.qualifying: set[int] = set()  # versions whose qualification is under way
         self.scheduled = 0  # matches this run has scheduled
+        self.setups: dict[Future[SetupOutcome], _Setup] = {}  # setup scripts running
+        self.setup_pool: LocalWorkers | None = None  # their workers, started with the first
+
+    @contextlib.contextmanager
+    def setup_workers(self) -> Iterator[None]:
+        """Stop the setup workers when the run ends: asked to, or at once (SIGTERM: a script's cell is
+        stopped with it) when the run is interrupted or a script still runs -- its version stays
+        queued, for the next run."""
+        interrupted = True
+        try:
+            yield
+            interrupted = bool(self.setups)
+        finally:
+            if self.setup_pool is not None:
+                self.setup_pool.close(interrupted)
 
     @property
     def capacity(self) -> int:
@@ -146,21 +176,49 @@ class _Loop:
     # ---------------------------------------------------------------------------------------------
 
     def _qualify(self) -> None:
+        """Start the qualification of each queued version there is room for: its setup script in a
+        setup worker (``setup_workers`` at once), or its validation episode in an episode worker."""
         with transaction(self.ladder.engine) as connection:
             waiting = [v for v in store.qualifying(connection) if v.id not in self.qualifying]
         for version in waiting:
-            if len(self.in_flight) >= self.capacity:
-                return
-            self.qualifying.add(version.id)
-            stored, setup_output = self.ladder.stored(version.id), None
-            if stored.spec.setup_script:
+            if len(self.setups) >= self.settings.setup_workers and len(self.in_flight) >= self.capacity:
+                return  # no room for either
+            stored = self.ladder.stored(version.id)
+            if stored.spec.setup_script and len(self.setups) < self.settings.setup_workers:
                 out = self.ladder.folder / "versions" / "setup" / f"{version.name}-v{version.number}"
-                outcome = run_setup(stored, self.settings.settings, out, self.settings.setup_timeout_s)
-                if not outcome.ok:
-                    self._qualified(version, False, f"its setup script failed: {outcome.output}", outcome.output, None)
-                    continue
-                stored, setup_output = Stored(outcome.spec, stored.digest, out), outcome.output
-            self._submit(_Qualification(version, stored, setup_output))
+                self.qualifying.add(version.id)
+                self._set_up(_Setup(version, stored, out))
+            elif not stored.spec.setup_script and len(self.in_flight) < self.capacity:
+                self.qualifying.add(version.id)
+                self._submit(_Qualification(version, stored, None))
+
+    def _set_up(self, work: _Setup) -> None:
+        if self.setup_pool is None:
+            count = self.settings.setup_workers
+            self.setup_pool = LocalWorkers(count, shared_budget(self.settings.settings, count))
+        work.attempts += 1
+        settings, timeout_s = self.settings.settings, self.settings.setup_timeout_s
+        self.setups[self.setup_pool.set_up(work.stored, settings, work.out, timeout_s)] = work
+
+    def _set_up_done(self, work: _Setup, future: Future[SetupOutcome]) -> None:
+        """A setup script ended: its version is rejected, or plays its validation episode. A failure of
+        the machinery runs it again (``MAX_ATTEMPTS`` in all; then the next turn tries it afresh)."""
+        try:
+            outcome = future.result()
+        except Exception as exc:
+            if is_users(exc):
+                raise
+            if work.attempts < MAX_ATTEMPTS:
+                self._set_up(work)
+            else:
+                self.qualifying.discard(work.version.id)
+                self.progress.note = f"{work.version.label}'s setup failed {MAX_ATTEMPTS} times: {exc}"
+            return
+        if not outcome.ok:
+            self._qualified(work.version, False, f"its setup script failed: {outcome.output}", outcome.output, None)
+            return
+        stored = Stored(outcome.spec, work.stored.digest, work.out)
+        self._submit(_Qualification(work.version, stored, outcome.output))
 
     def _schedule(self) -> None:
         """Choose and store new matches while a worker is free (and the limit is not reached)."""
@@ -189,7 +247,7 @@ class _Loop:
         self.progress.in_flight = len(self.in_flight)
 
     def _job(self, work: _Match | _Qualification) -> EpisodeJob:
-        settings = self.settings.settings
+        settings = self.settings.episode_settings  # with the ladder's episode limit
         if isinstance(work, _Match):
             specs = [self.ladder.stored(version_id).spec for version_id in work.seats]
             name, seed = f"match-{work.id:06d}", work.seed
@@ -207,12 +265,15 @@ class _Loop:
     # ---------------------------------------------------------------------------------------------
 
     def _wait(self) -> None:
-        if not self.in_flight:
+        if not self.in_flight and not self.setups:
             if not self._done():
                 time.sleep(POLL_S)  # idle: new submissions are looked for at the next turn
             return
-        done, _ = wait(self.in_flight, timeout=POLL_S, return_when=FIRST_COMPLETED)
+        done, _ = wait([*self.in_flight, *self.setups], timeout=POLL_S, return_when=FIRST_COMPLETED)
         for future in done:
+            if future in self.setups:
+                self._set_up_done(self.setups.pop(future), future)
+                continue
             work = self.in_flight.pop(future)
             try:
                 result = EpisodeResult.model_validate_json(future.result())
@@ -225,7 +286,10 @@ class _Loop:
                 self.finished[work.id] = result
             else:
                 self._qualification_played(work, result)
+        played = self.progress.played
         self._store_in_order()
+        if self.progress.played > played:
+            retention.prune(self.ladder)  # the files of matches older than the latest kept ones
         self.progress.in_flight = len(self.in_flight)
 
     def _failed(self, work: _Match | _Qualification, why: str) -> None:

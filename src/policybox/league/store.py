@@ -528,5 +528,36 @@ def claim(connection: Connection, name: str, team: str) -> None:
     connection.execute(owners.insert().values(name_id=name_id, team_id=team_id))
 
 
+def lock_team(connection: Connection, team: str) -> int | None:
+    """The team's id (None: no such team), its row locked until the transaction ends (PostgreSQL's
+    FOR UPDATE; a SQLite writer holds the whole database already): one team's submissions are
+    counted and stored one at a time, so that parallel ones cannot pass a limit together."""
+    return connection.execute(select(teams.c.id).where(teams.c.name == team).with_for_update()).scalar()
+
+
+def submissions_since(connection: Connection, team_id: int, since: str) -> list[str]:
+    """When each version of a name ``team_id`` owns was submitted, at ``since`` (ISO UTC) or after, oldest first."""
+    rows = connection.execute(
+        select(versions.c.submitted_at)
+        .join(owners, owners.c.name_id == versions.c.name_id)
+        .where(owners.c.team_id == team_id, versions.c.submitted_at >= since)
+        .order_by(versions.c.submitted_at)
+    )
+    return list(rows.scalars())
+
+
+def names_owned(connection: Connection, team_id: int) -> int:
+    """How many names ``team_id`` owns that are not retired."""
+    return (
+        connection.execute(
+            select(func.count())
+            .select_from(owners)
+            .join(names, names.c.id == owners.c.name_id)
+            .where(owners.c.team_id == team_id, names.c.retired.is_(False))
+        ).scalar()
+        or 0
+    )
+
+
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()

@@ -7,8 +7,13 @@ workers are one program, and no policy code runs in a worker, only in its cells)
 
     driver -> worker   ("start", memory budget, CPU index)
                        ("check", specs, settings, agents)  |  ("play", key, EpisodeJob JSON)  |  ("stop",)
+                       ("setup", key, run_setup's arguments)
     worker -> driver   ("checked", None or the exception)
-                       ("played", key, EpisodeResult JSON)  |  ("failed", key, the exception)
+                       ("played", key, EpisodeResult JSON)  |  ("set up", key, SetupOutcome)
+                       ("failed", key, the exception)
+
+A ladder runs its versions' setup scripts in workers of their own (``setup``: one script at a time
+each, beside the workers that play matches), so that a slow script never holds up play.
 
 A worker is a fresh interpreter, never a re-import of its caller's ``__main__`` (multiprocessing's
 spawn does that, so a script without an ``if __name__ == "__main__":`` guard could not evaluate). It
@@ -33,6 +38,7 @@ from policybox.episode import EpisodeSettings, check_playable, check_policies, r
 from policybox.host.budget import Budget, adopt
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.league.runner import EpisodeJob
+from policybox.league.setup import run_setup
 from policybox.results import EpisodeResult
 from policybox.spec import PolicySpec
 from policybox.storage import writing
@@ -98,9 +104,13 @@ def serve(connection: Connection) -> None:
             if message[0] == "check":
                 connection.send(("checked", _attempt(lambda message=message: player.check(*message[1:]))))
                 continue
-            key, job = message[1], EpisodeJob.model_validate_json(message[2])
-            outcome = _attempt(lambda job=job: player.play(job).model_dump_json())
-            connection.send(("failed" if isinstance(outcome, BaseException) else "played", key, outcome))
+            if message[0] == "setup":
+                key, done = message[1], "set up"
+                outcome = _attempt(lambda arguments=message[2]: run_setup(*arguments))
+            else:
+                key, job, done = message[1], EpisodeJob.model_validate_json(message[2]), "played"
+                outcome = _attempt(lambda job=job: player.play(job).model_dump_json())
+            connection.send(("failed" if isinstance(outcome, BaseException) else done, key, outcome))
     finally:
         player.close()
 

@@ -25,12 +25,17 @@ import threading
 import time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from policybox.episode import EpisodeSettings
 from policybox.host.budget import Budget
 from policybox.league.runner import EpisodeJob
 from policybox.spec import PolicySpec
+
+if TYPE_CHECKING:
+    from policybox.league.setup import SetupOutcome
+    from policybox.league.versions import Stored
 
 STOP_GRACE_S = 5.0
 MAX_CHECKS = 3  # a worker lost while it checks is replaced; the check is tried this often
@@ -140,7 +145,7 @@ class LocalWorkers:
             for index in range(count):
                 self._workers.append(self._new(index))
         except BaseException:
-            self._close(interrupted=True)
+            self.close(interrupted=True)
             raise
 
     def _new(self, index: int) -> _Worker:
@@ -150,7 +155,7 @@ class LocalWorkers:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
-        self._close(interrupted=exc_type is not None)
+        self.close(interrupted=exc_type is not None)
 
     def check(self, specs: list[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
         """The first worker's check; raise what it found wrong, if anything. A worker lost meanwhile is
@@ -164,9 +169,17 @@ class LocalWorkers:
 
     def submit(self, job: EpisodeJob) -> Future[str]:
         """Play ``job`` on the least busy worker; its EpisodeResult as JSON."""
+        return self._ask("play", job.model_dump_json())
+
+    def set_up(self, stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: float) -> Future[SetupOutcome]:
+        """Run ``policybox.league.setup.run_setup(stored, settings, out, timeout_s)`` on the least busy
+        worker; its outcome."""
+        return self._ask("setup", (stored, settings, out, timeout_s))
+
+    def _ask(self, kind: str, payload: Any) -> Future:
         index = min(range(self.count), key=lambda i: len(self._live(i).pending))
         self._jobs += 1
-        return self._live(index).ask(self._jobs, ("play", self._jobs, job.model_dump_json()))
+        return self._live(index).ask(self._jobs, (kind, self._jobs, payload))
 
     def _live(self, index: int) -> _Worker:
         """Worker ``index``, replaced by a new process if it was lost."""
@@ -176,7 +189,7 @@ class LocalWorkers:
             worker = self._workers[index] = self._new(index)
         return worker
 
-    def _close(self, interrupted: bool) -> None:
+    def close(self, interrupted: bool) -> None:
         """Stop every worker within ``STOP_GRACE_S``: asked to, or at once with SIGTERM when interrupted."""
         for worker in self._workers:
             worker.terminate() if interrupted else worker.stop()

@@ -7,7 +7,8 @@ name's owner checked again in the transaction that stores it -- on the upload sa
 file. The request body is capped as it streams in (``Site.upload_cap``; past 1 MiB Starlette spools
 it to an unnamed temporary file, never to memory), the zip's unpacked size by the ladder's own caps
 (``LadderSettings.zip_limits``). No valid token: 401; another team's name: 403; too large (the body
-or what the zip unpacks to): 413; anything else wrong: 400 with the message. Nothing is stored for
+or what the zip unpacks to): 413; over one of the team's limits: 429 (with
+Retry-After when waiting frees it); anything else wrong: 400 with the message. Nothing is stored for
 any of them, and no file of the upload outlives its request.
 """
 
@@ -27,7 +28,7 @@ from starlette.responses import RedirectResponse, Response
 
 from policybox.errors import PolicyboxError
 from policybox.league import store
-from policybox.league.ladder import Ladder, NotOwner
+from policybox.league.ladder import Ladder, NotOwner, TeamLimit
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
 from policybox.league.web.site import Site
@@ -82,7 +83,9 @@ async def submit_form(request: Request) -> Response:
             raise HTTPException(401, "log in with your team's token first")
         version = await _receive(request, site, who.team)
     except HTTPException as exc:
-        return render.page(request, "submit.html", _form_context(site, who, exc.detail), exc.status_code)
+        page = render.page(request, "submit.html", _form_context(site, who, exc.detail), exc.status_code)
+        page.headers.update(exc.headers or {})  # a limit's Retry-After
+        return page
     return RedirectResponse(request.app.url_path_for("name", name=version.name), 303)
 
 
@@ -109,6 +112,9 @@ def _store(ladder: Ladder, name: str, upload: UploadFile, team: str) -> store.Ve
             return ladder.submit(name, given, base_dir=Path(folder), team=team)
         except NotOwner as exc:
             raise HTTPException(403, str(exc)) from None
+        except TeamLimit as exc:  # Retry-After: when a submission is accepted again (none: not by waiting)
+            retry = {} if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
+            raise HTTPException(429, str(exc), headers=retry) from None
         except StorageFull as exc:
             raise HTTPException(507, str(exc)) from None
         except TooLarge as exc:

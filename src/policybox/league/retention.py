@@ -1,0 +1,140 @@
+"""What a ladder keeps of its matches' files, and the deleting of the rest.
+
+The rule: the latest ``keep_logs`` stored matches keep their agents' log folders
+(``DIR/logs/match-NNNNNN/``) and the latest ``keep_replays`` stored matches their replays
+(``DIR/replays/match-NNNNNN.json.z``); the files of older matches are deleted. Qualification log
+folders (``DIR/logs/qualify-NAME-vN-ATTEMPT/``) follow the same count: the newest ``keep_logs`` of
+them are kept. A match that is scheduled but not stored yet, or a version still qualifying, is never
+touched. The database keeps what the pages show whatever is deleted: every match's result, each
+failed agent's log tail (its last 4 KiB).
+
+``ladder run`` applies the rule as it stores matches; ``ladder prune`` applies it on demand (with
+counts of its own, if asked) and says what it freed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from policybox.episode import REPLAY_SUFFIX
+from policybox.host.remove import remove_tree
+from policybox.league import store
+from policybox.league.database import matches, transaction
+from policybox.league.ladder import REPLAYS, Ladder
+
+LOGS = "logs"
+MATCH_FILE = re.compile(r"match-(\d+)(?:" + re.escape(REPLAY_SUFFIX) + ")?")
+QUALIFY_FOLDER = re.compile(r"qualify-(.+)-v(\d+)-\d+")
+
+
+@dataclass
+class Freed:
+    """What a prune deleted."""
+
+    logs: int = 0  # log folders (of matches and qualifications)
+    replays: int = 0
+    bytes: int = 0
+    problems: int = 0  # files that could not be deleted (left as they were)
+
+    def __str__(self) -> str:
+        mib = self.bytes / (1024 * 1024)
+        kept = f"; {self.problems} could not be deleted" if self.problems else ""
+        return f"{self.logs} log folders and {self.replays} replays deleted, {mib:.1f} MiB freed{kept}"
+
+
+def prune(ladder: Ladder, keep_logs: int | None = None, keep_replays: int | None = None) -> Freed:
+    """Delete what the rule does not keep: the files of all but the latest ``keep_logs`` /
+    ``keep_replays`` stored matches (default: the ladder's settings)."""
+    keep_logs = ladder.settings.keep_logs if keep_logs is None else keep_logs
+    keep_replays = ladder.settings.keep_replays if keep_replays is None else keep_replays
+    with transaction(ladder.engine) as connection:
+        logs_from, replays_from = _oldest_kept(connection, keep_logs), _oldest_kept(connection, keep_replays)
+        playing = {match_id for match_id, _, _ in store.scheduled(connection)}
+        qualifying = {(version.name, version.number) for version in store.qualifying(connection)}
+    freed = Freed()
+    qualifications = []
+    for path in _entries(ladder.folder / LOGS):
+        if (match := MATCH_FILE.fullmatch(path.name)) and path.is_dir():
+            match_id = int(match[1])
+            if match_id < logs_from and match_id not in playing:
+                _delete(path, freed, "logs")
+        elif (found := QUALIFY_FOLDER.fullmatch(path.name)) and (found[1], int(found[2])) not in qualifying:
+            qualifications.append(path)
+    qualifications.sort(key=_modified, reverse=True)
+    for path in qualifications[keep_logs:]:
+        _delete(path, freed, "logs")
+    for path in _entries(ladder.folder / REPLAYS):
+        if (match := MATCH_FILE.fullmatch(path.name)) and int(match[1]) < replays_from and int(match[1]) not in playing:
+            _delete(path, freed, "replays")
+    return freed
+
+
+def missing(ladder: Ladder, match_id: int) -> tuple[str | None, str | None]:
+    """What a stored match's page says of its replay and of its log folder when it has none: (why
+    no replay, why no logs), each None when the file is there."""
+    settings = ladder.settings
+    replay = None
+    if not (ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}").is_file():
+        replay = "not written for this match"
+        if settings.replays:
+            replay = f"no longer kept: this ladder keeps the latest {settings.keep_replays} matches' replays"
+    logs = None
+    if not (ladder.folder / LOGS / f"match-{match_id:06d}").is_dir():
+        logs = f"no longer kept: this ladder keeps the latest {settings.keep_logs} matches' logs (the tails shown stay)"
+    return replay, logs
+
+
+def _oldest_kept(connection: Any, keep: int) -> int:
+    """The id from which stored matches keep their files: the lowest of the ``keep`` latest stored
+    (played or void) matches' -- 0 when fewer are stored; past the latest when ``keep`` is 0."""
+    stored = matches.c.state != "scheduled"
+    if keep == 0:
+        return (connection.execute(select(func.max(matches.c.id)).where(stored)).scalar() or 0) + 1
+    query = select(matches.c.id).where(stored).order_by(matches.c.id.desc()).offset(keep - 1).limit(1)
+    return connection.execute(query).scalar() or 0
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return [Path(entry.path) for entry in os.scandir(folder)]
+    except FileNotFoundError:
+        return []
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+def _delete(path: Path, freed: Freed, kind: str) -> None:
+    size = _size(path)
+    if remove_tree(path):
+        freed.problems += 1
+        return
+    freed.bytes += size
+    setattr(freed, kind, getattr(freed, kind) + 1)
+
+
+def _size(path: Path) -> int:
+    """The bytes of ``path``'s files (symlinks not followed)."""
+    if not path.is_dir() or path.is_symlink():
+        try:
+            return path.lstat().st_size
+        except FileNotFoundError:
+            return 0
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total

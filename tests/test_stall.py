@@ -1,0 +1,306 @@
+"""No team can stall the ladder, and its files are given back -- each attacked as an entrant would:
+
+- a setup script that sleeps runs beside play: matches are stored while it runs, and a run that
+  stops (``matches=`` reached, SIGTERM) stops its cell;
+- a burst of submissions cannot pass a team's limits (per hour, names), over HTTP and the CLI;
+- a bot that thinks for most of its deadline at every step forfeits at the episode limit;
+- logs and replays of all but the latest matches are deleted (``ladder run``, ``ladder prune``).
+
+Judged from outside: the database's rows, HTTP statuses, exit codes, files on disk, /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import policy
+from sqlalchemy import select
+from starlette.testclient import TestClient
+from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
+from test_setup import BUILD, team
+from test_web import bot_zip, upload
+
+from policybox.league import board, store
+from policybox.league.database import match_seats, matches, names, qualifications, transaction, versions
+from policybox.league.ladder import EPISODE_LIMIT_FORMULA, Ladder, LadderSettings, TeamLimit
+from policybox.league.web.app import make_app
+
+
+def sleeper(folder: Path, seconds: float, marker: str) -> Path:
+    """A submission whose setup script sleeps ``seconds`` in a child process whose command line holds
+    ``marker`` (so that a leftover is found by it), then makes the checkpoint."""
+    child = f"[sys.executable, '-c', 'import time; time.sleep({seconds})', '{marker}']"
+    return team(folder, f"import subprocess, sys\nsubprocess.run({child}, check=True)\n" + BUILD)
+
+
+def leftovers(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if any(marker in part for part in process.info["cmdline"] or ()):
+            found.append(process)
+    return found
+
+
+def unique_marker() -> str:
+    return f"marker-{uuid.uuid4().hex}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup scripts beside play
+
+
+def test_matches_are_stored_while_a_setup_script_runs(tmp_path, database_url):
+    marker = unique_marker()
+    with api_ladder(tmp_path / "cup", database_url, setup_timeout_s=240) as ladder:
+        ladder.submit("slow-setup", str(sleeper(tmp_path / "team", 40, marker)))
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+    run = start_run(tmp_path / "cup")
+    try:
+        with Ladder.open(tmp_path / "cup", read_only=True) as ladder:
+
+            def settled() -> bool:
+                with ladder.engine.connect() as connection:
+                    return len(connection.execute(select(qualifications.c.id)).all()) == 3
+
+            wait_until(settled, timeout=400, what="the three qualifications")
+            with ladder.engine.connect() as connection:
+                finished = {
+                    row.name: (row.outcome, row.finished_at)
+                    for row in connection.execute(
+                        select(qualifications.c.outcome, qualifications.c.finished_at, names.c.name)
+                        .join(versions, versions.c.id == qualifications.c.version_id)
+                        .join(names, names.c.id == versions.c.name_id)
+                    )
+                }
+                played_at = list(
+                    connection.execute(select(matches.c.played_at).where(matches.c.state == "played")).scalars()
+                )
+        outcome, setup_done = finished["slow-setup"]
+        assert outcome == "qualified"
+        during = [at for at in played_at if at < setup_done]
+        assert len(during) >= 3, (played_at, setup_done)  # play went on while the script slept
+    finally:
+        run.send_signal(signal.SIGINT)
+        run.communicate(timeout=120)
+    assert run.returncode == 130 and not leftovers(marker)
+
+
+def test_a_run_that_reaches_its_matches_stops_a_running_setup_script(tmp_path):
+    marker = unique_marker()
+    with api_ladder(tmp_path / "cup", setup_timeout_s=900) as ladder:
+        ladder.submit("slow-setup", str(sleeper(tmp_path / "team", 600, marker)))
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+        assert ladder.run(matches=2, workers=1).played == 2  # not after the script's 600 s
+        assert not leftovers(marker)  # its cell and the sleep it started are gone
+        with transaction(ladder.engine) as connection:
+            assert [v.name for v in store.qualifying(connection)] == ["slow-setup"]  # queued for the next run
+
+
+def test_sigterm_stops_a_running_setup_script_and_leaves_nothing(tmp_path):
+    marker = unique_marker()
+    with api_ladder(tmp_path / "cup", setup_timeout_s=900) as ladder:
+        ladder.submit("slow-setup", str(sleeper(tmp_path / "team", 600, marker)))
+    run = start_run(tmp_path / "cup")
+    try:
+        wait_until(lambda: leftovers(marker), timeout=120, what="the setup script's sleep")
+    finally:
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=120)
+    assert run.returncode == 143 and "Traceback" not in err
+    wait_until(lambda: not leftovers(marker), timeout=30, what="the sleep to go")
+    with Ladder.open(tmp_path / "cup") as ladder, transaction(ladder.engine) as connection:
+        assert [v.name for v in store.qualifying(connection)] == ["slow-setup"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-team limits
+
+
+def test_a_burst_of_parallel_submissions_cannot_pass_the_teams_limit(tmp_path, database_url):
+    with api_ladder(tmp_path / "cup", database_url, submissions_per_hour=3, names_per_team=20) as ladder:
+        ladder.token("gamma")
+    outcomes: list[object] = []
+    start = threading.Barrier(8)
+
+    def submit(index: int) -> None:
+        with Ladder.open(tmp_path / "cup") as ladder:
+            start.wait()
+            try:
+                outcomes.append(ladder.submit(f"bot{index}", "noop", team="gamma"))
+            except TeamLimit as exc:
+                outcomes.append(exc)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    refused = [o for o in outcomes if isinstance(o, TeamLimit)]
+    assert len(outcomes) == 8 and len(refused) == 5
+    assert "submissions_per_hour 3" in str(refused[0]) and 3500 < refused[0].retry_after_s <= 3600
+    with Ladder.open(tmp_path / "cup", read_only=True) as ladder, ladder.engine.connect() as connection:
+        assert len(connection.execute(select(versions.c.id)).all()) == 3  # judged from the database
+        assert len(ladder.names_of("gamma")) == 3
+
+
+def test_over_a_limit_the_api_and_the_form_answer_429(tmp_path):
+    with api_ladder(tmp_path / "cup", submissions_per_hour=3, names_per_team=1) as ladder:
+        token = ladder.token("gamma")
+    bearer = {"Authorization": f"Bearer {token}"}
+    first = bot_zip(tmp_path / "walker.zip")
+    with TestClient(make_app(tmp_path / "cup")) as client:
+        assert upload(client, first, "walker", bearer).status_code == 201
+        names = upload(client, first, "runner", bearer)  # a second name: over names_per_team
+        assert names.status_code == 429 and "Retry-After" not in names.headers
+        assert "owns 1 names, the ladder's limit (names_per_team 1" in names.json()["error"]
+        for spec in ("noop", "random"):  # two more versions of its own name: three in the hour
+            made = _zip_of(tmp_path, spec)
+            assert upload(client, made, "walker", bearer).status_code == 201
+        over = upload(client, _zip_of(tmp_path, "wanderer-again"), "walker", bearer)
+        assert over.status_code == 429 and 3500 < int(over.headers["Retry-After"]) <= 3600
+        assert "3 submissions in the last hour" in over.json()["error"] and "--submissions-per-hour" in over.text
+        login = client.post("/login", data={"token": token}, headers={"Origin": "http://testserver"})
+        assert login.status_code == 200
+        form = upload(client, _zip_of(tmp_path, "form"), "walker", {"Origin": "http://testserver"}, url="/submit")
+        assert form.status_code == 429 and int(form.headers["Retry-After"]) > 3500
+        assert "submissions in the last hour" in form.text
+    with Ladder.open(tmp_path / "cup", read_only=True) as ladder, ladder.engine.connect() as connection:
+        assert len(connection.execute(select(versions.c.id)).all()) == 3
+
+
+def _zip_of(tmp_path: Path, label: str) -> Path:
+    """A submission zip whose content differs by ``label`` (a comment in its bot)."""
+    source = tmp_path / f"{label}.py"
+    source.write_text(Path(WANDERER.split(":")[0]).read_text() + f"\n# {label}\n")
+    return bot_zip(tmp_path / f"{label}.zip", source=source)
+
+
+def test_the_cli_submits_as_a_team_within_its_limits_and_the_organiser_without(tmp_path):
+    folder = tmp_path / "cup"
+    made = ladder_command("init", str(folder), "--env", GAME, "--steps", "20", "--submissions-per-hour", "1")
+    assert made.returncode == 0, made.stderr
+    assert ladder_command("token", str(folder), "gamma").returncode == 0
+    assert ladder_command("submit", str(folder), "gbot", "noop", "--team", "gamma").returncode == 0
+    over = ladder_command("submit", str(folder), "gbot", "random", "--team", "gamma")
+    message = over.stdout + over.stderr
+    assert over.returncode == 2 and len(message.strip().splitlines()) == 1, message
+    assert "team gamma has made 1 submissions in the last hour" in message and "--submissions-per-hour" in message
+    unknown = ladder_command("submit", str(folder), "xbot", "noop", "--team", "nobody")
+    assert unknown.returncode == 2 and "no team 'nobody'" in unknown.stdout + unknown.stderr
+    for index, spec in enumerate(("noop", "random", WANDERER)):  # the organiser's: no limit applies
+        assert ladder_command("submit", str(folder), f"house{index}", spec).returncode == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The episode limit
+
+
+def test_a_bot_that_thinks_for_most_of_its_deadline_forfeits_at_the_episode_limit(tmp_path):
+    """init 5 s + 50 steps x act timeout 0.5 s x 0.5: a limit of 17.5 s; the thinker needs 50 x 0.45 = 22.5 s."""
+    from policybox import EpisodeSettings
+    from policybox.limits import Limits
+
+    limits = Limits(act_timeout_ms=500, init_timeout_s=5)
+    settings = EpisodeSettings(env=GAME, steps=50, limits=limits)
+    made = LadderSettings(settings=settings, agents=4, placement_matches=0)
+    assert made.episode_limit_s == 5 + 50 * 0.5 * 0.5 and "0.5" in EPISODE_LIMIT_FORMULA
+    from policybox.ladder import Ladder as PublicLadder
+
+    with PublicLadder.create(tmp_path / "cup", made) as ladder:
+        ladder.submit("thinker", policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.45"}))
+        ladder.submit("noop", "noop")
+        for name in ("thinker", "noop"):
+            activate(ladder, name)  # its qualification would be the same story, four slow seats
+        assert ladder.run(matches=1, workers=1).played == 1
+        with ladder.engine.connect() as connection:
+            [result] = connection.execute(select(matches.c.result).where(matches.c.state == "played")).scalars()
+            seats = connection.execute(
+                select(match_seats.c.status, match_seats.c.failure_kind, names.c.name)
+                .join(versions, versions.c.id == match_seats.c.version_id)
+                .join(names, names.c.id == versions.c.name_id)
+            ).all()
+    assert result["aborted"].startswith("episode time limit reached after") and result["steps"] < 50
+    assert result["duration_s"] < 17.5 + 15  # the limit, and slack for stopping
+    for status, kind, name in seats:
+        assert (status, kind) == (("disabled", "EpisodeTimeLimit") if name == "thinker" else ("ok", None))
+
+
+def test_a_ladder_made_before_the_limit_existed_gets_the_derived_one(tmp_path):
+    with api_ladder(tmp_path / "cup") as ladder:
+        stored = ladder.settings.model_dump(mode="json")
+    older = {key: value for key, value in stored.items() if key not in ("setup_workers", "keep_logs", "keep_replays")}
+    settings = LadderSettings.model_validate(older)
+    assert settings.settings.limits.episode_timeout_s is None
+    assert settings.episode_settings.limits.episode_timeout_s == 60 + 30 * 1.0 * 0.5
+    older["settings"]["limits"]["episode_timeout_s"] = 7.0
+    assert LadderSettings.model_validate(older).episode_limit_s == 7.0  # an explicit value wins
+    made = ladder_command("init", str(tmp_path / "two"), "--env", GAME, "--steps", "100", "--episode-timeout-s", "9")
+    assert made.returncode == 0 and "a match's limit 9 s" in made.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention
+
+
+def _on_disk(folder: Path) -> tuple[list[str], list[str]]:
+    logs = sorted(p.name for p in (folder / "logs").iterdir() if p.name.startswith("match-"))
+    replays = sorted(p.name for p in (folder / "replays").iterdir()) if (folder / "replays").exists() else []
+    return logs, replays
+
+
+def test_a_run_keeps_only_the_latest_matches_logs_and_replays(tmp_path):
+    with api_ladder(tmp_path / "cup", replays=True, keep_logs=3, keep_replays=3) as ladder:
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+        assert ladder.run(matches=6, workers=1).played == 6
+        logs, replays = _on_disk(ladder.folder)
+        assert logs == [f"match-{i:06d}" for i in (4, 5, 6)]
+        assert replays == [f"match-{i:06d}.json.z" for i in (4, 5, 6)]
+        old, new = board.match_page(ladder, 1), board.match_page(ladder, 6)
+        assert old.replay_file is None and "no longer kept" in old.replay_note and "no longer kept" in old.logs_note
+        assert new.replay_file and new.replay_note is None and new.logs_note is None
+    with TestClient(make_app(tmp_path / "cup")) as client:
+        page = client.get("/matches/1").text
+        assert "no longer kept: this ladder keeps the latest 3 matches&#39; replays" in page
+        assert client.get("/matches/1/replay").status_code == 404
+
+
+def test_ladder_prune_frees_what_a_ladder_kept_and_says_how_much(tmp_path):
+    with api_ladder(tmp_path / "cup", replays=True) as ladder:  # the defaults keep 100 and 1,000
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+        assert ladder.run(matches=6, workers=1).played == 6
+    before = _size(tmp_path / "cup" / "logs") + _size(tmp_path / "cup" / "replays")
+    assert _on_disk(tmp_path / "cup")[0] == [f"match-{i:06d}" for i in range(1, 7)]
+    pruned = ladder_command("prune", str(tmp_path / "cup"), "--keep-logs", "2", "--keep-replays", "2")
+    assert pruned.returncode == 0, pruned.stderr
+    logs, replays = _on_disk(tmp_path / "cup")
+    assert logs == ["match-000005", "match-000006"] and replays == ["match-000005.json.z", "match-000006.json.z"]
+    assert "4 log folders and 4 replays deleted" in pruned.stdout  # the two qualifications' are the latest 2
+    freed = before - _size(tmp_path / "cup" / "logs") - _size(tmp_path / "cup" / "replays")
+    assert freed > 0 and f"{freed / 1024 / 1024:.1f} MiB freed" in pruned.stdout
+    everything = ladder_command("prune", str(tmp_path / "cup"), "--keep-logs", "0", "--keep-replays", "0")
+    assert everything.returncode == 0 and "4 log folders and 2 replays deleted" in everything.stdout
+    assert not any((tmp_path / "cup" / "logs").iterdir())
+    with Ladder.open(tmp_path / "cup", read_only=True) as ladder:
+        assert len(board.match_list(ladder, 50).matches) == 6  # every result is kept
+
+
+def _size(folder: Path) -> int:
+    return sum(os.lstat(Path(d) / f).st_size for d, _, files in os.walk(folder) for f in files)
+
+
+@pytest.fixture(autouse=True)
+def unpacked(tmp_path, monkeypatch):
+    """Zips unpacked under this test's folder (as test_setup's are)."""
+    import policybox.submission as submission
+
+    monkeypatch.setattr(submission, "submissions_root", lambda: tmp_path / "unpacked")
