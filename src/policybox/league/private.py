@@ -15,8 +15,10 @@ with a gid of their own), but other people on the machine may.
 
 from __future__ import annotations
 
+import os
 import stat
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,19 +50,18 @@ class Exposure:
 
 
 def checked(folder: Path) -> list[tuple[Path, Exposure | None]]:
-    """The folder and every entry directly in it (not following symlinks), each with its exposure,
-    if any."""
-    paths = [folder, *sorted(folder.iterdir())]
-    return [(path, _exposure(path)) for path in paths]
+    """The folder (given as a symlink: where it points) and every entry directly in it (not following
+    symlinks), each with its exposure, if any."""
+    return [(folder, _exposure(folder, os.stat)), *((path, _exposure(path)) for path in sorted(folder.iterdir()))]
 
 
 def exposures(folder: Path) -> list[Exposure]:
     return [exposure for _, exposure in checked(folder) if exposure is not None]
 
 
-def _exposure(path: Path) -> Exposure | None:
+def _exposure(path: Path, status: Callable[[Path], os.stat_result] = os.lstat) -> Exposure | None:
     try:
-        info = path.lstat()
+        info = status(path)
     except FileNotFoundError:  # removed meanwhile (a -wal file SQLite checkpointed away)
         return None
     if stat.S_ISLNK(info.st_mode) or not info.st_mode & OTHERS:
