@@ -23,6 +23,7 @@ import pytest
 from conftest import POLICIES, policy
 from sqlalchemy import select
 
+from policybox.league import private
 from policybox.league.database import match_seats, matches, names, qualifications, versions
 from policybox.league.ladder import Ladder
 
@@ -242,3 +243,25 @@ def test_doctor_shows_who_may_read_a_ladder_and_the_chmod_that_closes_it(tmp_pat
     assert f"other users may list and enter it (mode 0755): chmod 700 {folder}" in opened.stdout
     assert f"other users may read it (mode 0644): chmod 600 {folder / 'ladder.db'}" in opened.stdout
     assert mode(folder) == 0o755  # doctor looks, it changes nothing
+
+
+def test_making_a_folder_private_follows_no_symlink_in_it_and_says_what_it_changed(tmp_path):
+    """A symlink in the folder (to a file of the system, say) is neither followed nor changed: root's
+    ``ladder run`` never chmods what a link points at. The folder itself, given as a link, is."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the ladder's")
+    outside.chmod(0o644)
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)
+    (real / "ladder.db").write_text("")
+    (real / "ladder.db").chmod(0o640)
+    (real / "link").symlink_to(outside)
+    (tmp_path / "cup").symlink_to(real)
+    with pytest.warns(private.FolderWarning) as warned:
+        private.make_private(tmp_path / "cup", tell=True)
+    assert [str(warning.message) for warning in warned] == [
+        f"{tmp_path / 'cup'}: other users may list and enter it (mode 0755); made it 0700",
+        f"{tmp_path / 'cup' / 'ladder.db'}: other users may read it (mode 0640); made it 0600",
+    ]
+    assert mode(real) == 0o700 and mode(real / "ladder.db") == 0o600 and mode(outside) == 0o644
+    assert not [entry for entry in private.checked(tmp_path / "cup") if entry.exposed]

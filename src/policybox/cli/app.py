@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -404,12 +403,12 @@ def _ladder_privacy(folder: Path) -> tuple[Table, bool]:
     for column in ("path", "private", "detail"):
         table.add_column(column)
     checked = private.checked(folder.absolute())
-    for path, exposure in checked:
-        if exposure is None:
-            table.add_row(shown(path), "[green]yes[/]", f"mode {stat.S_IMODE(path.lstat().st_mode):04o}")
+    for entry in checked:
+        if entry.exposed:
+            table.add_row(shown(entry.path), "[red]no[/]", shown(f"{entry.detail}: {entry.fix}"))
         else:
-            table.add_row(shown(path), "[red]no[/]", shown(f"{exposure.detail}: {exposure.fix}"))
-    return table, all(exposure is None for _, exposure in checked)
+            table.add_row(shown(entry.path), "[green]yes[/]", f"mode {entry.mode:04o}")
+    return table, not any(entry.exposed for entry in checked)
 
 
 def _check_writable(out: Path | None, example: str = "result.json") -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import stat
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,12 +29,17 @@ class FolderWarning(UserWarning):
 
 
 @dataclass(frozen=True)
-class Exposure:
-    """A path of a ladder's folder that users other than its owner may read (or list, or enter)."""
+class Entry:
+    """A path of a ladder's folder and its mode."""
 
     path: Path
     mode: int
     is_folder: bool
+
+    @property
+    def exposed(self) -> bool:
+        """Whether users other than its owner may read it (a folder: list or enter it)."""
+        return bool(self.mode & OTHERS)
 
     @property
     def fix(self) -> str:
@@ -49,31 +53,29 @@ class Exposure:
         return f"{self.path}: {self.detail}"
 
 
-def checked(folder: Path) -> list[tuple[Path, Exposure | None]]:
-    """The folder (given as a symlink: where it points) and every entry directly in it (not following
-    symlinks), each with its exposure, if any."""
-    return [(folder, _exposure(folder, os.stat)), *((path, _exposure(path)) for path in sorted(folder.iterdir()))]
+def checked(folder: Path) -> list[Entry]:
+    """The folder (given as a symlink: where it points) and every entry directly in it but symlinks
+    (whose own mode means nothing; what one points at is checked where it is)."""
+    entries = [_entry(folder, folder.stat())]
+    for path in sorted(folder.iterdir()):
+        try:
+            info = path.lstat()
+        except FileNotFoundError:  # removed meanwhile (a -wal file SQLite checkpointed away)
+            continue
+        if not stat.S_ISLNK(info.st_mode):
+            entries.append(_entry(path, info))
+    return entries
 
 
-def exposures(folder: Path) -> list[Exposure]:
-    return [exposure for _, exposure in checked(folder) if exposure is not None]
-
-
-def _exposure(path: Path, status: Callable[[Path], os.stat_result] = os.lstat) -> Exposure | None:
-    try:
-        info = status(path)
-    except FileNotFoundError:  # removed meanwhile (a -wal file SQLite checkpointed away)
-        return None
-    if stat.S_ISLNK(info.st_mode) or not info.st_mode & OTHERS:
-        return None  # a symlink's own mode means nothing; what it points at is checked where it is
-    return Exposure(path, stat.S_IMODE(info.st_mode), stat.S_ISDIR(info.st_mode))
+def _entry(path: Path, info: os.stat_result) -> Entry:
+    return Entry(path, stat.S_IMODE(info.st_mode), stat.S_ISDIR(info.st_mode))
 
 
 def make_private(folder: Path, tell: bool) -> None:
     """Take the group's and others' bits off the folder and every entry directly in it. A warning
     (``FolderWarning``) for each path that could not be made private and, with ``tell``, for each
     that was: a folder someone opened up (or an older policybox made) is worth knowing about."""
-    for exposure in exposures(folder):
+    for exposure in (entry for entry in checked(folder) if entry.exposed):
         try:
             exposure.path.chmod(exposure.mode & ~OTHERS)
         except OSError as exc:
