@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import policybox
-from policybox.cli.common import POLICY_HELP, check_folder, console, error_line, errors, guarded
+from policybox.cli.common import POLICY_HELP, check_folder, console, error_line, errors, guarded, show_warning
 from policybox.cli.ladder import ladder_app
 from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.cli.tables import show_episode, show_summary
@@ -57,6 +58,7 @@ def _root(
     ] = False,
 ) -> None:
     """Run multi-agent episodes with every agent's policy in its own OS process."""
+    warnings.showwarning = show_warning
 
 
 @app.command()
@@ -352,12 +354,22 @@ def doctor(
         str | None,
         typer.Option(help="Check every node of this Ray cluster instead of this machine: one table per node."),
     ] = None,
+    ladder: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="Also check a ladder's folder: which of its paths other users (and so cells) may read, "
+            "and the chmod that closes each.",
+        ),
+    ] = None,
 ) -> None:
     """Show which sandbox layers work on this machine, found by trying each in a real cell.
 
-    Exit code 0 when every layer works (so --sandbox strict can run) on every machine checked, 1 otherwise.
+    Exit code 0 when every layer works (so --sandbox strict can run) on every machine checked, and the
+    ladder's folder (--ladder) is private; 1 otherwise.
     """
     with guarded("nothing was changed"):
+        private = None if ladder is None else _ladder_privacy(ladder)
         if ray_address is None:
             from policybox.host.diagnosis import diagnose
 
@@ -373,7 +385,30 @@ def doctor(
         for check in checks:
             table.add_row(check.layer.value, "[green]yes[/]" if check.works else "[red]no[/]", shown(check.detail))
         console.print(table)
-    raise typer.Exit(0 if all(check.works for _, checks in machines for check in checks) else 1)
+    if private is not None:
+        console.print(private[0])
+    works = all(check.works for _, checks in machines for check in checks) and (private is None or private[1])
+    raise typer.Exit(0 if works else 1)
+
+
+def _ladder_privacy(folder: Path) -> tuple[Table, bool]:
+    """The table of a ladder folder's paths and who may read them; whether all are private."""
+    from policybox.league import private
+    from policybox.league.database import LadderError
+    from policybox.league.ladder import FOLDER_FILE
+
+    if not (folder / FOLDER_FILE).is_file():
+        raise LadderError(f"{folder} is not a ladder (it has no {FOLDER_FILE}): give --ladder a ladder's folder")
+    table = Table(title=shown(f"policybox doctor: who may read ladder {folder}"))
+    for column in ("path", "private", "detail"):
+        table.add_column(column)
+    checked = private.checked(folder.absolute())
+    for entry in checked:
+        if entry.exposed:
+            table.add_row(shown(entry.path), "[red]no[/]", shown(f"{entry.detail}: {entry.fix}"))
+        else:
+            table.add_row(shown(entry.path), "[green]yes[/]", f"mode {entry.mode:04o}")
+    return table, not any(entry.exposed for entry in checked)
 
 
 def _check_writable(out: Path | None, example: str = "result.json") -> None:

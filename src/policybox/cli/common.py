@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -61,6 +63,21 @@ def guarded(after_interrupt: str) -> Iterator[None]:
     finally:
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])
+
+
+def show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
+    """``warnings.showwarning`` for the command line: a policybox warning (a ladder's folder that others
+    may read, say) is one line on stderr -- where in our code it was raised is not the user's business;
+    any other library's as Python shows it."""
+    if category.__module__.startswith("policybox."):
+        errors.print(Text.assemble(("Warning: ", "bold yellow"), shown(message)), soft_wrap=True)
+    else:
+        _show_warning(message, category, filename, lineno, file, line)
+
+
+_show_warning = warnings.showwarning
 
 
 def error_line(message: object) -> Text:

@@ -4,8 +4,10 @@
 (``Ladder.open(DIR)``): ``DIR/ladder.json`` holds its id and, for a PostgreSQL ladder, the server's
 URL (the file is 0600: the URL may hold a password); a SQLite ladder's database is
 ``DIR/ladder.db``. Versions' files are kept under ``DIR/versions`` (root-only, content-addressed),
-agents' logs under ``DIR/logs``. ``ladder run`` plays it (``policybox.league.scheduler``); what it
-shows is ``policybox.league.board``'s; ``policybox.ladder.Ladder`` is all of it in one object.
+agents' logs under ``DIR/logs``. The folder is 0700 and everything directly in it private
+(``policybox.league.private``): no cell, and no other user, reads any of it. ``ladder run`` plays
+it (``policybox.league.scheduler``); what it shows is ``policybox.league.board``'s;
+``policybox.ladder.Ladder`` is all of it in one object.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from policybox.envs import split_env
 from policybox.episode import EpisodeSettings, check_shorthands
 from policybox.errors import PolicyboxError
-from policybox.league import store, versions
+from policybox.league import private, store, versions
 from policybox.league.database import (
     SCHEMA_VERSION,
     LadderError,
@@ -48,6 +50,7 @@ FOLDER_FILE = "ladder.json"
 SQLITE_FILE = "ladder.db"
 REPLAYS = "replays"  # the folder of the matches' replays, match-000001.json.z, when the ladder writes them
 LOCK_FILE = "run.lock"
+LOGS = "logs"  # the agents' logs, a folder per match and qualification
 HOUR = timedelta(hours=1)
 DEADLINE_SHARE = 0.5  # of every step's deadline, on average, that a ladder's episode limit allows
 EPISODE_LIMIT_FORMULA = f"init_timeout_s + steps x act_timeout_ms / 1000 x {DEADLINE_SHARE:g}"
@@ -126,6 +129,10 @@ class Ladder:
             raise LadderError(f"{folder} is not an empty folder: a new ladder needs a folder of its own")
         with writing(folder, "creating"):
             folder.mkdir(parents=True, exist_ok=True)
+            private.make_private(folder, tell=False)  # the host's alone (policybox.league.private)
+            (folder / LOGS).mkdir(mode=0o700)
+            if database is None:  # SQLite gives its -wal and -shm files the database file's mode
+                os.close(os.open(folder / SQLITE_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
         url = database or f"sqlite:///{(folder / SQLITE_FILE).absolute()}"
         ladder_id = uuid.uuid4().hex
         engine = connect(url)
@@ -280,7 +287,12 @@ class Ladder:
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Hold the ladder's run lock: one ``ladder run`` at a time. The kernel releases it when the
-        process dies, however it dies, so a killed run never blocks the next."""
+        process dies, however it dies, so a killed run never blocks the next.
+
+        Then make the folder private again, warning about each path other users could read: the run
+        is what starts cells, so it closes what an older policybox (0755 and 0644) or a ``chmod`` left
+        open rather than only warning -- nothing but the ladder's own commands, run by its owner,
+        needs to read its files."""
         with writing(self.folder / LOCK_FILE, "creating"):
             handle = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -293,6 +305,7 @@ class Ladder:
                 ) from None
             os.ftruncate(handle, 0)
             os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+            private.make_private(self.folder, tell=True)
             yield
         finally:
             os.close(handle)  # closing it releases the lock

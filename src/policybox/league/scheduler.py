@@ -37,7 +37,7 @@ from policybox.episode import REPLAY_SUFFIX
 from policybox.league import matchmaking, ranking, retention, store
 from policybox.league.backends import Backend, open_runner, shared_budget
 from policybox.league.database import LadderError, transaction
-from policybox.league.ladder import REPLAYS, Ladder, LadderSettings
+from policybox.league.ladder import LOGS, REPLAYS, Ladder, LadderSettings
 from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, is_users
 from policybox.league.setup import SetupOutcome
 from policybox.league.tournament import episode_seed
@@ -257,9 +257,10 @@ class _Loop:
             seed = episode_seed(settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
         update: dict[str, object] = {"seed": seed}
         if self.settings.replays and isinstance(work, _Match):
-            (replays := self.ladder.folder / REPLAYS).mkdir(exist_ok=True)
+            (replays := self.ladder.folder / REPLAYS).mkdir(mode=0o700, exist_ok=True)  # the host's alone
             update["replay"] = str(replays / f"{name}{REPLAY_SUFFIX}")
-        log_dir = self.ladder.folder / "logs" / name
+        (logs := self.ladder.folder / LOGS).mkdir(mode=0o700, exist_ok=True)  # an episode makes the folder in it 0700
+        log_dir = logs / name
         return EpisodeJob(name=name, specs=specs, settings=settings.model_copy(update=update), log_dir=str(log_dir))
 
     # ---------------------------------------------------------------------------------------------
