@@ -272,15 +272,48 @@ def serve(
     max_upload_mb: Annotated[
         int, typer.Option(min=1, metavar="MB", help="The largest upload a team may send (a zip and its form), in MiB.")
     ] = UPLOAD_CAP // MiB,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Connections kept open at once; one more is closed as it comes (at most the descriptor limit).",
+        ),
+    ] = 1000,
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            metavar="S",
+            help="How long a connection may take to send a whole request's headers before it is closed.",
+        ),
+    ] = 10.0,
+    keep_alive: Annotated[
+        int, typer.Option(min=1, metavar="S", help="How long an idle connection is kept after a response (uvicorn's).")
+    ] = 5,
+    backlog: Annotated[
+        int,
+        typer.Option(min=1, metavar="N", help="Connections the kernel queues before they are accepted (uvicorn's)."),
+    ] = 64,
 ) -> None:
     """Serve the ladder's web page and JSON API (/api/...) while `ladder run` plays it: the standings,
     each name, each match, the queue; teams log in and submit with their tokens (`ladder token`)."""
     import uvicorn
 
+    from policybox.league.web import serving
     from policybox.league.web.app import make_app
 
     with guarded("nothing was changed"):
         app = make_app(folder, upload_cap=max_upload_mb * MiB)
-    console.print(shown(f"ladder {folder}: http://{host}:{port}/ (Ctrl-C stops)"))
+    connections = min(max_connections, serving.descriptor_room(backlog))
+    console.print(shown(f"ladder {folder}: http://{host}:{port}/ (up to {connections} connections; Ctrl-C stops)"))
     # uvicorn stops gracefully on Ctrl-C or SIGTERM (requests in flight are answered) and returns.
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        http=serving.guarded(connections, request_timeout),
+        timeout_keep_alive=keep_alive,
+        backlog=backlog,
+    )
