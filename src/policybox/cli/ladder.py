@@ -250,16 +250,43 @@ def rerate(folder: DIR) -> None:
     raise typer.Exit(1)
 
 
+TEAM = Annotated[str, typer.Argument(metavar="TEAM", help="The team: [a-z0-9][a-z0-9_-]{0,39}.")]
+
+
 @ladder_app.command()
 def token(
     folder: DIR,
-    team: Annotated[str, typer.Argument(metavar="TEAM", help="The team: [a-z0-9][a-z0-9_-]{0,39}.")],
+    team: TEAM,
+    revoke: Annotated[
+        bool,
+        typer.Option("--revoke", help="Revoke every token of TEAM instead, and end its web sessions (log it out)."),
+    ] = False,
 ) -> None:
     """Print a new token for TEAM: with it the team submits over the web page (`ladder serve`), and
     sees its own log tails. Its first submission of a name makes the team that name's owner. Only a
-    hash of the token is kept: this is the one time it is shown."""
+    hash of the token is kept: this is the one time it is shown. With --revoke, every token of TEAM
+    stops working at once, on every page and API call, and every session it logged in ends; the team
+    keeps its names, and a new token lets it in again."""
     with guarded("nothing was changed"), _open(folder) as ladder:
-        typer.echo(ladder.token(team))
+        if not revoke:
+            typer.echo(ladder.token(team))
+            return
+        revoked, ended = ladder.revoke(team)
+        console.print(shown(f"{team}: {revoked} tokens revoked, {ended} web sessions ended"))
+
+
+@ladder_app.command("tokens")
+def list_tokens(folder: DIR, json: JSON = False) -> None:
+    """Every token, by team: its number, when it was made and last used (to the minute), its open web
+    sessions. Never the token itself: the ladder keeps only its hash."""
+    from policybox.league import board
+
+    with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
+        found = board.tokens(ladder)
+    if json:
+        console.print_json(found.model_dump_json())
+    else:
+        tables.show_tokens(console, found)
 
 
 @ladder_app.command()

@@ -586,3 +586,31 @@ def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
         qualifying=[shown(r) for r in rows if r.state == "qualifying"],
         rejected=[shown(r) for r in rows if r.state == "rejected"],
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens (the organiser's: ``ladder tokens``)
+
+
+class TokenRow(BaseModel):
+    team: str
+    token: int = Field(description="The token's number: the token itself is never kept, nor shown")
+    created_at: str
+    last_used: str | None = Field(description="When the web page last saw it (to the minute), if ever")
+    sessions: int = Field(description="Its login sessions not ended")
+
+
+class Tokens(BaseModel):
+    tokens: list[TokenRow]
+
+
+def tokens(ladder: Ladder) -> Tokens:
+    """Every token the ladder holds, by team."""
+    with ladder.engine.connect() as connection:
+        rows = store.token_rows(connection)
+    return Tokens(
+        tokens=[
+            TokenRow(team=r.team, token=r.id, created_at=r.created_at, last_used=r.last_used, sessions=r.sessions)
+            for r in rows
+        ]
+    )
