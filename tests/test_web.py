@@ -9,6 +9,7 @@ Judged from outside: status codes, headers, the HTML (parsed) and JSON answers, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import pytest
 from conftest import POLICIES, policy
 from markupsafe import escape
 from sqlalchemy import select
+from starlette.routing import Route
 from starlette.testclient import TestClient
 from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
 
@@ -67,6 +69,8 @@ def league(request, tmp_path_factory) -> Iterator[League]:
             tokens = {team: ladder.token(team) for team in LOG_OF}
             ladder.submit("walker", WANDERER)
             ladder.submit("secretive", f"noop,env.SECRET={SECRET_VALUE}")
+            for name in ("walker", "secretive"):  # playing from the first match: not still qualifying under load
+                activate(ladder, name)
             for team in LOG_OF:
                 ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
                 activate(ladder, f"{team}bot")
@@ -105,13 +109,31 @@ def every_page(client: TestClient) -> list[str]:
     ]
 
 
+def every_route(client: TestClient) -> list[str]:
+    """A path for every GET route of the app, taken from ``app.routes`` (so that a new route is walked
+    too) and filled with every value of its parameters the ladder has: each name, each match. The
+    static files (the package's own) are left out."""
+    played = client.get("/api/matches").json()["matches"]
+    values = {
+        "name": [row["name"] for row in client.get("/api/standings").json()["rows"]],
+        "match": [match["id"] for match in played],
+    }
+    paths = []
+    for route in client.app.routes:
+        if isinstance(route, Route) and "GET" in (route.methods or ()):
+            parameters = list(route.param_convertors)
+            for filled in itertools.product(*(values[p] for p in parameters)):
+                paths.append(route.path_format.format(**dict(zip(parameters, filled, strict=True))))
+    return paths
+
+
 def everything_seen(client: TestClient, headers: dict[str, str]) -> str:
-    """Every page and every JSON answer as one viewer gets them, as one text."""
+    """Every answer of every GET route (pages, their JSON, files) as one viewer gets them, as one text."""
     seen = []
-    for path in every_page(client):
-        page = client.get(path, headers=headers)
-        assert page.status_code == 200, (path, page.text)
-        seen += [page.text, client.get(page.context["json_url"], headers=headers).text]
+    for path in every_route(client):
+        answer = client.get(path, headers=headers)
+        assert answer.status_code == 200 or path.endswith("/replay"), (path, answer.text)
+        seen.append(answer.text)
     return "\n".join(seen)
 
 
@@ -252,6 +274,21 @@ def test_a_team_sees_its_own_log_tails_and_tracebacks_and_no_one_elses(league, c
     assert all(f["cause"] == "RuntimeError" for f in failures)
     own = client.get("/api/names/alphabot", headers=auth(league, "alpha")).json()["failures"]
     assert all(LOG_OF["alpha"] in f["log_tail"] for f in own)
+
+
+def test_a_policys_message_past_its_first_line_is_its_teams_alone(league, client):
+    """Each bot's exception has its team's secret on its message's second line (and so in its log
+    tail): on no page, JSON answer or file of any route may another team or anybody read it."""
+    seen = {team: everything_seen(client, auth(league, team)) for team in (None, "alpha", "beta")}
+    for team in LOG_OF:
+        secret = f"{team.upper()}-MESSAGE-SECRET"
+        assert secret in seen[team]
+        assert all(secret not in text for other, text in seen.items() if other != team), secret
+    first_line = f"gave up {PAYLOAD}"
+    match = client.get("/api/matches/1", headers=auth(league, "beta")).json()
+    shown = {agent["name"]: agent["message"] for agent in match["agents"] if agent["message"]}
+    assert shown.get("alphabot", first_line) == first_line  # another team's: its first line
+    assert all(f["message"] == first_line for f in client.get("/api/names/alphabot").json()["failures"])
 
 
 def test_a_bad_token_sees_what_anybody_sees(league, client):
@@ -446,7 +483,8 @@ def test_logging_in_and_submitting_through_the_form(fresh, tmp_path):
         login = client.post("/login", data={"token": tokens["gamma"]}, headers={"Origin": own}, follow_redirects=False)
         assert login.status_code == 303 and login.headers["location"] == "/"
         cookie = login.headers["set-cookie"]
-        assert f"{COOKIE}={tokens['gamma']}" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert f"{COOKIE}=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert tokens["gamma"] not in cookie  # the cookie names a session, never the token
         assert "Secure" not in cookie  # plain HTTP here; over HTTPS it is (see below)
         assert '<strong id="team">gamma</strong>' in client.get("/").text
         assert 'id="submit"' in client.get("/submit").text

@@ -4,11 +4,13 @@ One function per view, each returning a pydantic model: ``ladder status --json``
 terminal tables render it, the web page's JSON API serves it and its HTML pages are rendered from
 it. No view computes anything of its own: the ranking rules are ``policybox.league.ranking``'s.
 
-Log tails and tracebacks belong to the team that submitted them: a view includes them only for
-the names it is asked to (``private=True`` / ``private_for``: the operator's command line sees every
-name's, the web page a team's own). Anyone else sees a reason's first line -- the status, the step,
-the exception's type and the first line of its message, as a match shows every agent's failure --
-never the traceback, log tail or setup output below it.
+**What a policy wrote is its team's.** Every text a policy controls reaches a view through one of
+two functions here, and nowhere else: ``public`` for a message (a failure's message and cause, a
+reason) -- whole for the names a view is asked to show privately (``private=True`` /
+``private_for``: the operator's command line sees every name's, the web page a team's own), else
+its first line only: the status, the step, the exception's type and the first line of its message;
+``own`` for what only the team sees at all (log tails, setup output). A game's fault and an aborted
+episode's reason are stored as one line already (``one_line``).
 """
 
 from __future__ import annotations
@@ -98,10 +100,20 @@ def _visible(name: str, private_for: set[str] | None) -> bool:
     return private_for is None or name in private_for
 
 
-def public(reason: str | None, private: bool) -> str | None:
-    """A reason as a viewer may see it: whole for its own team, else its first line (the status, step
-    and cause; never the traceback or log tail that follows)."""
-    return reason if private or reason is None else reason.splitlines()[0]
+def first_line(text: str) -> str:
+    """Up to the first line break of any kind (``str.splitlines``'s: \\r, \\x1c, \\u2028 too)."""
+    return (text.splitlines() or [""])[0]
+
+
+def public(text: str | None, private: bool) -> str | None:
+    """A policy's message (a failure's message or cause, a reason) as a viewer may see it: whole for
+    its own team, else its first line (the status, step and cause; never the traceback that follows)."""
+    return text if private or text is None else first_line(text)
+
+
+def own(text: str | None, private: bool) -> str | None:
+    """What only a policy's own team sees at all -- a log tail, a setup's output: None for anyone else."""
+    return text if private else None
 
 
 def _standing(connection: Connection, name: str, current: Any, private: bool) -> Standing:
@@ -380,9 +392,9 @@ def _failures(connection: Connection, ids: dict[int, int], private: bool) -> lis
             seat=r.seat,
             status=r.status,
             step=r.failure_step,
-            cause=r.failure_kind,
-            message=r.failure_message,
-            log_tail=r.log_tail if private else None,
+            cause=public(r.failure_kind, private),
+            message=public(r.failure_message, private),
+            log_tail=own(r.log_tail, private),
         )
         for r in rows
     ]
@@ -437,7 +449,12 @@ def _seat_results(connection: Connection, match_ids: list[int]) -> dict[int, lis
     for r in rows:
         found[r.match_id].append(
             SeatResult(
-                seat=r.seat, name=r.name, version=r.number, reward=r.reward, status=r.status, cause=r.failure_kind
+                seat=r.seat,
+                name=r.name,
+                version=r.number,
+                reward=r.reward,
+                status=r.status,
+                cause=public(r.failure_kind, private=False),  # a list's cell: its one line, for everyone
             )
         )
     return found
@@ -495,7 +512,7 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
     agents = []
     for agent, seat in zip(result.agents, seats, strict=True):
         failure = agent.failure
-        visible = private_for is None or seat.name in private_for
+        visible = _visible(seat.name, private_for)
         agents.append(
             MatchAgent(
                 seat=seat.seat,
@@ -504,13 +521,13 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
                 agent=agent.agent,
                 reward=agent.reward,
                 status=agent.status.value,
-                cause=failure.kind if failure else None,
+                cause=public(failure.kind, visible) if failure else None,
                 step=failure.step if failure else None,
-                message=failure.message if failure else None,
+                message=public(failure.message, visible) if failure else None,
                 p50_ms=agent.latency.p50_ms,
                 p99_ms=agent.latency.p99_ms,
                 sandbox=agent.sandbox,
-                log_tail=failure.log_tail if failure and visible else None,
+                log_tail=own(failure.log_tail, visible) if failure else None,
             )
         )
     replay = ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}"
@@ -579,7 +596,7 @@ def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
             state=r.state,
             submitted_at=r.submitted_at,
             reason=public(r.reason, private),
-            setup_output=r.setup_output if private else None,
+            setup_output=own(r.setup_output, private),
         )
 
     return Queue(
