@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import stat
 import xml.etree.ElementTree as ElementTree
@@ -558,3 +559,93 @@ def test_the_pages_read_the_database_while_ladder_run_writes_it(tmp_path, databa
             os.killpg(run.pid, signal.SIGTERM)
             run.communicate(timeout=120)
     assert counts == sorted(counts)  # never a step back
+
+
+# ---------------------------------------------------------------------------------------------
+# No 500: every route, every hostile value
+
+HOSTILE = [
+    "²",
+    "-1",
+    "9" * 30,
+    "-" + "9" * 30,
+    "0",
+    "1e3",
+    "名前",
+    "%00",
+    "%ff",
+    "%c3%28",
+    "x" * 10_000,
+    "..",
+    "%2e%2e",
+]
+HOSTILE_HEADERS = [
+    {"Authorization": "Bearer"},
+    {"Authorization": "Bearer " + "x" * 10_000},
+    {"Authorization": "Bearer \u00e9\u00ff".encode("latin-1")},
+    {"Authorization": "Basic Zm9vOmJhcg=="},
+    {"Authorization": "bearer  "},
+    {"Cookie": f"{COOKIE}=" + "x" * 4000},
+    {"Cookie": f'{COOKIE}="\\000\\377"'},
+    {"Cookie": f"{COOKIE}=; {COOKIE}=x; {COOKIE}"},
+    {"Cookie": "=;;=x;\u00e9=\u00e9".encode("latin-1")},
+]
+METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
+
+
+def hostile_requests(client: TestClient) -> Iterator[tuple[str, str, dict]]:
+    """(method, path, keyword arguments of the request) for every route of ``app.routes``: each
+    parameter given each hostile value, each query given hostile values and unknown parameters, every
+    method, bad credentials, and forms missing, repeating or swelling their fields."""
+    valid = every_route(client)
+    for route in client.app.routes:
+        template = route.path_format if isinstance(route, Route) else f"{route.path}/{{path}}"
+        parameters = re.findall(r"{(\w+)}", template)
+        for value in HOSTILE:
+            path = template.format(**dict.fromkeys(parameters, value))
+            yield "GET", path, {}
+            yield "POST", path, {}
+    for path in {p.split("?")[0] for p in valid}:
+        for value in HOSTILE:
+            yield "GET", path, {"params": {"before": value, value[:50]: value}}
+        for method in METHODS:
+            yield method, path, {}
+        for headers in HOSTILE_HEADERS:
+            yield "GET", path, {"headers": headers}
+    forms: list[dict] = [
+        {},
+        {"data": {"token": "x", "name": "y"}},
+        {"data": {"token": ["a", "b"]}},
+        {"data": {"name": "x" * 10_000}},
+        {"data": {"token": "x" * 100_000}},
+        {"content": b"\xff\xfe\x00" * 100, "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+        {"content": b"--b\r\n\r\n", "headers": {"Content-Type": "multipart/form-data; boundary=b"}},
+        {"content": b"{}", "headers": {"Content-Type": "application/json"}},
+        {"data": {"name": "walker\x00"}, "files": {"file": ("x.zip", b"PK", "application/zip")}},
+        {"data": {"name": ["a", "b"]}, "files": {"file": ("x.zip", b"PK", "application/zip")}},
+        {"data": {"name": "ok"}, "files": [("file", ("a.zip", b"PK")), ("file", ("b.zip", b"PK"))]},
+        {"data": {"name": "ok"}, "files": {"upload": ("x.zip", b"PK", "application/zip")}},
+    ]
+    for route in client.app.routes:
+        if isinstance(route, Route) and "POST" in (route.methods or ()) and not route.param_convertors:
+            for form in forms:
+                for headers in ({"Origin": "http://testserver"}, {"Authorization": "Bearer not-a-token"}):
+                    yield "POST", route.path, form | {"headers": headers | form.get("headers", {})}
+
+
+def test_no_route_answers_a_hostile_request_with_a_server_error(league):
+    """Every route (from app.routes), every hostile value: a 4xx with a message, never a 5xx; under
+    /api/ the message is JSON's ``{"error": ...}``."""
+    with TestClient(make_app(league.folder), raise_server_exceptions=False) as client:
+        asked = 0
+        for method, path, arguments in hostile_requests(client):
+            response = client.request(method, path, **arguments)
+            asked += 1
+            assert response.status_code < 500, (method, path[:200], arguments.keys(), response.text[:500])
+            if response.status_code >= 400 and method != "HEAD":
+                assert response.text.strip(), (method, path[:200])
+                if response.request.url.path.startswith("/api"):  # as the server got it (dot segments gone)
+                    said = (method, path[:200], response.status_code, response.text[:500])
+                    assert response.headers["content-type"] == "application/json", said
+                    assert isinstance(response.json()["error"], str), said
+        assert asked > 500

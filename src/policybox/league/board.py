@@ -29,10 +29,12 @@ from policybox.league.database import match_seats, matches, names, qualification
 from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.ranking import Rating, Reward
 from policybox.league.summary import FailureCause, LatencySummary, failure_causes, latency
+from policybox.league.versions import NAME_PATTERN
 from policybox.results import EpisodeResult, Failure
 from policybox.spec import SpecError
 
 RECENT = 20
+ID_MAX = 2**63 - 1  # the largest id SQLite and PostgreSQL can compare: none above it exists
 FAILURES_SHOWN = 10
 
 
@@ -279,6 +281,8 @@ class NamePage(BaseModel):
 def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
     """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures
     (``private``: with its log tails and whole reasons)."""
+    if not NAME_PATTERN.fullmatch(name):  # none was stored (and a NUL is no text to PostgreSQL)
+        raise SpecError(f"this ladder has no submission called {name[:100]!r}")
     ranked = standings(ladder, None if private else set())  # before this connection: a writer's holds the lock
     with ladder.engine.connect() as connection:
         row = store.name_row(connection, name)
@@ -501,6 +505,8 @@ class MatchPage(BaseModel):
 
 def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
     """One played match. ``private_for``: the names whose log tails may be shown (None: every name's)."""
+    if not 0 <= match_id <= ID_MAX:
+        raise SpecError(f"this ladder has no played match {match_id}")
     with ladder.engine.connect() as connection:
         row = connection.execute(
             select(matches).where(and_(matches.c.id == match_id, matches.c.state == "played"))

@@ -52,7 +52,7 @@ def json(model: BaseModel, status: int = 200) -> Response:
 
 def error(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     """An error as JSON (``{"error": message}``) under ``/api/``, else as a page."""
-    if request.url.path.startswith(API):
+    if request.url.path.startswith(API) or request.url.path == API.rstrip("/"):
         return JSONResponse({"error": message}, status, headers=headers)
     context = {"status": status, "message": message, "viewer": None, "json_url": None}
     response = page(request, "error.html", context, status)
