@@ -341,6 +341,7 @@ def serve(
         port=port,
         log_level="warning",
         http=serving.guarded(connections, request_timeout),
+        h11_max_incomplete_event_size=serving.HEADERS_CAP,
         timeout_keep_alive=keep_alive,
         backlog=backlog,
     )

@@ -3,7 +3,8 @@ one data function per page) and answered as JSON under ``/api/`` or as HTML rend
 model, with the plots drawn from it. Nothing here computes what a page shows.
 
 What a viewer may see follows from who it is, decided here once per request: the names its team
-owns get their log tails and whole reasons; every other name shows status, step and cause.
+owns get their log tails and whole messages; every other name shows their first lines
+(``board.public`` and ``board.own`` keep that rule, for every view).
 """
 
 from __future__ import annotations
