@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from policybox.errors import PolicyboxError
 from policybox.league import store
 from policybox.league.database import transaction
@@ -46,8 +48,8 @@ class Site:
         try:
             with transaction(self.writer.engine) as connection:
                 store.note_use(connection, token_id, session)
-        except PolicyboxError:  # a database that cannot be written now: the page is still answered
-            self._noted.pop(token_id, None)
+        except (PolicyboxError, SQLAlchemyError):  # not writable now, or the token revoked this moment:
+            self._noted.pop(token_id, None)  # a use not noted is no reason to refuse the page
 
     def close(self) -> None:
         self.reader.close()
