@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from starlette.testclient import TestClient
 from test_ladder import api_ladder, ladder_command
 from test_web import bot_zip, upload
 
-from policybox.league import database
+from policybox.league import database, store
 from policybox.league.ladder import Ladder
 from policybox.league.web.app import make_app
 from policybox.league.web.viewer import COOKIE
@@ -131,3 +132,17 @@ def test_a_schema_version_2_database_is_migrated_and_its_tokens_still_work(cup):
         assert connection.execute(select(func.count()).select_from(database.sessions)).scalar() == 0
     with TestClient(make_app(folder)) as client:
         assert TEAM_SHOWN + "gamma" in as_cookie(client, log_in(client, token))
+
+
+def test_a_session_idle_for_longer_than_its_limit_is_over(cup):
+    folder, token = cup
+    with TestClient(make_app(folder)) as client:
+        kept, idle = log_in(client, token), log_in(client, token)
+        long_ago = (datetime.now(UTC) - store.SESSION_IDLE - timedelta(minutes=1)).isoformat(timespec="seconds")
+        with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:
+            last = connection.execute(select(func.max(database.sessions.c.id))).scalar()
+            connection.execute(
+                database.sessions.update().where(database.sessions.c.id == last).values(last_seen=long_ago)
+            )
+        assert TEAM_SHOWN not in as_cookie(client, idle)
+        assert TEAM_SHOWN + "gamma" in as_cookie(client, kept)

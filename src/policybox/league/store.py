@@ -13,7 +13,7 @@ import math
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
@@ -38,6 +38,7 @@ from policybox.results import EpisodeResult
 
 PLAYING = ("active",)
 QUALIFIED = ("active", "suspended")  # a version that passed qualification
+SESSION_IDLE = timedelta(days=30)  # a login session unused this long is over (its cookie nobody's)
 
 
 def now() -> str:
@@ -515,13 +516,15 @@ def credential(connection: Connection, token: str) -> Credential | None:
 
 
 def session_credential(connection: Connection, session: str) -> Credential | None:
-    """The token a login session was made with, if the session was not ended."""
+    """The token a login session was made with, if the session was not ended, nor idle for longer
+    than ``SESSION_IDLE``."""
+    idle_since = (datetime.now(UTC) - SESSION_IDLE).isoformat(timespec="seconds")
     row = connection.execute(
         select(tokens.c.id, teams.c.name)
         .select_from(sessions)
         .join(tokens, tokens.c.id == sessions.c.token_id)
         .join(teams, teams.c.id == tokens.c.team_id)
-        .where(sessions.c.digest == _digest(session))
+        .where(sessions.c.digest == _digest(session), sessions.c.last_seen >= idle_since)
     ).first()
     return None if row is None else Credential(row.id, row.name)
 
