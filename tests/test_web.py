@@ -9,8 +9,10 @@ Judged from outside: status codes, headers, the HTML (parsed) and JSON answers, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import signal
 import stat
 import xml.etree.ElementTree as ElementTree
@@ -24,6 +26,7 @@ import pytest
 from conftest import POLICIES, policy
 from markupsafe import escape
 from sqlalchemy import select
+from starlette.routing import Route
 from starlette.testclient import TestClient
 from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
 
@@ -67,6 +70,8 @@ def league(request, tmp_path_factory) -> Iterator[League]:
             tokens = {team: ladder.token(team) for team in LOG_OF}
             ladder.submit("walker", WANDERER)
             ladder.submit("secretive", f"noop,env.SECRET={SECRET_VALUE}")
+            for name in ("walker", "secretive"):  # playing from the first match: not still qualifying under load
+                activate(ladder, name)
             for team in LOG_OF:
                 ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
                 activate(ladder, f"{team}bot")
@@ -105,13 +110,31 @@ def every_page(client: TestClient) -> list[str]:
     ]
 
 
+def every_route(client: TestClient) -> list[str]:
+    """A path for every GET route of the app, taken from ``app.routes`` (so that a new route is walked
+    too) and filled with every value of its parameters the ladder has: each name, each match. The
+    static files (the package's own) are left out."""
+    played = client.get("/api/matches").json()["matches"]
+    values = {
+        "name": [row["name"] for row in client.get("/api/standings").json()["rows"]],
+        "match": [match["id"] for match in played],
+    }
+    paths = []
+    for route in client.app.routes:
+        if isinstance(route, Route) and "GET" in (route.methods or ()):
+            parameters = list(route.param_convertors)
+            for filled in itertools.product(*(values[p] for p in parameters)):
+                paths.append(route.path_format.format(**dict(zip(parameters, filled, strict=True))))
+    return paths
+
+
 def everything_seen(client: TestClient, headers: dict[str, str]) -> str:
-    """Every page and every JSON answer as one viewer gets them, as one text."""
+    """Every answer of every GET route (pages, their JSON, files) as one viewer gets them, as one text."""
     seen = []
-    for path in every_page(client):
-        page = client.get(path, headers=headers)
-        assert page.status_code == 200, (path, page.text)
-        seen += [page.text, client.get(page.context["json_url"], headers=headers).text]
+    for path in every_route(client):
+        answer = client.get(path, headers=headers)
+        assert answer.status_code == 200 or path.endswith("/replay"), (path, answer.text)
+        seen.append(answer.text)
     return "\n".join(seen)
 
 
@@ -252,6 +275,21 @@ def test_a_team_sees_its_own_log_tails_and_tracebacks_and_no_one_elses(league, c
     assert all(f["cause"] == "RuntimeError" for f in failures)
     own = client.get("/api/names/alphabot", headers=auth(league, "alpha")).json()["failures"]
     assert all(LOG_OF["alpha"] in f["log_tail"] for f in own)
+
+
+def test_a_policys_message_past_its_first_line_is_its_teams_alone(league, client):
+    """Each bot's exception has its team's secret on its message's second line (and so in its log
+    tail): on no page, JSON answer or file of any route may another team or anybody read it."""
+    seen = {team: everything_seen(client, auth(league, team)) for team in (None, "alpha", "beta")}
+    for team in LOG_OF:
+        secret = f"{team.upper()}-MESSAGE-SECRET"
+        assert secret in seen[team]
+        assert all(secret not in text for other, text in seen.items() if other != team), secret
+    first_line = f"gave up {PAYLOAD}"
+    match = client.get("/api/matches/1", headers=auth(league, "beta")).json()
+    shown = {agent["name"]: agent["message"] for agent in match["agents"] if agent["message"]}
+    assert shown.get("alphabot", first_line) == first_line  # another team's: its first line
+    assert all(f["message"] == first_line for f in client.get("/api/names/alphabot").json()["failures"])
 
 
 def test_a_bad_token_sees_what_anybody_sees(league, client):
@@ -446,7 +484,8 @@ def test_logging_in_and_submitting_through_the_form(fresh, tmp_path):
         login = client.post("/login", data={"token": tokens["gamma"]}, headers={"Origin": own}, follow_redirects=False)
         assert login.status_code == 303 and login.headers["location"] == "/"
         cookie = login.headers["set-cookie"]
-        assert f"{COOKIE}={tokens['gamma']}" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert f"{COOKIE}=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert tokens["gamma"] not in cookie  # the cookie names a session, never the token
         assert "Secure" not in cookie  # plain HTTP here; over HTTPS it is (see below)
         assert '<strong id="team">gamma</strong>' in client.get("/").text
         assert 'id="submit"' in client.get("/submit").text
@@ -520,3 +559,93 @@ def test_the_pages_read_the_database_while_ladder_run_writes_it(tmp_path, databa
             os.killpg(run.pid, signal.SIGTERM)
             run.communicate(timeout=120)
     assert counts == sorted(counts)  # never a step back
+
+
+# ---------------------------------------------------------------------------------------------
+# No 500: every route, every hostile value
+
+HOSTILE = [
+    "²",
+    "-1",
+    "9" * 30,
+    "-" + "9" * 30,
+    "0",
+    "1e3",
+    "名前",
+    "%00",
+    "%ff",
+    "%c3%28",
+    "x" * 10_000,
+    "..",
+    "%2e%2e",
+]
+HOSTILE_HEADERS = [
+    {"Authorization": "Bearer"},
+    {"Authorization": "Bearer " + "x" * 10_000},
+    {"Authorization": "Bearer \u00e9\u00ff".encode("latin-1")},
+    {"Authorization": "Basic Zm9vOmJhcg=="},
+    {"Authorization": "bearer  "},
+    {"Cookie": f"{COOKIE}=" + "x" * 4000},
+    {"Cookie": f'{COOKIE}="\\000\\377"'},
+    {"Cookie": f"{COOKIE}=; {COOKIE}=x; {COOKIE}"},
+    {"Cookie": "=;;=x;\u00e9=\u00e9".encode("latin-1")},
+]
+METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
+
+
+def hostile_requests(client: TestClient) -> Iterator[tuple[str, str, dict]]:
+    """(method, path, keyword arguments of the request) for every route of ``app.routes``: each
+    parameter given each hostile value, each query given hostile values and unknown parameters, every
+    method, bad credentials, and forms missing, repeating or swelling their fields."""
+    valid = every_route(client)
+    for route in client.app.routes:
+        template = route.path_format if isinstance(route, Route) else f"{route.path}/{{path}}"
+        parameters = re.findall(r"{(\w+)}", template)
+        for value in HOSTILE:
+            path = template.format(**dict.fromkeys(parameters, value))
+            yield "GET", path, {}
+            yield "POST", path, {}
+    for path in {p.split("?")[0] for p in valid}:
+        for value in HOSTILE:
+            yield "GET", path, {"params": {"before": value, value[:50]: value}}
+        for method in METHODS:
+            yield method, path, {}
+        for headers in HOSTILE_HEADERS:
+            yield "GET", path, {"headers": headers}
+    forms: list[dict] = [
+        {},
+        {"data": {"token": "x", "name": "y"}},
+        {"data": {"token": ["a", "b"]}},
+        {"data": {"name": "x" * 10_000}},
+        {"data": {"token": "x" * 100_000}},
+        {"content": b"\xff\xfe\x00" * 100, "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+        {"content": b"--b\r\n\r\n", "headers": {"Content-Type": "multipart/form-data; boundary=b"}},
+        {"content": b"{}", "headers": {"Content-Type": "application/json"}},
+        {"data": {"name": "walker\x00"}, "files": {"file": ("x.zip", b"PK", "application/zip")}},
+        {"data": {"name": ["a", "b"]}, "files": {"file": ("x.zip", b"PK", "application/zip")}},
+        {"data": {"name": "ok"}, "files": [("file", ("a.zip", b"PK")), ("file", ("b.zip", b"PK"))]},
+        {"data": {"name": "ok"}, "files": {"upload": ("x.zip", b"PK", "application/zip")}},
+    ]
+    for route in client.app.routes:
+        if isinstance(route, Route) and "POST" in (route.methods or ()) and not route.param_convertors:
+            for form in forms:
+                for headers in ({"Origin": "http://testserver"}, {"Authorization": "Bearer not-a-token"}):
+                    yield "POST", route.path, form | {"headers": headers | form.get("headers", {})}
+
+
+def test_no_route_answers_a_hostile_request_with_a_server_error(league):
+    """Every route (from app.routes), every hostile value: a 4xx with a message, never a 5xx; under
+    /api/ the message is JSON's ``{"error": ...}``."""
+    with TestClient(make_app(league.folder), raise_server_exceptions=False) as client:
+        asked = 0
+        for method, path, arguments in hostile_requests(client):
+            response = client.request(method, path, **arguments)
+            asked += 1
+            assert response.status_code < 500, (method, path[:200], arguments.keys(), response.text[:500])
+            if response.status_code >= 400 and method != "HEAD":
+                assert response.text.strip(), (method, path[:200])
+                if response.request.url.path.startswith("/api"):  # as the server got it (dot segments gone)
+                    said = (method, path[:200], response.status_code, response.text[:500])
+                    assert response.headers["content-type"] == "application/json", said
+                    assert isinstance(response.json()["error"], str), said
+        assert asked > 500

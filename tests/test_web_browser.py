@@ -32,6 +32,7 @@ from test_ladder import WANDERER, activate, api_ladder, start_run, wait_until
 from test_web import PAYLOAD, bot_zip
 
 from policybox.league.web.render import fixed
+from policybox.league.web.viewer import COOKIE
 
 pytest.importorskip("playwright")
 from playwright.sync_api import BrowserContext, Page, expect  # noqa: E402
@@ -213,7 +214,7 @@ def log_in(live: Live, context: BrowserContext, team: str) -> None:
     page.locator("input[name=token]").fill(live.tokens[team])
     page.get_by_role("button", name="log in").click()
     expect(page.locator("#team")).to_have_text(team)
-    cookie = next(c for c in context.cookies() if c["name"] == "policybox_token")
+    cookie = next(c for c in context.cookies() if c["name"] == COOKIE)
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     page.close()
 

@@ -1,7 +1,8 @@
 """Bots for the web page's tests. Each writes text a page must show as text -- a script element, an
 image with an onerror attribute -- where a policy can: its exception's message, its traceback, its
 log. ``LogsThenRaises`` also writes its team's secret in its log (``ALPHA-LOG-SECRET`` for
-``kw.team=alpha``: made here, so that it is in no spec), which no other team may read."""
+``kw.team=alpha``: made here, so that it is in no spec), which no other team may read, and the
+second line of its exception's message ``ALPHA-MESSAGE-SECRET``: others see only the first line."""
 
 from mettagrid.policy.policy import AgentPolicy, MultiAgentPolicy
 
@@ -27,7 +28,7 @@ class _Logger(AgentPolicy):
         print(f"{self._secret} step {self._steps} {PAYLOAD}", flush=True)
         self._steps += 1
         if self._steps > FAIL_AT:
-            raise RuntimeError(f"gave up {PAYLOAD}")
+            raise RuntimeError(f"gave up {PAYLOAD}\n{self._secret.replace('LOG', 'MESSAGE')} on its second line")
         return "noop"
 
 

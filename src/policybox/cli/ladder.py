@@ -298,6 +298,9 @@ def rerate(folder: DIR) -> None:
     raise typer.Exit(1)
 
 
+TEAM = Annotated[str, typer.Argument(metavar="TEAM", help="The team: [a-z0-9][a-z0-9_-]{0,39}.")]
+
+
 @ladder_app.command()
 def prune(
     folder: DIR,
@@ -323,13 +326,37 @@ def prune(
 @ladder_app.command()
 def token(
     folder: DIR,
-    team: Annotated[str, typer.Argument(metavar="TEAM", help="The team: [a-z0-9][a-z0-9_-]{0,39}.")],
+    team: TEAM,
+    revoke: Annotated[
+        bool,
+        typer.Option("--revoke", help="Revoke every token of TEAM instead, and end its web sessions (log it out)."),
+    ] = False,
 ) -> None:
     """Print a new token for TEAM: with it the team submits over the web page (`ladder serve`), and
     sees its own log tails. Its first submission of a name makes the team that name's owner. Only a
-    hash of the token is kept: this is the one time it is shown."""
+    hash of the token is kept: this is the one time it is shown. With --revoke, every token of TEAM
+    stops working at once, on every page and API call, and every session it logged in ends; the team
+    keeps its names, and a new token lets it in again."""
     with guarded("nothing was changed"), _open(folder) as ladder:
-        typer.echo(ladder.token(team))
+        if not revoke:
+            typer.echo(ladder.token(team))
+            return
+        revoked, ended = ladder.revoke(team)
+        console.print(shown(f"{team}: {revoked} tokens revoked, {ended} web sessions ended"))
+
+
+@ladder_app.command("tokens")
+def list_tokens(folder: DIR, json: JSON = False) -> None:
+    """Every token, by team: its number, when it was made and last used (to the minute), its open web
+    sessions. Never the token itself: the ladder keeps only its hash."""
+    from policybox.league import board
+
+    with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
+        found = board.tokens(ladder)
+    if json:
+        console.print_json(found.model_dump_json())
+    else:
+        tables.show_tokens(console, found)
 
 
 @ladder_app.command()
@@ -342,15 +369,49 @@ def serve(
     max_upload_mb: Annotated[
         int, typer.Option(min=1, metavar="MB", help="The largest upload a team may send (a zip and its form), in MiB.")
     ] = UPLOAD_CAP // MiB,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Connections kept open at once; one more is closed as it comes (at most the descriptor limit).",
+        ),
+    ] = 1000,
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            metavar="S",
+            help="How long a connection may take to send a whole request's headers before it is closed.",
+        ),
+    ] = 10.0,
+    keep_alive: Annotated[
+        int, typer.Option(min=1, metavar="S", help="How long an idle connection is kept after a response (uvicorn's).")
+    ] = 5,
+    backlog: Annotated[
+        int,
+        typer.Option(min=1, metavar="N", help="Connections the kernel queues before they are accepted (uvicorn's)."),
+    ] = 64,
 ) -> None:
     """Serve the ladder's web page and JSON API (/api/...) while `ladder run` plays it: the standings,
     each name, each match, the queue; teams log in and submit with their tokens (`ladder token`)."""
     import uvicorn
 
+    from policybox.league.web import serving
     from policybox.league.web.app import make_app
 
     with guarded("nothing was changed"):
         app = make_app(folder, upload_cap=max_upload_mb * MiB)
-    console.print(shown(f"ladder {folder}: http://{host}:{port}/ (Ctrl-C stops)"))
+    connections = min(max_connections, serving.descriptor_room(backlog))
+    console.print(shown(f"ladder {folder}: http://{host}:{port}/ (up to {connections} connections; Ctrl-C stops)"))
     # uvicorn stops gracefully on Ctrl-C or SIGTERM (requests in flight are answered) and returns.
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        http=serving.guarded(connections, request_timeout),
+        h11_max_incomplete_event_size=serving.HEADERS_CAP,
+        timeout_keep_alive=keep_alive,
+        backlog=backlog,
+    )

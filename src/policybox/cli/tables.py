@@ -381,3 +381,16 @@ def _seated(match: board.MatchRow, names: _Names) -> list[Text]:
             )
         )
     return shown_versions
+
+
+def show_tokens(console: Console, found: board.Tokens) -> None:
+    """The ladder's tokens, by team: never a token itself, which the ladder does not keep."""
+    table = _table(f"tokens · {len(found.tokens)}")
+    table.add_column("team", no_wrap=True)
+    _number_column(table, "token")
+    table.add_column("created", no_wrap=True)
+    table.add_column("last used", no_wrap=True)
+    _number_column(table, "sessions")
+    for row in found.tokens:
+        table.add_row(shown(row.team), str(row.token), row.created_at, row.last_used or "never", str(row.sessions))
+    console.print(table)

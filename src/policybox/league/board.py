@@ -4,11 +4,13 @@ One function per view, each returning a pydantic model: ``ladder status --json``
 terminal tables render it, the web page's JSON API serves it and its HTML pages are rendered from
 it. No view computes anything of its own: the ranking rules are ``policybox.league.ranking``'s.
 
-Log tails and tracebacks belong to the team that submitted them: a view includes them only for
-the names it is asked to (``private=True`` / ``private_for``: the operator's command line sees every
-name's, the web page a team's own). Anyone else sees a reason's first line -- the status, the step,
-the exception's type and the first line of its message, as a match shows every agent's failure --
-never the traceback, log tail or setup output below it.
+**What a policy wrote is its team's.** Every text a policy controls reaches a view through one of
+two functions here, and nowhere else: ``public`` for a message (a failure's message and cause, a
+reason) -- whole for the names a view is asked to show privately (``private=True`` /
+``private_for``: the operator's command line sees every name's, the web page a team's own), else
+its first line only: the status, the step, the exception's type and the first line of its message;
+``own`` for what only the team sees at all (log tails, setup output). A game's fault and an aborted
+episode's reason are stored as one line already (``one_line``).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from policybox.league.database import match_seats, matches, names, qualification
 from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.ranking import Rating, Reward
 from policybox.league.summary import FailureCause, LatencySummary, failure_causes, latency
+from policybox.league.versions import NAME_PATTERN
 from policybox.results import EpisodeResult, Failure
 from policybox.spec import SpecError
 
 RECENT = 20
+ID_MAX = 2**63 - 1  # the largest id SQLite and PostgreSQL can compare: none above it exists
 FAILURES_SHOWN = 10
 
 
@@ -98,10 +102,20 @@ def _visible(name: str, private_for: set[str] | None) -> bool:
     return private_for is None or name in private_for
 
 
-def public(reason: str | None, private: bool) -> str | None:
-    """A reason as a viewer may see it: whole for its own team, else its first line (the status, step
-    and cause; never the traceback or log tail that follows)."""
-    return reason if private or reason is None else reason.splitlines()[0]
+def first_line(text: str) -> str:
+    """Up to the first line break of any kind (``str.splitlines``'s: \\r, \\x1c, \\u2028 too)."""
+    return (text.splitlines() or [""])[0]
+
+
+def public(text: str | None, private: bool) -> str | None:
+    """A policy's message (a failure's message or cause, a reason) as a viewer may see it: whole for
+    its own team, else its first line (the status, step and cause; never the traceback that follows)."""
+    return text if private or text is None else first_line(text)
+
+
+def own(text: str | None, private: bool) -> str | None:
+    """What only a policy's own team sees at all -- a log tail, a setup's output: None for anyone else."""
+    return text if private else None
 
 
 def _standing(connection: Connection, name: str, current: Any, private: bool) -> Standing:
@@ -267,6 +281,8 @@ class NamePage(BaseModel):
 def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
     """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures
     (``private``: with its log tails and whole reasons)."""
+    if not NAME_PATTERN.fullmatch(name):  # none was stored (and a NUL is no text to PostgreSQL)
+        raise SpecError(f"this ladder has no submission called {name[:100]!r}")
     ranked = standings(ladder, None if private else set())  # before this connection: a writer's holds the lock
     with ladder.engine.connect() as connection:
         row = store.name_row(connection, name)
@@ -382,9 +398,9 @@ def _failures(connection: Connection, ids: dict[int, int], private: bool) -> lis
             seat=r.seat,
             status=r.status,
             step=r.failure_step,
-            cause=r.failure_kind,
-            message=r.failure_message,
-            log_tail=r.log_tail if private else None,
+            cause=public(r.failure_kind, private),
+            message=public(r.failure_message, private),
+            log_tail=own(r.log_tail, private),
         )
         for r in rows
     ]
@@ -439,7 +455,12 @@ def _seat_results(connection: Connection, match_ids: list[int]) -> dict[int, lis
     for r in rows:
         found[r.match_id].append(
             SeatResult(
-                seat=r.seat, name=r.name, version=r.number, reward=r.reward, status=r.status, cause=r.failure_kind
+                seat=r.seat,
+                name=r.name,
+                version=r.number,
+                reward=r.reward,
+                status=r.status,
+                cause=public(r.failure_kind, private=False),  # a list's cell: its one line, for everyone
             )
         )
     return found
@@ -490,6 +511,8 @@ class MatchPage(BaseModel):
 
 def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
     """One played match. ``private_for``: the names whose log tails may be shown (None: every name's)."""
+    if not 0 <= match_id <= ID_MAX:
+        raise SpecError(f"this ladder has no played match {match_id}")
     with ladder.engine.connect() as connection:
         row = connection.execute(
             select(matches).where(and_(matches.c.id == match_id, matches.c.state == "played"))
@@ -501,7 +524,7 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
     agents = []
     for agent, seat in zip(result.agents, seats, strict=True):
         failure = agent.failure
-        visible = private_for is None or seat.name in private_for
+        visible = _visible(seat.name, private_for)
         agents.append(
             MatchAgent(
                 seat=seat.seat,
@@ -510,13 +533,13 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
                 agent=agent.agent,
                 reward=agent.reward,
                 status=agent.status.value,
-                cause=failure.kind if failure else None,
+                cause=public(failure.kind, visible) if failure else None,
                 step=failure.step if failure else None,
-                message=failure.message if failure else None,
+                message=public(failure.message, visible) if failure else None,
                 p50_ms=agent.latency.p50_ms,
                 p99_ms=agent.latency.p99_ms,
                 sandbox=agent.sandbox,
-                log_tail=failure.log_tail if failure and visible else None,
+                log_tail=own(failure.log_tail, visible) if failure else None,
             )
         )
     replay = ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}"
@@ -588,10 +611,38 @@ def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
             state=r.state,
             submitted_at=r.submitted_at,
             reason=public(r.reason, private),
-            setup_output=r.setup_output if private else None,
+            setup_output=own(r.setup_output, private),
         )
 
     return Queue(
         qualifying=[shown(r) for r in rows if r.state == "qualifying"],
         rejected=[shown(r) for r in rows if r.state == "rejected"],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens (the organiser's: ``ladder tokens``)
+
+
+class TokenRow(BaseModel):
+    team: str
+    token: int = Field(description="The token's number: the token itself is never kept, nor shown")
+    created_at: str
+    last_used: str | None = Field(description="When the web page last saw it (to the minute), if ever")
+    sessions: int = Field(description="Its login sessions not ended")
+
+
+class Tokens(BaseModel):
+    tokens: list[TokenRow]
+
+
+def tokens(ladder: Ladder) -> Tokens:
+    """Every token the ladder holds, by team."""
+    with ladder.engine.connect() as connection:
+        rows = store.token_rows(connection)
+    return Tokens(
+        tokens=[
+            TokenRow(team=r.team, token=r.id, created_at=r.created_at, last_used=r.last_used, sessions=r.sessions)
+            for r in rows
+        ]
     )

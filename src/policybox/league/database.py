@@ -195,6 +195,28 @@ owners = Table(
 V2_TABLES = [teams, tokens, owners]
 
 
+# Schema version 3: tokens that can be revoked. A login cookie names a session (made at login, ended
+# at logout or when its token is revoked), never the token; ``ladder serve`` notes when each token and
+# session was last used. Both tables are the web page's to write; ``tokens`` stays the organiser's.
+token_uses = Table(
+    "token_uses",
+    metadata,
+    Column("token_id", ForeignKey("tokens.id"), primary_key=True),
+    Column("last_used", String(32), nullable=False),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("digest", String(64), nullable=False, unique=True),  # sha256 of the cookie's session id, never the id
+    Column("token_id", ForeignKey("tokens.id"), nullable=False),  # the token it logged in with
+    Column("created_at", String(32), nullable=False),
+    Column("last_seen", String(32), nullable=False),
+)
+V3_TABLES = [token_uses, sessions]
+
+
 def _create_v1(connection: Connection) -> None:
     metadata.create_all(connection, tables=V1_TABLES)
 
@@ -203,9 +225,13 @@ def _add_teams_v2(connection: Connection) -> None:
     metadata.create_all(connection, tables=V2_TABLES)
 
 
+def _add_sessions_v3(connection: Connection) -> None:
+    metadata.create_all(connection, tables=V3_TABLES)
+
+
 # MIGRATIONS[n] brings a database from schema version n to n + 1. A migration never changes: a new
 # schema is a new function appended here (and a test that opens a database of the version before).
-MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_teams_v2]
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_teams_v2, _add_sessions_v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -246,6 +246,14 @@ class Ladder:
         with transaction(self.engine) as connection:
             return store.new_token(connection, team)
 
+    def revoke(self, team: str) -> tuple[int, int]:
+        """Revoke every token of ``team`` and end every web session made with one: (tokens, sessions)."""
+        versions.check_name(team)
+        with transaction(self.engine) as connection:
+            if not store.is_team(connection, team):
+                raise SpecError(f"this ladder has no team called {team!r}: policybox ladder tokens DIR lists them")
+            return store.revoke(connection, team)
+
     def team_of(self, token: str) -> str | None:
         with transaction(self.engine) as connection:
             return store.team_of(connection, token)

@@ -13,7 +13,7 @@ import math
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
@@ -27,7 +27,9 @@ from policybox.league.database import (
     qualifications,
     ratings,
     seat_counts,
+    sessions,
     teams,
+    token_uses,
     tokens,
     versions,
 )
@@ -36,6 +38,7 @@ from policybox.results import EpisodeResult
 
 PLAYING = ("active",)
 QUALIFIED = ("active", "suspended")  # a version that passed qualification
+SESSION_IDLE = timedelta(days=30)  # a login session unused this long is over (its cookie nobody's)
 
 
 def now() -> str:
@@ -494,10 +497,96 @@ def new_token(connection: Connection, team: str) -> str:
 
 def team_of(connection: Connection, token: str) -> str | None:
     """The team a token belongs to, or None for a token that is not one of the ladder's."""
+    found = credential(connection, token)
+    return None if found is None else found.team
+
+
+@dataclass(frozen=True)
+class Credential:
+    """Who a token or a login session is: the token's id, and its team."""
+
+    token_id: int
+    team: str
+
+
+def credential(connection: Connection, token: str) -> Credential | None:
+    """The token, if it is one of the ladder's (and not revoked)."""
     row = connection.execute(
-        select(teams.c.name).join(tokens, tokens.c.team_id == teams.c.id).where(tokens.c.digest == _digest(token))
+        select(tokens.c.id, teams.c.name)
+        .join(teams, teams.c.id == tokens.c.team_id)
+        .where(tokens.c.digest == _digest(token))
     ).first()
-    return None if row is None else row.name
+    return None if row is None else Credential(row.id, row.name)
+
+
+def session_credential(connection: Connection, session: str) -> Credential | None:
+    """The token a login session was made with, if the session was not ended, nor idle for longer
+    than ``SESSION_IDLE``."""
+    idle_since = (datetime.now(UTC) - SESSION_IDLE).isoformat(timespec="seconds")
+    row = connection.execute(
+        select(tokens.c.id, teams.c.name)
+        .select_from(sessions)
+        .join(tokens, tokens.c.id == sessions.c.token_id)
+        .join(teams, teams.c.id == tokens.c.team_id)
+        .where(sessions.c.digest == _digest(session), sessions.c.last_seen >= idle_since)
+    ).first()
+    return None if row is None else Credential(row.id, row.name)
+
+
+def new_session(connection: Connection, token_id: int) -> str:
+    """A login session for a token: its random id (the cookie's value); only its sha256 is kept."""
+    session = secrets.token_urlsafe(32)
+    stamp = now()
+    connection.execute(
+        sessions.insert().values(digest=_digest(session), token_id=token_id, created_at=stamp, last_seen=stamp)
+    )
+    return session
+
+
+def end_session(connection: Connection, session: str) -> None:
+    connection.execute(sessions.delete().where(sessions.c.digest == _digest(session)))
+
+
+def note_use(connection: Connection, token_id: int, session: str | None) -> None:
+    """The token (and the session it came in) used now."""
+    stamp = now()
+    used = connection.execute(token_uses.update().where(token_uses.c.token_id == token_id).values(last_used=stamp))
+    if used.rowcount == 0:
+        connection.execute(token_uses.insert().values(token_id=token_id, last_used=stamp))
+    if session is not None:
+        connection.execute(sessions.update().where(sessions.c.digest == _digest(session)).values(last_seen=stamp))
+
+
+def revoke(connection: Connection, team: str) -> tuple[int, int]:
+    """Delete every token of ``team`` and end every session made with one: (tokens, sessions)."""
+    team_id = select(teams.c.id).where(teams.c.name == team).scalar_subquery()
+    ids = select(tokens.c.id).where(tokens.c.team_id == team_id).scalar_subquery()
+    ended = connection.execute(sessions.delete().where(sessions.c.token_id.in_(ids))).rowcount
+    connection.execute(token_uses.delete().where(token_uses.c.token_id.in_(ids)))
+    revoked = connection.execute(tokens.delete().where(tokens.c.team_id == team_id)).rowcount
+    return revoked, ended
+
+
+def is_team(connection: Connection, team: str) -> bool:
+    return connection.execute(select(teams.c.id).where(teams.c.name == team)).first() is not None
+
+
+def token_rows(connection: Connection) -> list[Any]:
+    """Every token (never its digest): its id, team, when made and last used, its open sessions."""
+    open_sessions = select(sessions.c.token_id, func.count().label("sessions")).group_by(sessions.c.token_id).subquery()
+    return connection.execute(
+        select(
+            tokens.c.id,
+            teams.c.name.label("team"),
+            tokens.c.created_at,
+            token_uses.c.last_used,
+            func.coalesce(open_sessions.c.sessions, 0).label("sessions"),
+        )
+        .join(teams, teams.c.id == tokens.c.team_id)
+        .outerjoin(token_uses, token_uses.c.token_id == tokens.c.id)
+        .outerjoin(open_sessions, open_sessions.c.token_id == tokens.c.id)
+        .order_by(teams.c.name, tokens.c.id)
+    ).all()
 
 
 def owner_of(connection: Connection, name: str) -> str | None:

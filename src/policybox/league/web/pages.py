@@ -3,11 +3,13 @@ one data function per page) and answered as JSON under ``/api/`` or as HTML rend
 model, with the plots drawn from it. Nothing here computes what a page shows.
 
 What a viewer may see follows from who it is, decided here once per request: the names its team
-owns get their log tails and whole reasons; every other name shows status, step and cause.
+owns get their log tails and whole messages; every other name shows their first lines
+(``board.public`` and ``board.own`` keep that rule, for every view).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
 
 MATCHES_SHOWN = 50
+ASCII_NUMBER = re.compile(r"[0-9]{1,19}")
 
 Data = Callable[[Ladder, Request, Viewer], BaseModel]
 
@@ -88,9 +91,12 @@ def _name(ladder: Ladder, request: Request, who: Viewer) -> board.NamePage:
 
 def _matches(ladder: Ladder, request: Request, who: Viewer) -> board.MatchList:
     before = request.query_params.get("before")
-    if before is not None and not before.isdigit():
-        raise HTTPException(400, f"before={before!r}: give a match id, e.g. before=100")
-    return board.match_list(ladder, MATCHES_SHOWN, None if before is None else int(before))
+    if before is None:
+        return board.match_list(ladder, MATCHES_SHOWN)
+    # ASCII digits (str.isdigit takes "²"), and few enough for a database's integer
+    if not (ASCII_NUMBER.fullmatch(before) and int(before) <= board.ID_MAX):
+        raise HTTPException(400, f"before={before[:40]!r}: give a match id, e.g. before=100")
+    return board.match_list(ladder, MATCHES_SHOWN, int(before))
 
 
 def _match(ladder: Ladder, request: Request, who: Viewer) -> board.MatchPage:

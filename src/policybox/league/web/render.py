@@ -17,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
+from policybox.league.board import first_line
+
 TEMPLATES = Path(__file__).parent / "templates"
 API = "/api/"
 _WIDE = Context(prec=60)  # a quantize never runs out of digits
@@ -30,10 +32,6 @@ def fixed(value: float | None, places: int = 3) -> str:
         return "—"
     exact = Decimal(value + 0.0)  # -0.0 + 0.0 is 0.0: JavaScript writes no "-0"
     return str(exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP, context=_WIDE))
-
-
-def first_line(text: str) -> str:
-    return text.split("\n")[0]
 
 
 environment = jinja2.Environment(
@@ -54,7 +52,7 @@ def json(model: BaseModel, status: int = 200) -> Response:
 
 def error(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     """An error as JSON (``{"error": message}``) under ``/api/``, else as a page."""
-    if request.url.path.startswith(API):
+    if request.url.path.startswith(API) or request.url.path == API.rstrip("/"):
         return JSONResponse({"error": message}, status, headers=headers)
     context = {"status": status, "message": message, "viewer": None, "json_url": None}
     response = page(request, "error.html", context, status)

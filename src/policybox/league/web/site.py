@@ -1,13 +1,22 @@
 """What the web app holds for its life: the ladder, opened twice -- read-only for every page and
-token lookup, writable only to store a submission -- and the cap on an upload's size."""
+token lookup, writable to store a submission and a login session, and when a token was last used --
+and the cap on an upload's size."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from policybox.errors import PolicyboxError
+from policybox.league import store
+from policybox.league.database import transaction
 from policybox.league.ladder import Ladder
 from policybox.league.web import UPLOAD_CAP
+
+USE_NOTED_EVERY_S = 60.0  # a token's last use is written at most once a minute: a page view is a read
 
 
 @dataclass
@@ -15,6 +24,7 @@ class Site:
     reader: Ladder
     writer: Ladder
     upload_cap: int = UPLOAD_CAP
+    _noted: dict[int, float] = field(default_factory=dict)  # token id -> when its use was last written
 
     @classmethod
     def open(cls, folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Site:
@@ -27,6 +37,19 @@ class Site:
         except BaseException:
             writer.close()
             raise
+
+    def note_use(self, token_id: int, session: str | None) -> None:
+        """Record that a token (and the session it came in) was used, unless that was written for the
+        token in the last minute."""
+        when, last = time.monotonic(), self._noted.get(token_id)
+        if last is not None and when - last < USE_NOTED_EVERY_S:
+            return
+        self._noted[token_id] = when
+        try:
+            with transaction(self.writer.engine) as connection:
+                store.note_use(connection, token_id, session)
+        except (PolicyboxError, SQLAlchemyError):  # not writable now, or the token revoked this moment:
+            self._noted.pop(token_id, None)  # a use not noted is no reason to refuse the page
 
     def close(self) -> None:
         self.reader.close()

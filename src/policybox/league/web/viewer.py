@@ -1,10 +1,12 @@
-"""Who is asking -- a team, known by its token, or nobody -- and the login and logout forms.
+"""Who is asking -- a team, known by its token or its login session, or nobody -- and the login and
+logout forms.
 
-A team's token reaches the app as ``Authorization: Bearer TOKEN`` (the API) or as the cookie the
-login form sets. The cookie holds the token itself (HttpOnly, SameSite=Strict, Secure over HTTPS)
-rather than a signed session: the app keeps no session state and no signing key to guard and
-rotate, every request is checked by the ladder's own lookup (it stores only a token's sha256), and a
-token deleted from the database ends every session that used it at once.
+A team's token reaches the app as ``Authorization: Bearer TOKEN`` (the API) or through the login
+form, which makes a server-side session: a random id, set as the cookie (HttpOnly, SameSite=Strict,
+Secure over HTTPS), of which the database keeps only the sha256, with the token it was made with.
+Logging out deletes the session, so the cookie's value replayed afterwards is nobody's; revoking a
+team's tokens (``ladder token DIR TEAM --revoke``) deletes them and every session made with them.
+The cookie never holds the token: a stolen cookie is one session, ended at logout.
 
 Forms that change state (login, logout, submit) resist cross-site request forgery twice over: the
 cookie is SameSite=Strict, so no request another site starts carries it, and the form must come
@@ -18,22 +20,28 @@ only the Authorization header, which no other site's page can make a browser sen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from policybox.league import store
+from policybox.league.database import transaction
 from policybox.league.web import render
 from policybox.league.web.body import capped
 from policybox.league.web.site import Site
 
-COOKIE = "policybox_token"
+COOKIE = "policybox_session"
 FORM_CAP = 4096  # a login form holds one token
 NO_TOKEN = (
     "that is not a token of this ladder: its organiser makes one for your team with policybox ladder token DIR TEAM"
 )
+
+Lookup = Callable[[Connection, str], store.Credential | None]
 
 
 @dataclass(frozen=True)
@@ -54,14 +62,31 @@ def bearer(request: Request) -> str | None:
 
 
 def identify(site: Site, token: str | None) -> Viewer:
-    """The team whose token it is, with its names; nobody for no token or one the ladder never made."""
-    team = site.reader.team_of(token) if token else None
-    return NOBODY if team is None else Viewer(team, frozenset(site.reader.names_of(team)))
+    """The team whose token it is, with its names; nobody for no token or one the ladder does not hold."""
+    return _seen(site, _read(site, store.credential, token), None)
 
 
 def viewer(site: Site, request: Request) -> Viewer:
-    """Who sends ``request``: by its Authorization header, else by its login cookie."""
-    return identify(site, bearer(request) or request.cookies.get(COOKIE))
+    """Who sends ``request``: by its Authorization header, else by its login cookie's session."""
+    token = bearer(request)
+    if token is not None:
+        return identify(site, token)
+    session = request.cookies.get(COOKIE)
+    return _seen(site, _read(site, store.session_credential, session), session)
+
+
+def _read(site: Site, lookup: Lookup, secret: str | None) -> store.Credential | None:
+    if not secret:
+        return None
+    with transaction(site.reader.engine) as connection:
+        return lookup(connection, secret)
+
+
+def _seen(site: Site, found: store.Credential | None, session: str | None) -> Viewer:
+    if found is None:
+        return NOBODY
+    site.note_use(found.token_id, session)
+    return Viewer(found.team, frozenset(site.reader.names_of(found.team)))
 
 
 def require_same_origin(request: Request) -> None:
@@ -83,20 +108,39 @@ def login_page(request: Request) -> Response:
 
 
 async def login(request: Request) -> Response:
-    """Check the token the form sends; a good one is set as the cookie (303 to the standings)."""
+    """Check the token the form sends; for a good one, a new session, its id set as the cookie (303 to
+    the standings)."""
     require_same_origin(request)
-    form = await capped(request, FORM_CAP).form(max_fields=1, max_files=0)
-    token = str(form.get("token") or "").strip()
-    who = await run_in_threadpool(identify, request.app.state.site, token)
-    if who.team is None:
+    async with capped(request, FORM_CAP).form(max_fields=1, max_files=0) as form:
+        token = form.get("token")
+    session = await run_in_threadpool(_log_in, request.app.state.site, token.strip() if isinstance(token, str) else "")
+    if session is None:
         return render.page(request, "login.html", {"viewer": NOBODY, "json_url": None, "message": NO_TOKEN}, 401)
     response = RedirectResponse(request.app.url_path_for("standings"), 303)
-    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    response.set_cookie(COOKIE, session, httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return response
+
+
+def _log_in(site: Site, token: str) -> str | None:
+    """A new session for ``token`` (None if it is not one of the ladder's): made through the writer."""
+    found = _read(site, store.credential, token)
+    if found is None:
+        return None
+    with transaction(site.writer.engine) as connection:
+        return store.new_session(connection, found.token_id)
 
 
 async def logout(request: Request) -> Response:
+    """End the cookie's session (its id is nobody's from now on) and drop the cookie."""
     require_same_origin(request)
+    session = request.cookies.get(COOKIE)
+    if session:
+        await run_in_threadpool(_log_out, request.app.state.site, session)
     response = RedirectResponse(request.app.url_path_for("standings"), 303)
     response.delete_cookie(COOKIE, httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return response
+
+
+def _log_out(site: Site, session: str) -> None:
+    with transaction(site.writer.engine) as connection:
+        store.end_session(connection, session)
