@@ -87,6 +87,9 @@ def test_no_cell_and_no_setup_script_reads_another_teams_secrets(open_folder, tm
     assert command("ladder", "submit", str(folder), "snoop", policy("ladder_snoop.py:Snoop")).returncode == 0
     made = command("ladder", "submit", str(folder), "builder", str(_setup_team(tmp_path / "builder")))
     assert made.returncode == 0, made.stderr
+    # Only the attackers can play now, so the run's matches wait for the setup script, which runs beside play.
+    for name in ("victim", "noop", "random"):
+        assert command("ladder", "retire", str(folder), name).returncode == 0
     second = command("ladder", "run", str(folder), "--workers", "2", "--matches", "2")
     assert second.returncode == 0, second.stderr
 
