@@ -14,6 +14,10 @@ without its ini file, environment script and revision files to ship and keep apa
 **Whose database.** ``meta`` also holds the ladder's id; a folder's ``ladder.json`` names the id it
 expects, so a folder pointed at another ladder's database is refused.
 
+**Text a policy controls** -- its exception messages, tracebacks, log tails, setup output, the
+rejection and suspension reasons quoting them, results, specs -- goes through ``PolicyText`` and
+``PolicyJSON`` columns, which make every string storable on both databases (``storable``).
+
 Errors a user meets -- a server that does not answer, a database that is not a ladder's -- are
 ``LadderError`` with one clear message; a full disk is ``policybox.storage.StorageFull``.
 """
@@ -41,6 +45,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
     create_engine,
     event,
@@ -55,10 +60,58 @@ from policybox.storage import Resource, StorageFull, what_ran_out
 SCHEMA_VERSION_KEY = "schema_version"
 LADDER_ID_KEY = "ladder_id"
 CONNECT_TIMEOUT_S = 5
+MAX_TEXT = 1 << 20  # characters of one stored string: what policybox writes is far shorter; a policy's is cut
 
 
 class LadderError(PolicyboxError):
     """A ladder's folder or database the user pointed at cannot be used; the message says why."""
+
+
+def storable(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` as every database can store it: a NUL (which PostgreSQL's text cannot hold) becomes the
+    visible escape ``\\x00``, a lone surrogate (which no UTF-8 encoder writes) its escape ``\\udcff``,
+    and text past ``limit`` characters is cut, saying so. Any other text is stored exactly."""
+    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - len(_CUT)] + _CUT
+
+
+_CUT = " [cut: too long to store]"
+
+
+def _storable_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(key)): _storable_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable_json(item) for item in value]
+    return value
+
+
+class PolicyText(TypeDecorator):
+    """A text column that may hold what a policy controls: each value made ``storable`` on its way in
+    (its length kept within the column's, when it has one)."""
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, length: int | None = None) -> None:
+        super().__init__()
+        self.length = length
+        self.impl = String(length) if length else Text()
+
+    def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
+        return None if value is None else storable(value, self.length or MAX_TEXT)
+
+
+class PolicyJSON(TypeDecorator):
+    """A JSON column that may hold what a policy controls: every string in it (keys too) ``storable``."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return _storable_json(value)
 
 
 metadata = MetaData()
@@ -81,10 +134,10 @@ versions = Table(
     Column("name_id", ForeignKey("names.id"), nullable=False),
     Column("number", Integer, nullable=False),
     Column("digest", String(64), nullable=False),
-    Column("spec", JSON, nullable=False),  # its PolicySpec with env values masked (cells get versions/specs/ID.json)
-    Column("source", Text, nullable=False),  # what was submitted, as given (env values masked)
+    Column("spec", PolicyJSON, nullable=False),  # its PolicySpec, env values masked (cells get versions/specs/ID.json)
+    Column("source", PolicyText, nullable=False),  # what was submitted, as given (env values masked)
     Column("state", String(16), nullable=False),  # qualifying | active | rejected | suspended
-    Column("reason", Text),  # why it is rejected or suspended
+    Column("reason", PolicyText),  # why it is rejected or suspended
     Column("submitted_at", String(32), nullable=False),
     Column("qualified_at", String(32)),
     Column("activated_after", Integer),  # the last match stored before it became active (rerate replays it there)
@@ -108,9 +161,9 @@ qualifications = Table(
     Column("id", Integer, primary_key=True),
     Column("version_id", ForeignKey("versions.id"), nullable=False),
     Column("outcome", String(16), nullable=False),  # qualified | rejected
-    Column("reason", Text),
-    Column("setup_output", Text),
-    Column("result", JSON),  # its validation episode's EpisodeResult, if it got that far
+    Column("reason", PolicyText),
+    Column("setup_output", PolicyText),
+    Column("result", PolicyJSON),  # its validation episode's EpisodeResult, if it got that far
     Column("finished_at", String(32), nullable=False),
 )
 
@@ -122,8 +175,8 @@ matches = Table(
     Column("state", String(16), nullable=False),  # scheduled | played | void
     Column("scheduled_at", String(32), nullable=False),
     Column("played_at", String(32)),
-    Column("reason", Text),  # why a match is void (the machinery failed it every time)
-    Column("result", JSON),  # its EpisodeResult (secrets masked)
+    Column("reason", PolicyText),  # why a match is void (the machinery failed it every time)
+    Column("result", PolicyJSON),  # its EpisodeResult (secrets masked)
 )
 
 match_seats = Table(
@@ -134,10 +187,10 @@ match_seats = Table(
     Column("version_id", ForeignKey("versions.id"), nullable=False),
     Column("reward", Float),
     Column("status", String(16)),
-    Column("failure_kind", String(200)),
+    Column("failure_kind", PolicyText(200)),
     Column("failure_step", Integer),
-    Column("failure_message", Text),
-    Column("log_tail", Text),  # the team's own: never shown to another
+    Column("failure_message", PolicyText),
+    Column("log_tail", PolicyText),  # the team's own: never shown to another
     Column("timeouts", Integer),
     Column("invalid_actions", Integer),
     Column("p50_ms", Float),
