@@ -10,8 +10,11 @@ output, and whether the next run still works.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 
+import pytest
 from conftest import policy
 from sqlalchemy import select, text
 from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
@@ -188,3 +191,74 @@ def test_a_killed_runs_match_that_seats_a_retired_name_is_voided_not_replayed(tm
 def ladder_rows(connection) -> dict:
     query = select(names.c.name, versions.c.matches).join(versions, versions.c.name_id == names.c.id)
     return {row.name: row for row in connection.execute(query)}
+
+
+@pytest.fixture
+def ext4(tmp_path):
+    """A small ext4 filesystem of its own (a loop device), mounted: ``chattr +i`` is obeyed there by the
+    pages SQLite maps, as on a server's disk (tmpfs lets a mapping write on)."""
+    if os.geteuid() != 0 or not shutil.which("mkfs.ext4") or not shutil.which("losetup"):
+        pytest.skip("a loop-mounted ext4 needs root, mkfs.ext4 and losetup")
+    image, point = tmp_path / "disk.img", tmp_path / "disk"
+    point.mkdir()
+    subprocess.run(["truncate", "-s", "64M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+    device = subprocess.run(["losetup", "-f", "--show", str(image)], capture_output=True, text=True, check=True)
+    device = device.stdout.strip()
+    try:
+        subprocess.run(["mount", device, str(point)], check=True)
+        yield point
+    finally:
+        subprocess.run(["chattr", "-R", "-i", str(point)], check=False, capture_output=True)
+        subprocess.run(["umount", "-l", str(point)], check=False)
+        subprocess.run(["losetup", "-d", device], check=False)
+
+
+def one_error_line(run: subprocess.CompletedProcess | tuple, *needles: str) -> None:
+    """Exit 2, never a signal death, and one line saying what to do, naming the database."""
+    returncode, stderr = (run.returncode, run.stderr) if hasattr(run, "returncode") else run
+    assert returncode == 2, (returncode, stderr)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "Traceback" not in stderr, stderr
+    assert all(needle in lines[0] for needle in needles), stderr
+
+
+def test_a_database_made_read_only_or_moved_under_a_running_ladder_is_one_message_and_exit_2(ext4):
+    """#26 saw SIGBUS: SQLite maps the -shm file, and a write to a mapped page of an immutable file is
+    a bus error. Each command now ends with exit 2 and one line; the next run, files restored, plays."""
+    folder = ext4 / "cup"
+    assert ladder_command("init", str(folder), "--env", GAME, "--steps", "30").returncode == 0
+    for name, spec in [("walker", WANDERER), ("noop", "noop")]:
+        assert ladder_command("submit", str(folder), name, spec).returncode == 0
+    files = [str(folder / f"ladder.db{suffix}") for suffix in ("", "-wal", "-shm")]
+
+    run = start_run(folder)
+    try:
+        wait_until(lambda: played(folder) >= 2, what="2 matches")
+        subprocess.run(["chattr", "+i", *files], check=True)  # read-only, even for root
+        _, stderr = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    one_error_line((run.returncode, stderr), files[0], "cannot be written", "make it writable again")
+    one_error_line(ladder_command("status", str(folder)), "ladder.db", "make it writable again")
+    one_error_line(ladder_command("run", str(folder), "--matches", "1"), "ladder.db", "cannot be written")
+    subprocess.run(["chattr", "-i", *files], check=True)
+    again = ladder_command("run", str(folder), "--workers", "1", "--matches", "1")
+    assert again.returncode == 0 and ladder_command("rerate", str(folder)).returncode == 0, again.stderr
+
+    run = start_run(folder)
+    try:
+        before = played(folder)
+        wait_until(lambda: played(folder) > before, what="a match")
+        moved = ext4 / "moved"
+        folder.rename(moved)  # the folder moved away under the run
+        _, stderr = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    one_error_line((run.returncode, stderr), "put", "back")
+    one_error_line(ladder_command("status", str(folder)), "is not a ladder")
+    moved.rename(folder)
+    again = ladder_command("run", str(folder), "--workers", "1", "--matches", "1")
+    assert again.returncode == 0 and ladder_command("rerate", str(folder)).returncode == 0, again.stderr

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,31 @@ from policybox.storage import Resource, StorageFull, what_ran_out
 SCHEMA_VERSION_KEY = "schema_version"
 LADDER_ID_KEY = "ladder_id"
 CONNECT_TIMEOUT_S = 5
+SHM_REGION = 32768  # SQLite's -shm file grows in regions of this size
 MAX_TEXT = 1 << 20  # characters of one stored string: what policybox writes is far shorter; a policy's is cut
 
 
 class LadderError(PolicyboxError):
     """A ladder's folder or database the user pointed at cannot be used; the message says why."""
+
+
+class FilesChanged(LadderError):
+    """A SQLite database's files were made unwritable or removed under this process (``check_files``).
+
+    Its engine is then never closed: closing a SQLite connection writes to the ``-shm`` file's memory
+    map, which now kills the process with SIGBUS. A command that meets it ends at once (``os._exit``),
+    so that nor does the interpreter's exit close them."""
+
+    end_at_once = True  # read by the CLI (policybox.cli.common.guarded)
+
+
+_UNSAFE: set[str] = set()  # the SQLite databases whose files changed under this process
+
+
+def dispose(engine: Engine) -> None:
+    """Close an engine's connections -- unless its database's files changed under it (FilesChanged)."""
+    if engine.url.database is None or engine.url.database.split("?")[0].removeprefix("file:") not in _UNSAFE:
+        engine.dispose()
 
 
 def storable(text: str, limit: int = MAX_TEXT) -> str:
@@ -273,9 +294,12 @@ def connect(url: str, read_only: bool = False) -> Engine:
         # takes the write lock at once, and two writers queue instead of failing on a stale read.
         engine = create_engine(target, connect_args={"timeout": 30, "isolation_level": None})
         event.listen(engine, "connect", _sqlite_pragmas)
-        event.listen(
-            engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
-        )
+
+        def begin(connection: Connection) -> None:
+            check_files(path, read_only)
+            connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+        event.listen(engine, "begin", begin)
         return engine
     url = url.replace("postgresql://", "postgresql+psycopg://", 1) if url.startswith("postgresql://") else url
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
@@ -283,10 +307,57 @@ def connect(url: str, read_only: bool = False) -> Engine:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA mmap_size=0")  # the database file is read, never mapped (see check_files)
     cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer, nor it them
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=FULL")  # a stored match survives a power cut, as the journal does
     cursor.close()
+
+
+def check_files(database: str, read_only: bool = False) -> None:
+    """Before each transaction, that a SQLite database's files are still there and writable -- by
+    their path, as the next process would find them.
+
+    SQLite maps the WAL's index (the ``-shm`` file) into memory in every process that uses the
+    database, writers and readers alike, and writes to it there. A process whose mapped page can no
+    longer be written -- the file made immutable (``chattr +i``), its filesystem gone read-only or
+    shut down, the file truncated -- is killed by SIGBUS at that write, with no message. No SQLite
+    setting avoids the mapping but exclusive locking, which would lock every reader out while
+    ``ladder run`` runs; ``PRAGMA mmap_size=0`` keeps the database file itself unmapped (a Python
+    build may map it by default). So a transaction begins only after each file opens for writing
+    (three ``open`` calls, microseconds): a file that cannot is one LadderError naming it, and the
+    command ends there (exit 2) before SQLite touches the mapping. (A change in the microseconds
+    between the check and SQLite's write can still kill the process: only the ladder's owner, root,
+    can make one, its folder being 0700.) A reader checks the ``-shm`` file (it writes there too)
+    and reads the others."""
+    for suffix in ("", "-wal", "-shm"):
+        path = database + suffix
+        mode = os.O_RDONLY if read_only and suffix != "-shm" else os.O_RDWR
+        try:
+            fd = os.open(path, mode | os.O_CLOEXEC)
+            size = os.fstat(fd).st_size
+            os.close(fd)
+        except FileNotFoundError:
+            if not suffix:  # the side files are made by SQLite when it first opens the database
+                _UNSAFE.add(database)
+                raise FilesChanged(
+                    f"the ladder's database {path} is gone (moved or removed while in use): put it back "
+                    "where it was, then run the command again"
+                ) from None
+            continue
+        except OSError as exc:
+            _UNSAFE.add(database)
+            raise FilesChanged(
+                f"the ladder's database {path} cannot be {'read' if mode == os.O_RDONLY else 'written'} "
+                f"({exc.strerror}): make it writable again (chattr -i, chmod u+rw, a read-write mount), "
+                "then run the command again"
+            ) from None
+        if suffix == "-shm" and size < SHM_REGION:  # SQLite's own is never shorter while in use
+            _UNSAFE.add(database)
+            raise FilesChanged(
+                f"the ladder's database file {path} was truncated by another process while in use: stop every "
+                "ladder command using it, then run the command again"
+            )
 
 
 def create(engine: Engine, ladder_id: str, settings: dict[str, Any]) -> None:
