@@ -13,11 +13,14 @@ import os
 import shutil
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 from conftest import policy
 from sqlalchemy import select, text
 from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
+from test_web_browser import serving
 
 from policybox.league.database import match_seats, matches, names, qualifications, transaction, versions
 from policybox.league.ladder import Ladder
@@ -233,14 +236,22 @@ def test_a_database_made_read_only_or_moved_under_a_running_ladder_is_one_messag
     files = [str(folder / f"ladder.db{suffix}") for suffix in ("", "-wal", "-shm")]
 
     run = start_run(folder)
-    try:
-        wait_until(lambda: played(folder) >= 2, what="2 matches")
-        subprocess.run(["chattr", "+i", *files], check=True)  # read-only, even for root
-        _, stderr = run.communicate(timeout=300)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-    one_error_line((run.returncode, stderr), files[0], "cannot be written", "make it writable again")
+    with serving(folder, ext4.parent / "serve.log") as (url, serve):
+        try:
+            wait_until(lambda: played(folder) >= 2, what="2 matches")
+            assert urllib.request.urlopen(f"{url}/api/standings", timeout=60).status == 200
+            subprocess.run(["chattr", "+i", *files], check=True)  # read-only, even for root
+            _, stderr = run.communicate(timeout=300)
+        finally:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
+        one_error_line((run.returncode, stderr), files[0], "cannot be written", "make it writable again")
+        for path in ("/api/standings", "/"):  # the page: 503 and a message (the files named on its stderr)
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(f"{url}{path}", timeout=60)
+            assert answer.value.code == 503 and b"cannot be used at the moment" in answer.value.read()
+        assert serve.poll() is None  # still serving, not killed
+    assert serve.returncode >= 0 and "make it writable again" in (ext4.parent / "serve.log").read_text()
     one_error_line(ladder_command("status", str(folder)), "ladder.db", "make it writable again")
     one_error_line(ladder_command("run", str(folder), "--matches", "1"), "ladder.db", "cannot be written")
     subprocess.run(["chattr", "-i", *files], check=True)
@@ -249,14 +260,15 @@ def test_a_database_made_read_only_or_moved_under_a_running_ladder_is_one_messag
 
     run = start_run(folder)
     try:
-        before = played(folder)
-        wait_until(lambda: played(folder) > before, what="a match")
+        logs = set((folder / "logs").iterdir())  # waited for by its files: this test reads no database now
+        wait_until(lambda: len(set((folder / "logs").iterdir()) - logs) >= 2, what="a match")
         moved = ext4 / "moved"
         folder.rename(moved)  # the folder moved away under the run
         _, stderr = run.communicate(timeout=300)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=60)
     one_error_line((run.returncode, stderr), "put", "back")
     one_error_line(ladder_command("status", str(folder)), "is not a ladder")
     moved.rename(folder)

@@ -295,11 +295,14 @@ def connect(url: str, read_only: bool = False) -> Engine:
         engine = create_engine(target, connect_args={"timeout": 30, "isolation_level": None})
         event.listen(engine, "connect", _sqlite_pragmas)
 
-        def begin(connection: Connection) -> None:
+        def check(*_: Any) -> None:
             check_files(path, read_only)
-            connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
-        event.listen(engine, "begin", begin)
+        event.listen(
+            engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        )
+        for before_it_writes in ("begin", "before_cursor_execute", "commit"):  # SQLite writes its -shm map at each
+            event.listen(engine, before_it_writes, check, insert=True)
         return engine
     url = url.replace("postgresql://", "postgresql+psycopg://", 1) if url.startswith("postgresql://") else url
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
@@ -324,12 +327,12 @@ def check_files(database: str, read_only: bool = False) -> None:
     shut down, the file truncated -- is killed by SIGBUS at that write, with no message. No SQLite
     setting avoids the mapping but exclusive locking, which would lock every reader out while
     ``ladder run`` runs; ``PRAGMA mmap_size=0`` keeps the database file itself unmapped (a Python
-    build may map it by default). So a transaction begins only after each file opens for writing
-    (three ``open`` calls, microseconds): a file that cannot is one LadderError naming it, and the
-    command ends there (exit 2) before SQLite touches the mapping. (A change in the microseconds
-    between the check and SQLite's write can still kill the process: only the ladder's owner, root,
-    can make one, its folder being 0700.) A reader checks the ``-shm`` file (it writes there too)
-    and reads the others."""
+    build may map it by default). So each transaction, statement and commit is run only after each
+    file opens for writing (three ``open`` calls, microseconds): a file that cannot is one
+    FilesChanged naming it, and the command ends there (exit 2) before SQLite touches the mapping.
+    (A change in the microseconds between the check and SQLite's write can still kill the process:
+    only the ladder's owner, root, can make one, its folder being 0700.) A reader checks the ``-shm``
+    file (it writes there too) and reads the others."""
     for suffix in ("", "-wal", "-shm"):
         path = database + suffix
         mode = os.O_RDONLY if read_only and suffix != "-shm" else os.O_RDWR
