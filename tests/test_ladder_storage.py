@@ -271,6 +271,7 @@ def test_a_database_made_read_only_or_moved_under_a_running_ladder_is_one_messag
             run.wait(timeout=60)
     one_error_line((run.returncode, stderr), "put", "back")
     one_error_line(ladder_command("status", str(folder)), "is not a ladder")
+    shutil.rmtree(folder, ignore_errors=True)  # what its workers made there again (their logs' folders)
     moved.rename(folder)
     again = ladder_command("run", str(folder), "--workers", "1", "--matches", "1")
     assert again.returncode == 0 and ladder_command("rerate", str(folder)).returncode == 0, again.stderr

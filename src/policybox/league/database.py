@@ -328,18 +328,16 @@ def check_files(database: str, read_only: bool = False) -> None:
     setting avoids the mapping but exclusive locking, which would lock every reader out while
     ``ladder run`` runs; ``PRAGMA mmap_size=0`` keeps the database file itself unmapped (a Python
     build may map it by default). So each transaction, statement and commit is run only after each
-    file opens for writing (three ``open`` calls, microseconds): a file that cannot is one
+    file is found writable (``stat`` and ``access``, microseconds; never ``open``: closing a file
+    would drop every POSIX lock SQLite holds on it in this process): a file that is not is one
     FilesChanged naming it, and the command ends there (exit 2) before SQLite touches the mapping.
     (A change in the microseconds between the check and SQLite's write can still kill the process:
     only the ladder's owner, root, can make one, its folder being 0700.) A reader checks the ``-shm``
     file (it writes there too) and reads the others."""
     for suffix in ("", "-wal", "-shm"):
         path = database + suffix
-        mode = os.O_RDONLY if read_only and suffix != "-shm" else os.O_RDWR
         try:
-            fd = os.open(path, mode | os.O_CLOEXEC)
-            size = os.fstat(fd).st_size
-            os.close(fd)
+            size = os.stat(path).st_size
         except FileNotFoundError:
             if not suffix:  # the side files are made by SQLite when it first opens the database
                 _UNSAFE.add(database)
@@ -348,13 +346,12 @@ def check_files(database: str, read_only: bool = False) -> None:
                     "where it was, then run the command again"
                 ) from None
             continue
-        except OSError as exc:
+        if not os.access(path, os.R_OK if read_only and suffix != "-shm" else os.R_OK | os.W_OK):
             _UNSAFE.add(database)
             raise FilesChanged(
-                f"the ladder's database {path} cannot be {'read' if mode == os.O_RDONLY else 'written'} "
-                f"({exc.strerror}): make it writable again (chattr -i, chmod u+rw, a read-write mount), "
-                "then run the command again"
-            ) from None
+                f"the ladder's database {path} cannot be written (read-only, immutable or not permitted): make "
+                "it writable again (chattr -i, chmod u+rw, a read-write mount), then run the command again"
+            )
         if suffix == "-shm" and size < SHM_REGION:  # SQLite's own is never shorter while in use
             _UNSAFE.add(database)
             raise FilesChanged(
