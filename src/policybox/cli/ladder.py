@@ -143,7 +143,7 @@ def run_ladder(
     folder: DIR,
     matches: Annotated[
         int | None,
-        typer.Option(min=1, metavar="N", help="Stop after N matches are played (default: run until stopped)."),
+        typer.Option(min=1, metavar="N", help="Stop after N matches are stored, played or void (default: never)."),
     ] = None,
     workers: Annotated[
         int | None,

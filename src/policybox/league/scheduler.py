@@ -90,7 +90,7 @@ def run(
     ray_address: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> Progress:
-    """Run the ladder until stopped, or until ``matches`` more matches are stored; how it went."""
+    """Run the ladder until stopped, or until ``matches`` more matches are stored (played, or void); how it went."""
     if ladder.settings.replays and backend == "ray":
         raise LadderError("this ladder writes replays, which --backend ray cannot: they would be written on the nodes")
     with ladder.running(), open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
