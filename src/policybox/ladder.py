@@ -30,7 +30,7 @@ class Ladder(StoredLadder):
 
     def run(self, matches: int | None = None, workers: int | None = None, **backend: Any) -> scheduler.Progress:
         """``ladder run``: qualify what is queued and play until stopped, or until ``matches`` are
-        played (``backend="ray", ray_address=...`` for a cluster); how it went."""
+        stored, played or void (``backend="ray", ray_address=...`` for a cluster); how it went."""
         return scheduler.run(self, matches, workers, **backend)
 
     def standings(self) -> board.Standings:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,9 @@ def guarded(after_interrupt: str) -> Iterator[None]:
         raise typer.Exit(1) from None
     except USER_ERRORS as exc:
         errors.print(error_line(exc), soft_wrap=True)
+        if getattr(exc, "end_at_once", False):  # a database whose connections must not be closed (FilesChanged)
+            sys.stdout.flush()
+            os._exit(2)
         raise typer.Exit(2) from None
     except KeyboardInterrupt as stop:
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so changes nothing

@@ -191,7 +191,7 @@ def run_ladder(
     folder: DIR,
     matches: Annotated[
         int | None,
-        typer.Option(min=1, metavar="N", help="Stop after N matches are played (default: run until stopped)."),
+        typer.Option(min=1, metavar="N", help="Stop after N matches are stored, played or void (default: never)."),
     ] = None,
     workers: Annotated[
         int | None,
@@ -214,9 +214,10 @@ def run_ladder(
     with guarded("every stored match is kept; run it again to carry on"), _open(folder) as ladder:
         progress = _run_with_progress(ladder, matches, workers, backend, ray_address)
     note = f" ({progress.note})" if progress.note else ""
+    void = f" ({progress.void} void)" if progress.void else ""
     console.print(
         shown(
-            f"{progress.played} matches played; {progress.qualified} versions qualified, {progress.rejected} "
+            f"{progress.played} matches played{void}; {progress.qualified} versions qualified, {progress.rejected} "
             f"rejected, {progress.suspended} suspended{note}"
         )
     )

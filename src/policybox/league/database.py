@@ -14,6 +14,10 @@ without its ini file, environment script and revision files to ship and keep apa
 **Whose database.** ``meta`` also holds the ladder's id; a folder's ``ladder.json`` names the id it
 expects, so a folder pointed at another ladder's database is refused.
 
+**Text a policy controls** -- its exception messages, tracebacks, log tails, setup output, the
+rejection and suspension reasons quoting them, results, specs -- goes through ``PolicyText`` and
+``PolicyJSON`` columns, which make every string storable on both databases (``storable``).
+
 Errors a user meets -- a server that does not answer, a database that is not a ladder's -- are
 ``LadderError`` with one clear message; a full disk is ``policybox.storage.StorageFull``.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
     create_engine,
     event,
@@ -55,10 +61,78 @@ from policybox.storage import Resource, StorageFull, what_ran_out
 SCHEMA_VERSION_KEY = "schema_version"
 LADDER_ID_KEY = "ladder_id"
 CONNECT_TIMEOUT_S = 5
+SHM_REGION = 32768  # SQLite's -shm file grows in regions of this size
+MAX_TEXT = 1 << 20  # characters of one stored string: what policybox writes is far shorter; a policy's is cut
 
 
 class LadderError(PolicyboxError):
     """A ladder's folder or database the user pointed at cannot be used; the message says why."""
+
+
+class FilesChanged(LadderError):
+    """A SQLite database's files were made unwritable or removed under this process (``check_files``).
+
+    Its engine is then never closed: closing a SQLite connection writes to the ``-shm`` file's memory
+    map, which now kills the process with SIGBUS. A command that meets it ends at once (``os._exit``),
+    so that nor does the interpreter's exit close them."""
+
+    end_at_once = True  # read by the CLI (policybox.cli.common.guarded)
+
+
+_UNSAFE: set[str] = set()  # the SQLite databases whose files changed under this process
+
+
+def dispose(engine: Engine) -> None:
+    """Close an engine's connections -- unless its database's files changed under it (FilesChanged)."""
+    if engine.url.database is None or engine.url.database.split("?")[0].removeprefix("file:") not in _UNSAFE:
+        engine.dispose()
+
+
+def storable(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` as every database can store it: a NUL (which PostgreSQL's text cannot hold) becomes the
+    visible escape ``\\x00``, a lone surrogate (which no UTF-8 encoder writes) its escape ``\\udcff``,
+    and text past ``limit`` characters is cut, saying so. Any other text is stored exactly."""
+    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - len(_CUT)] + _CUT
+
+
+_CUT = " [cut: too long to store]"
+
+
+def _storable_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(key)): _storable_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable_json(item) for item in value]
+    return value
+
+
+class PolicyText(TypeDecorator):
+    """A text column that may hold what a policy controls: each value made ``storable`` on its way in
+    (its length kept within the column's, when it has one)."""
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, length: int | None = None) -> None:
+        super().__init__()
+        self.length = length
+        self.impl = String(length) if length else Text()
+
+    def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
+        return None if value is None else storable(value, self.length or MAX_TEXT)
+
+
+class PolicyJSON(TypeDecorator):
+    """A JSON column that may hold what a policy controls: every string in it (keys too) ``storable``."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return _storable_json(value)
 
 
 metadata = MetaData()
@@ -81,10 +155,10 @@ versions = Table(
     Column("name_id", ForeignKey("names.id"), nullable=False),
     Column("number", Integer, nullable=False),
     Column("digest", String(64), nullable=False),
-    Column("spec", JSON, nullable=False),  # its PolicySpec with env values masked (cells get versions/specs/ID.json)
-    Column("source", Text, nullable=False),  # what was submitted, as given (env values masked)
+    Column("spec", PolicyJSON, nullable=False),  # its PolicySpec, env values masked (cells get versions/specs/ID.json)
+    Column("source", PolicyText, nullable=False),  # what was submitted, as given (env values masked)
     Column("state", String(16), nullable=False),  # qualifying | active | rejected | suspended
-    Column("reason", Text),  # why it is rejected or suspended
+    Column("reason", PolicyText),  # why it is rejected or suspended
     Column("submitted_at", String(32), nullable=False),
     Column("qualified_at", String(32)),
     Column("activated_after", Integer),  # the last match stored before it became active (rerate replays it there)
@@ -108,9 +182,9 @@ qualifications = Table(
     Column("id", Integer, primary_key=True),
     Column("version_id", ForeignKey("versions.id"), nullable=False),
     Column("outcome", String(16), nullable=False),  # qualified | rejected
-    Column("reason", Text),
-    Column("setup_output", Text),
-    Column("result", JSON),  # its validation episode's EpisodeResult, if it got that far
+    Column("reason", PolicyText),
+    Column("setup_output", PolicyText),
+    Column("result", PolicyJSON),  # its validation episode's EpisodeResult, if it got that far
     Column("finished_at", String(32), nullable=False),
 )
 
@@ -122,8 +196,8 @@ matches = Table(
     Column("state", String(16), nullable=False),  # scheduled | played | void
     Column("scheduled_at", String(32), nullable=False),
     Column("played_at", String(32)),
-    Column("reason", Text),  # why a match is void (the machinery failed it every time)
-    Column("result", JSON),  # its EpisodeResult (secrets masked)
+    Column("reason", PolicyText),  # why a match is void (the machinery failed it every time)
+    Column("result", PolicyJSON),  # its EpisodeResult (secrets masked)
 )
 
 match_seats = Table(
@@ -134,10 +208,10 @@ match_seats = Table(
     Column("version_id", ForeignKey("versions.id"), nullable=False),
     Column("reward", Float),
     Column("status", String(16)),
-    Column("failure_kind", String(200)),
+    Column("failure_kind", PolicyText(200)),
     Column("failure_step", Integer),
-    Column("failure_message", Text),
-    Column("log_tail", Text),  # the team's own: never shown to another
+    Column("failure_message", PolicyText),
+    Column("log_tail", PolicyText),  # the team's own: never shown to another
     Column("timeouts", Integer),
     Column("invalid_actions", Integer),
     Column("p50_ms", Float),
@@ -246,9 +320,15 @@ def connect(url: str, read_only: bool = False) -> Engine:
         # takes the write lock at once, and two writers queue instead of failing on a stale read.
         engine = create_engine(target, connect_args={"timeout": 30, "isolation_level": None})
         event.listen(engine, "connect", _sqlite_pragmas)
+
+        def check(*_: Any) -> None:
+            check_files(path, read_only)
+
         event.listen(
             engine, "begin", lambda connection: connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
         )
+        for before_it_writes in ("begin", "before_cursor_execute", "commit"):  # SQLite writes its -shm map at each
+            event.listen(engine, before_it_writes, check, insert=True)
         return engine
     url = url.replace("postgresql://", "postgresql+psycopg://", 1) if url.startswith("postgresql://") else url
     return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
@@ -256,10 +336,54 @@ def connect(url: str, read_only: bool = False) -> Engine:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA mmap_size=0")  # the database file is read, never mapped (see check_files)
     cursor.execute("PRAGMA journal_mode=WAL")  # readers never block the writer, nor it them
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=FULL")  # a stored match survives a power cut, as the journal does
     cursor.close()
+
+
+def check_files(database: str, read_only: bool = False) -> None:
+    """Before each transaction, that a SQLite database's files are still there and writable -- by
+    their path, as the next process would find them.
+
+    SQLite maps the WAL's index (the ``-shm`` file) into memory in every process that uses the
+    database, writers and readers alike, and writes to it there. A process whose mapped page can no
+    longer be written -- the file made immutable (``chattr +i``), its filesystem gone read-only or
+    shut down, the file truncated -- is killed by SIGBUS at that write, with no message. No SQLite
+    setting avoids the mapping but exclusive locking, which would lock every reader out while
+    ``ladder run`` runs; ``PRAGMA mmap_size=0`` keeps the database file itself unmapped (a Python
+    build may map it by default). So each transaction, statement and commit is run only after each
+    file is found writable (``stat`` and ``access``, microseconds; never ``open``: closing a file
+    would drop every POSIX lock SQLite holds on it in this process): a file that is not is one
+    FilesChanged naming it, and the command ends there (exit 2) before SQLite touches the mapping.
+    (A change in the microseconds between the check and SQLite's write can still kill the process:
+    only the ladder's owner, root, can make one, its folder being 0700.) A reader checks the ``-shm``
+    file (it writes there too) and reads the others."""
+    for suffix in ("", "-wal", "-shm"):
+        path = database + suffix
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            if not suffix:  # the side files are made by SQLite when it first opens the database
+                _UNSAFE.add(database)
+                raise FilesChanged(
+                    f"the ladder's database {path} is gone (moved or removed while in use): put it back "
+                    "where it was, then run the command again"
+                ) from None
+            continue
+        if not os.access(path, os.R_OK if read_only and suffix != "-shm" else os.R_OK | os.W_OK):
+            _UNSAFE.add(database)
+            raise FilesChanged(
+                f"the ladder's database {path} cannot be written (read-only, immutable or not permitted): make "
+                "it writable again (chattr -i, chmod u+rw, a read-write mount), then run the command again"
+            )
+        if suffix == "-shm" and size < SHM_REGION:  # SQLite's own is never shorter while in use
+            _UNSAFE.add(database)
+            raise FilesChanged(
+                f"the ladder's database file {path} was truncated by another process while in use: stop every "
+                "ladder command using it, then run the command again"
+            )
 
 
 def create(engine: Engine, ladder_id: str, settings: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ from policybox.league.database import (
     LadderError,
     connect,
     create,
+    dispose,
     open_schema,
     schema_version,
     transaction,
@@ -153,6 +154,8 @@ class Ladder:
         try:
             described = json.loads(marker.read_text())
             ladder_id, database = described["ladder_id"], described.get("database")
+        except OSError as exc:
+            raise LadderError(f"{marker} cannot be read ({exc.strerror}): is its filesystem still there?") from None
         except (ValueError, KeyError, TypeError):
             raise LadderError(f"{marker} is not a ladder's {FOLDER_FILE}") from None
         url = database or f"sqlite:///{(folder / SQLITE_FILE).absolute()}"
@@ -169,7 +172,7 @@ class Ladder:
         return cls(folder, settings, url, engine)
 
     def close(self) -> None:
-        self.engine.dispose()
+        dispose(self.engine)
 
     def __enter__(self) -> Ladder:
         return self
@@ -235,7 +238,14 @@ class Ladder:
 
     def stored(self, version_id: int) -> versions.Stored:
         """What ``keep`` kept of a version: the spec its cells are given."""
-        record = json.loads((self.folder / "versions" / "specs" / f"{version_id}.json").read_text())
+        path = self.folder / "versions" / "specs" / f"{version_id}.json"
+        try:
+            record = json.loads(path.read_text())
+        except OSError as exc:  # the folder moved or removed under a run, its filesystem gone
+            raise LadderError(
+                f"{path} cannot be read ({exc.strerror}): put the ladder's folder back where it was, then run "
+                "the command again"
+            ) from None
         files = None if record["files"] is None else Path(record["files"])
         return versions.Stored(PolicySpec.model_validate(record["spec"]), record["digest"], files)
 

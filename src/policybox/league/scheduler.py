@@ -17,7 +17,10 @@ The loop, until stopped (or until ``matches`` have been played):
 4. **Store.** Each match is stored with every rating it changed in one transaction, in the order
    matches were scheduled (a result that arrives early waits for the ones before it), so the
    ratings are a replay of the stored results in id order -- what ``ladder rerate`` recomputes.
-   A match the machinery fails ``MAX_ATTEMPTS`` times is void: it counts for nobody.
+   A match the machinery fails ``MAX_ATTEMPTS`` times is void: it counts for nobody. So is a match
+   whose data the database refuses (the run goes on: that is the match's fault, not the machine's;
+   a database that cannot be used at all stops the run with its one message), and a match that
+   seats a retired name (a retired name never plays: a killed run's match is voided, not replayed).
 
 Submissions that arrive while it runs (``ladder submit`` from another process) are picked up at the
 next turn of the loop.
@@ -33,6 +36,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy.exc import DataError, IntegrityError
+
 from policybox.episode import REPLAY_SUFFIX
 from policybox.league import matchmaking, ranking, retention, store
 from policybox.league.backends import Backend, open_runner, shared_budget
@@ -45,6 +50,10 @@ from policybox.league.versions import Stored
 from policybox.league.worker_pool import LocalWorkers
 from policybox.results import AgentStatus, EpisodeResult
 
+# What a database raises when it refuses one match's or version's data (a value it cannot hold, a
+# constraint or trigger of the operator's): that record is given up, the run goes on. Anything else
+# it raises (a lost server, a read-only file, a full disk) stops the run.
+REFUSALS = (DataError, IntegrityError)
 POLL_S = 1.0  # how often an idle run looks for new submissions
 QUALIFY_SEED_OFFSET = 1 << 30  # qualification episodes' seeds, apart from every match's
 
@@ -54,6 +63,7 @@ class Progress:
     """What a progress line shows, updated as the run goes."""
 
     played: int = 0  # matches stored by this run
+    void: int = 0  # matches this run voided (the machinery failed them, the database refused them, ...)
     qualified: int = 0
     rejected: int = 0
     suspended: int = 0
@@ -94,7 +104,7 @@ def run(
     ray_address: str | None = None,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> Progress:
-    """Run the ladder until stopped, or until ``matches`` more matches are stored; how it went."""
+    """Run the ladder until stopped, or until ``matches`` more matches are stored (played, or void); how it went."""
     if ladder.settings.replays and backend == "ray":
         raise LadderError("this ladder writes replays, which --backend ray cannot: they would be written on the nodes")
     with ladder.running(), open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
@@ -150,6 +160,11 @@ class _Loop:
         with transaction(self.ladder.engine) as connection:
             left = store.scheduled(connection)
         for match_id, seed, seats in left:  # a killed run's: played again, as they were (and counted)
+            with transaction(self.ladder.engine) as connection:
+                if why := _retired_in(connection, seats):  # a retired name never plays: voided instead
+                    store.void(connection, match_id, why)
+                    self.progress.void += 1
+                    continue
             self.scheduled += 1
             self._play(_Match(match_id, seed, seats))
         while not self._done():
@@ -161,7 +176,7 @@ class _Loop:
     def _done(self) -> bool:
         if self.in_flight or self.order:
             return False
-        if self.limit is not None and self.progress.played >= self.limit:
+        if self.limit is not None and self.scheduled >= self.limit:  # each one played or void
             return True
         if self.limit is not None and not self._waiting_for_more():
             self.progress.note = "fewer than two versions can play, and none is qualifying"
@@ -309,23 +324,30 @@ class _Loop:
             match_id = self.order.popleft()
             outcome = self.finished.pop(match_id)
             match = self.matches.pop(match_id)
-            if isinstance(outcome, str):
+            why = outcome if isinstance(outcome, str) else self._store(match, outcome)
+            if why is not None:
                 with transaction(self.ladder.engine) as connection:
-                    store.void(connection, match_id, outcome)
-            else:
-                self._store(match, outcome)
+                    store.void(connection, match_id, why)
+                self.progress.void += 1
 
-    def _store(self, match: _Match, result: EpisodeResult) -> None:
-        """The match, its ratings and its versions' counters: one transaction."""
+    def _store(self, match: _Match, result: EpisodeResult) -> str | None:
+        """The match, its ratings and its versions' counters: one transaction. Or why it is void
+        instead: a name it seats was retired while it played, or the database refused its data."""
         seated = ((match.seats[agent.agent_id], agent) for agent in result.agents)
         outcomes = ranking.episode_outcomes(seated, result.steps, self.settings.rank_by)
-        with transaction(self.ladder.engine) as connection:
-            rated = ranking.rate(store.ratings_of(connection, outcomes), outcomes)
-            suspended = store.record_match(
-                connection, match.id, match.seats, result, outcomes, rated, self.settings.suspend_after
-            )
+        try:
+            with transaction(self.ladder.engine) as connection:
+                if why := _retired_in(connection, match.seats):
+                    return why
+                rated = ranking.rate(store.ratings_of(connection, outcomes), outcomes)
+                suspended = store.record_match(
+                    connection, match.id, match.seats, result, outcomes, rated, self.settings.suspend_after
+                )
+        except REFUSALS as exc:
+            return _refused("this match's data", exc)
         self.progress.played += 1
         self.progress.suspended += len(suspended)
+        return None
 
     def _qualification_played(self, work: _Qualification, result: EpisodeResult) -> None:
         failed = next((agent for agent in result.agents if agent.status != AgentStatus.OK), None)
@@ -338,16 +360,39 @@ class _Loop:
         self._qualified(work.version, reason is None, reason, work.setup_output, result, work.stored)
 
     def _qualified(self, version, ok, reason, setup_output, result, stored: Stored | None = None) -> None:
+        """Store how its qualification went -- unless its name was retired meanwhile (it stays queued
+        until the name is back). A record the database refuses is replaced by a rejection with the
+        platform's reason alone, so that no version stays queued for good."""
+        self.qualifying.discard(version.id)
         if ok and stored is not None:
             self.ladder.keep(version.id, stored)  # later cells are given what its setup script made, if it has one
-        with transaction(self.ladder.engine) as connection:
-            shown = stored.spec.redacted().model_dump(mode="json") if ok and stored is not None else None
-            store.finish_qualification(connection, version, ok, reason, setup_output, result, shown)
-        self.qualifying.discard(version.id)
+        shown = stored.spec.redacted().model_dump(mode="json") if ok and stored is not None else None
+        try:
+            with transaction(self.ladder.engine) as connection:
+                if _retired_in(connection, [version.id]):
+                    return
+                store.finish_qualification(connection, version, ok, reason, setup_output, result, shown)
+        except REFUSALS as exc:
+            ok, reason = False, _refused("this version's qualification record", exc)
+            with transaction(self.ladder.engine) as connection:
+                store.finish_qualification(connection, version, False, reason, None, None)
         if ok:
             self.progress.qualified += 1
         else:
             self.progress.rejected += 1
+
+
+def _retired_in(connection, seats: list[int]) -> str | None:
+    """Why a match (or a qualification) with these versions is not played: the retired names, if any."""
+    retired = store.retired_among(connection, seats)
+    return f"{', '.join(retired)} retired: a retired name never plays" if retired else None
+
+
+def _refused(what: str, exc: Exception) -> str:
+    """The platform's reason for a record the database refused: the first line of its message."""
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines() or [type(orig).__name__]
+    return f"the database refused {what}: {lines[0][:300]}"
 
 
 def _failure_reason(agent) -> str:

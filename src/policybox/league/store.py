@@ -126,9 +126,23 @@ def version_by_id(connection: Connection, version_id: int) -> Version:
 
 
 def qualifying(connection: Connection) -> list[Version]:
-    """The versions waiting for qualification, oldest first."""
-    rows = connection.execute(_versions_query().where(versions.c.state == "qualifying").order_by(versions.c.id))
+    """The versions waiting for qualification, oldest first; a retired name's wait until it is back."""
+    rows = connection.execute(
+        _versions_query().where(versions.c.state == "qualifying", names.c.retired.is_(False)).order_by(versions.c.id)
+    )
     return [_version(row) for row in rows]
+
+
+def retired_among(connection: Connection, version_ids: Iterable[int]) -> list[str]:
+    """The retired names among these versions', sorted."""
+    rows = connection.execute(
+        select(names.c.name)
+        .distinct()
+        .join(versions, versions.c.name_id == names.c.id)
+        .where(versions.c.id.in_(list(version_ids)), names.c.retired.is_(True))
+        .order_by(names.c.name)
+    )
+    return list(rows.scalars())
 
 
 def finish_qualification(

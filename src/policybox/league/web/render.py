@@ -6,6 +6,7 @@ environment it builds itself, and every text a policy controls reaches a templat
 
 from __future__ import annotations
 
+import sys
 from decimal import ROUND_HALF_UP, Context, Decimal
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,13 @@ def error(request: Request, status: int, message: str, headers: dict[str, str] |
     response = page(request, "error.html", context, status)
     response.headers.update(headers or {})
     return response
+
+
+async def database_unusable(request: Request, exc: Exception) -> Response:
+    """A database that cannot be used now (made read-only, removed, a server gone: a LadderError): 503,
+    the visitor told to come back; the full message, which names the files, on the server's stderr."""
+    print(f"policybox ladder serve: {exc}", file=sys.stderr, flush=True)
+    return error(request, 503, "the ladder's database cannot be used at the moment: try again later")
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
