@@ -56,6 +56,7 @@ def _text(path: Path) -> str:
         return ""
 
 
+@pytest.mark.alone  # the host's free space and inodes, which the other worker's test would use meanwhile
 def test_a_cell_holds_no_host_file_and_cannot_fill_the_disk(play, tmp_path):
     needs(Layer.DISK)
     before = os.statvfs(tmp_path)
@@ -208,6 +209,7 @@ def test_cpu_time_is_limited_over_all_of_a_cells_processes(play, tmp_path):
     # The autouse fixture then proves none of the six children outlived the episode.
 
 
+@pytest.mark.alone  # the others' step times, in milliseconds
 def test_a_cell_that_stops_reading_does_not_stall_the_others(play, tmp_path, monkeypatch):
     """A frame larger than the socket buffer goes out as the cell reads; the host never blocks on it."""
     import policybox.host.launcher as launcher

@@ -110,6 +110,7 @@ def test_a_failing_inner_policy_plays_noop_and_the_mettagrid_episode_completes(f
         policy.close()
 
 
+@pytest.mark.alone  # a wall-clock time
 def test_grouped_agents_are_asked_at_once(tmp_path):
     """Four agents that each take ~1 s per step: grouped, a step takes ~1 s, not ~4 s."""
     config = game(steps=3)
