@@ -1,5 +1,9 @@
-"""Shared fixtures: policy file paths, a one-call episode runner, a no-leftover-process guard, databases
-(SQLite and a real PostgreSQL server) and a real headless Chromium."""
+"""Shared fixtures: policy file paths, a one-call episode runner, the guards against leftover processes
+and IPC objects, databases (SQLite and a real PostgreSQL server) and a real headless Chromium.
+
+The suite runs on two pytest-xdist workers at once (the README's test command), on a machine others
+share: every guard looks only at what its own test made -- this process's tree, the uids its cells
+had -- never at the whole machine, so that the other worker's test cannot fail it."""
 
 from __future__ import annotations
 
@@ -34,9 +38,13 @@ def play(tmp_path: Path):
     return _play
 
 
+pytest_plugins = ["pytester"]  # tests/test_test_machine.py runs a test that leaks, to see the guard fail it
+
+
 @pytest.fixture(autouse=True)
 def no_process_survives():
-    """Every test must leave no child process behind (cells are reaped, not orphaned)."""
+    """Every test must leave no child process behind (cells are reaped, not orphaned). Only this
+    process's tree counts: the other xdist worker's processes are not in it."""
     yield
     children = descendants()
     assert not children, f"processes left behind: {[(c.pid, _cmdline(c)) for c in children]}"
@@ -63,6 +71,20 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return process.cmdline()
     except psutil.Error:
         return []
+
+
+def ipc_objects_of(uids: set[int]) -> list[str]:
+    """The System V IPC objects (shared memory, message queues, semaphore sets) in this process's IPC
+    namespace that one of ``uids`` owns or created: what cells of those uids left where the host sees
+    it. Nothing of another uid counts (the other worker's cells', the PostgreSQL server's)."""
+    found = []
+    for kind in ("shm", "msg", "sem"):
+        header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        names = header.split()
+        for row in (dict(zip(names, line.split(), strict=True)) for line in rows):
+            if {int(row["uid"]), int(row["cuid"])} & uids:
+                found.append(f"{kind} key {row['key']} id {row[names[1]]} uid {row['uid']}")
+    return found
 
 
 @pytest.fixture(scope="session")

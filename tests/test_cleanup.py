@@ -261,10 +261,13 @@ def test_the_sweep_removes_a_hostile_tree_a_dead_host_left(play, tmp_path):
         remove_tree(stale)
 
 
-def test_the_sweep_never_raises(monkeypatch):
+def test_the_sweep_never_raises(monkeypatch, tmp_path):
     def broken(*args, **kwargs):
         raise OSError(5, "Input/output error")
 
+    # A temporary folder of its own: every other host on the machine (the other test worker's) sweeps
+    # the shared one, and would remove the folder this test sees stay.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     stale = Path(tempfile.gettempdir()) / f"{SCRATCH_PREFIX}{DEAD_PID}-y"
     stale.mkdir()
     try:

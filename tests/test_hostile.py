@@ -16,9 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from conftest import policy
+from conftest import descendants, ipc_objects_of, policy
 from test_escapes import needs
 
 from policybox.limits import Limits
@@ -43,7 +42,8 @@ def play_and_look(play, tmp_path: Path, policies: list[str], look, **settings):
     give_up = time.monotonic() + 60
     while time.monotonic() < give_up and "ATTACK-DONE" not in _text(attacker_log):
         time.sleep(0.05)
-    cells = [p for p in psutil.Process().children(recursive=True) if p.uids().real != 0]
+    # Not the test PostgreSQL server's processes (another uid too), which this worker may have started.
+    cells = [p for p in descendants() if p.uids().real != 0]
     seen = look(cells)
     runner.join()
     return outcome["result"], seen
@@ -56,6 +56,7 @@ def _text(path: Path) -> str:
         return ""
 
 
+@pytest.mark.alone  # the host's free space and inodes, which the other worker's test would use meanwhile
 def test_a_cell_holds_no_host_file_and_cannot_fill_the_disk(play, tmp_path):
     needs(Layer.DISK)
     before = os.statvfs(tmp_path)
@@ -87,11 +88,11 @@ def test_a_cell_holds_no_host_file_and_cannot_fill_the_disk(play, tmp_path):
 
 def test_cells_share_no_ipc_and_nothing_outlives_the_episode(play, tmp_path):
     needs(Layer.IPC)
-    result, shm_during = play_and_look(
+    result, (shm_during, uids) = play_and_look(
         play,
         tmp_path,
         [policy("hostile.py:IpcWriter"), policy("hostile.py:IpcReader"), PACER],
-        lambda cells: Path("/proc/sysvipc/shm").read_text(),
+        lambda cells: (Path("/proc/sysvipc/shm").read_text(), {cell.uids().real for cell in cells}),
         agents=3,
         steps=60,
     )
@@ -104,6 +105,7 @@ def test_cells_share_no_ipc_and_nothing_outlives_the_episode(play, tmp_path):
     assert key not in host_keys  # not in the host's namespace while it lived
     ipcs = subprocess.run(["ipcs", "-m", "-q"], capture_output=True, text=True).stdout
     assert "0x00005eed" not in ipcs and key not in Path("/proc/sysvipc/shm").read_text()
+    assert len(uids) == 3 and ipc_objects_of(uids) == []  # no object of any key, made by any of the cells
     assert all(agent.status == AgentStatus.OK for agent in result.agents)
 
 
@@ -207,6 +209,7 @@ def test_cpu_time_is_limited_over_all_of_a_cells_processes(play, tmp_path):
     # The autouse fixture then proves none of the six children outlived the episode.
 
 
+@pytest.mark.alone  # the others' step times, in milliseconds
 def test_a_cell_that_stops_reading_does_not_stall_the_others(play, tmp_path, monkeypatch):
     """A frame larger than the socket buffer goes out as the cell reads; the host never blocks on it."""
     import policybox.host.launcher as launcher

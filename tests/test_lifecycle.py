@@ -127,12 +127,13 @@ def test_cells_die_when_the_host_is_killed(background_host):
     assert wait_for(lambda: not any(alive(cell) for cell in cells), timeout=10)
 
 
-def test_scratch_folders_of_a_dead_host_are_swept(play):
+def test_scratch_folders_of_a_dead_host_are_swept(play, tmp_path):
     import tempfile
 
     dead_pid = 2**22 + 12345  # above pid_max: no such process can exist
     stale = Path(tempfile.gettempdir()) / f"policybox-scratch-{dead_pid}-abc"
-    (stale / "agent-0").mkdir(parents=True)
+    (tmp_path / "stale" / "agent-0").mkdir(parents=True)  # built aside, moved in at once: other hosts sweep too
+    (tmp_path / "stale").rename(stale)
     result = play(["noop"], agents=1, steps=2)
     assert result.agents[0].status == AgentStatus.OK
     assert not stale.exists()

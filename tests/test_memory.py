@@ -265,10 +265,14 @@ def test_a_budget_left_by_a_killed_host_is_swept_with_its_cells_by_the_next_host
     try:
         folder = budget_folder(host.pid, budget_version)
         assert wait_for(lambda: len(cells_in(folder)) == 2, timeout=120)
-    finally:
         host.kill()  # SIGKILL: no cleanup of its own; its cells die with it
+        # Not reaped yet, so its pid still exists: no other host (the other test worker's) sweeps its
+        # cgroups before the check sees them left behind, cells' cgroups inside.
+        assert wait_for(lambda: not alive(psutil.Process(host.pid)), timeout=30)
+        assert len(cells_in(folder)) == 2 and str(folder) in left_behind(host.pid)
+    finally:
+        host.kill()
         finish(host)
-    assert len(cells_in(folder)) == 2  # left behind, cells' cgroups inside
     after = start("run", "-p", "noop", "-n", "1", "--steps", "2", "--log-dir", str(tmp_path / "after"))
     output = finish(after)
     assert after.returncode == 0, output

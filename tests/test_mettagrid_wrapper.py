@@ -110,6 +110,7 @@ def test_a_failing_inner_policy_plays_noop_and_the_mettagrid_episode_completes(f
         policy.close()
 
 
+@pytest.mark.alone  # a wall-clock time
 def test_grouped_agents_are_asked_at_once(tmp_path):
     """Four agents that each take ~1 s per step: grouped, a step takes ~1 s, not ~4 s."""
     config = game(steps=3)
@@ -134,13 +135,17 @@ def cell_pids() -> set[int]:
     return {p.pid for p in descendants() if p.ppid() != os.getpid()}
 
 
-def temporary_log_folders() -> set[Path]:
-    return set(Path(tempfile.gettempdir()).glob("policybox-mettagrid-*"))
+def open_log_folders() -> set[Path]:
+    """The temporary log folders (``<tmp>/policybox-mettagrid-*``) this process has an agent's log open
+    in while its cells run: its own, not the other test worker's."""
+    tmp = Path(tempfile.gettempdir())
+    files = [Path(file.path) for file in psutil.Process().open_files()]
+    logs = [file.relative_to(tmp) for file in files if file.is_relative_to(tmp)]
+    return {tmp / log.parts[0] for log in logs if log.parts[0].startswith("policybox-mettagrid-")}
 
 
 def test_reset_gives_fresh_cells_and_close_and_garbage_collection_stop_them():
     config = game(steps=5)
-    before = temporary_log_folders()
     policy = SandboxedPolicy(PolicyEnvInterface.from_mg_cfg(config), policy=STATEFUL)
     agents = [policy.agent_policy(i) for i in range(2)]
     rollout = Rollout(config, [*agents, *(policy.agent_policy(i) for i in (2, 3))], seed=5)
@@ -152,14 +157,17 @@ def test_reset_gives_fresh_cells_and_close_and_garbage_collection_stop_them():
     rollout.step()
     second = cell_pids()
     assert len(second) == 4 and not first & second
-    assert len(temporary_log_folders() - before) == 1  # the agents' logs, one folder per episode in it
+    folders = open_log_folders()
+    assert len(folders) == 1  # the agents' logs, one folder per episode in it
     policy.close()
-    assert not descendants() and temporary_log_folders() == before
+    assert not descendants() and not any(folder.exists() for folder in folders)
     rollout.step()  # a closed policy starts again when it is used
     assert len(cell_pids()) == 4
+    folders = open_log_folders()
+    assert len(folders) == 1
     del policy, agents, rollout
     gc.collect()
-    assert not descendants() and temporary_log_folders() == before
+    assert not descendants() and not any(folder.exists() for folder in folders)
 
 
 def test_cells_stop_when_the_interpreter_exits(tmp_path):

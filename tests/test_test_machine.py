@@ -1,10 +1,12 @@
-"""The test machine itself: the PostgreSQL server, the database fixtures, the headless browser, and the
-setup step that installs what they need (tests/prepare_machine.py, run by the README's test command)."""
+"""The test machine itself: the PostgreSQL server, the database fixtures, the headless browser, the
+guards against leftovers, and the setup step that installs what they need (tests/prepare_machine.py,
+run by the README's test command)."""
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -12,10 +14,13 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import prepare_machine
+import psutil
 import psycopg
 import pytest
 import sqlalchemy as sa
-from conftest import CHROMIUM
+from conftest import CHROMIUM, descendants, ipc_objects_of
+
+from policybox.host.uids import lease_uid
 
 ROOT = Path(__file__).parents[1]
 
@@ -146,3 +151,59 @@ def test_prepare_machine_says_why_it_cannot_install(monkeypatch, capsys):
         "prepare_machine: the tests need chromium, missing here; installing them needs root:"
         " run `sudo apt-get install -y chromium`\n"
     )
+
+
+# The guards against what a test leaves behind (tests/conftest.py), with a leak of each kind they catch,
+# and something of the same kind that is not the test's own -- the other xdist worker's -- which they
+# must not count.
+
+LEAKS_A_CHILD = """
+import subprocess
+from conftest import no_process_survives  # the suite's autouse guard, as every test of the suite has it
+
+def test_leaves_a_child():
+    subprocess.Popen(["sleep", "300"])
+"""
+
+
+def test_the_process_guard_fails_a_test_that_leaves_a_child(pytester):
+    pytester.makepyfile(test_leaky=LEAKS_A_CHILD)
+    run = pytester.runpytest_inprocess("-p", "no:importnb", "-p", "no:cacheprovider")
+    left = descendants()  # the inner test ran in this process: its child is this process's
+    try:
+        assert [process.cmdline() for process in left] == [["sleep", "300"]]
+        run.assert_outcomes(passed=1, errors=1)  # the test passed; the guard failed its teardown
+        assert f"processes left behind: [({left[0].pid}, ['sleep', '300'])]" in run.stdout.str()
+    finally:
+        for process in left:
+            process.kill()
+            process.wait()
+
+
+def test_the_process_guard_counts_no_process_outside_its_own_tree():
+    """An orphan is no one's descendant, as the other worker's processes are not this one's."""
+    started = subprocess.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True)
+    stranger = psutil.Process(int(started.stdout))
+    try:
+        assert stranger.is_running() and stranger.pid not in {process.pid for process in descendants()}
+    finally:
+        stranger.kill()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as a cell's uid")
+def test_the_ipc_guard_finds_what_a_cells_uid_left_and_nothing_of_another_uid():
+    """A process of a cell's uid makes a shared memory segment in the host's IPC namespace, where a
+    cell without its own would leave one: the guard finds it for that uid, not for another cell's."""
+    with lease_uid() as cell, lease_uid() as other_cell:
+        made = subprocess.run(
+            ["ipcmk", "-M", "4096"], user=cell.uid, group=cell.uid, extra_groups=[], capture_output=True, text=True
+        )
+        assert made.returncode == 0, made.stderr
+        shmid = made.stdout.split()[-1]  # "Shared memory id: 42"
+        try:
+            [found] = ipc_objects_of({cell.uid})
+            assert re.fullmatch(rf"shm key -?\d+ id {shmid} uid {cell.uid}", found), found  # a random key
+            assert ipc_objects_of({other_cell.uid}) == []
+        finally:
+            subprocess.run(["ipcrm", "-m", shmid], check=True)
+        assert ipc_objects_of({cell.uid}) == []
