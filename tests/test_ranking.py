@@ -73,10 +73,12 @@ def test_equal_ratings_share_a_rank_and_the_next_rank_skips():
     summary = summarize(policies, records, expected_episodes=8)
     assert [e.rank for e in summary.policies] == [1, 1, 1, 4]
     assert summary.ranking[-1] == "delta"
-    assert ranking.standing_ranks([3.0, 3.0, 2.0, None]) == [1, 1, 3, None]
+    unplayed = ranking.Entry("epsilon", ranking.MODEL.rating(), None)
+    entries = [*(ranking.Entry(e.policy, e.rating, e.reward) for e in summary.policies), unplayed]
+    assert [p.rank for p in ranking.place(entries)] == [1, 1, 1, 4, None]
 
 
-def test_each_row_says_whether_its_interval_is_clear_of_the_next_or_overlaps():
+def test_each_row_says_whether_its_rating_interval_is_clear_of_the_next_or_overlaps():
     records = [record(e, ["alpha", "beta", "gamma"], [10.0 + e % 2, 0.0 + e % 2, 0.5 - e % 2]) for e in range(12)]
     summary = summarize(THREE, records, expected_episodes=12)
     assert summary.ranking == ["alpha", "beta", "gamma"]

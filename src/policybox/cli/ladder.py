@@ -172,7 +172,8 @@ def submit(
 
 @ladder_app.command()
 def retire(folder: DIR, name: NAME) -> None:
-    """Take NAME out of matchmaking; its history and ratings stay (a new submission brings it back)."""
+    """Take NAME out of matchmaking and refuse its submissions until `ladder reinstate`; its history and
+    ratings stay."""
     with guarded("nothing was changed"), _open(folder) as ladder:
         ladder.retire(name)
         console.print(shown(f"{name} is retired"))
@@ -180,10 +181,10 @@ def retire(folder: DIR, name: NAME) -> None:
 
 @ladder_app.command()
 def reinstate(folder: DIR, name: NAME) -> None:
-    """Lift the suspension of NAME's current version: it plays again."""
+    """Bring a retired NAME back and lift its current version's suspension: it plays again."""
     with guarded("nothing was changed"), _open(folder) as ladder:
         version = ladder.reinstate(name)
-        console.print(shown(f"{version.label} is active again"))
+        console.print(shown(f"{name} is reinstated: {version.label} is {version.state}"))
 
 
 @ladder_app.command("run")

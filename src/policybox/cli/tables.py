@@ -17,6 +17,7 @@ from rich.text import Text
 
 from policybox.inert import shown
 from policybox.league.summary import HeadToHead, Summary, differing_stats
+from policybox.lines import first_line
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
 
@@ -24,6 +25,14 @@ if TYPE_CHECKING:
     from policybox.league import board
 
 NAME_WIDTH = 16  # of a policy name in a table; the full name is listed below when it is longer
+LADDER_NAME_WIDTH = 12  # in the ladder's standings, so that every column fits 80 columns
+RATING = "rating\nμ−3σ"  # the ordinal: the number standings are sorted by
+VERSUS_NEXT = "vs next\n(rating)"
+RATING_NOTE = (
+    "rating: μ−3σ, the number the rows are sorted by; vs next: rating intervals μ±2σ, clear (apart, reward agrees), "
+    "overlaps, or mixed (apart, the next row's reward higher); unranked rows follow the ranked"
+)
+WHOLE_REASON = "(full text: policybox ladder status --json)"
 SHORT_NAME_WIDTH = 10  # in the columns of the head-to-head and behaviour tables
 STAT_WIDTH = 28
 LOG_LINES_SHOWN = 10  # of a crashed agent's log
@@ -168,16 +177,16 @@ def _standings(summary: Summary, names: _Names) -> Table:
     table = _table(f"leaderboard · {summary.episodes_done}/{summary.episodes_expected} episodes")
     _number_column(table, "#")
     table.add_column("policy", no_wrap=True)
-    for header in ("rating", "reward [95% CI]"):
+    for header in (RATING, "reward [95% CI]"):
         _number_column(table, header)
-    table.add_column("vs next", no_wrap=True)
+    table.add_column(VERSUS_NEXT, no_wrap=True)
     for header in ("eps", "forfeit", "p99 ms"):
         _number_column(table, header)
     for entry in summary.policies:
         table.add_row(
             "—" if entry.rank is None else str(entry.rank),
             names.cell(entry.policy),
-            f"{entry.rating.ordinal:.1f}",
+            rating(entry.rating if entry.reward else None),
             _reward_cell(entry),
             entry.versus_next or "",
             str(entry.episodes),
@@ -185,6 +194,11 @@ def _standings(summary: Summary, names: _Names) -> Table:
             ms(entry.latency.p99_ms),
         )
     return table
+
+
+def rating(value) -> str:
+    """A rating as every standings table shows it: its ordinal, the number the rows are sorted by."""
+    return "—" if value is None else f"{value.ordinal:.2f}"
 
 
 def _reward_cell(entry) -> str:
@@ -268,17 +282,18 @@ def _behaviour(summary: Summary, names: _Names, rows: int = STATS_SHOWN) -> Tabl
 
 
 def show_standings(console: Console, standings: board.Standings) -> None:
-    """The ladder's standings table, then why each rejected or suspended name is so."""
-    names = _Names()
+    """The ladder's standings table -- the ranked rows, then the unranked -- then why each row that is
+    not active is so, and each name's newer version that does not play."""
+    names = _Names(LADDER_NAME_WIDTH)
     table = _table(f"ladder · {standings.matches} matches")
     _number_column(table, "#")
     table.add_column("name", no_wrap=True)
     _number_column(table, "v")
     table.add_column("state", no_wrap=True)
-    for header in ("rating", "reward [95% CI]"):
+    for header in (RATING, "reward [95% CI]"):
         _number_column(table, header)
-    table.add_column("vs next", no_wrap=True)
-    for header in ("matches", "forfeit"):
+    table.add_column(VERSUS_NEXT, no_wrap=True)
+    for header in ("played", "forfeit"):
         _number_column(table, header)
     for row in standings.rows:
         table.add_row(
@@ -286,7 +301,7 @@ def show_standings(console: Console, standings: board.Standings) -> None:
             names.cell(row.name),
             str(row.version),
             shown(row.state, "" if row.state == "active" else "yellow"),
-            "—" if row.rating is None else f"{row.rating.ordinal:.1f}",
+            rating(row.rating),
             _reward(row.reward),
             row.versus_next or "",
             str(row.matches),
@@ -295,12 +310,15 @@ def show_standings(console: Console, standings: board.Standings) -> None:
     console.print(table)
     names.show_full(console)
     console.print(shown(f"ranked by {standings.rank_by}: {standings.rule}", "dim"))
+    console.print(shown(RATING_NOTE, "dim"))
     for row in standings.rows:
         if row.reason:
-            console.print(shown(f"{row.name} v{row.version} {row.state}: {row.reason.splitlines()[0]}", "yellow"))
+            why = first_line(row.reason, WHOLE_REASON)
+            console.print(shown(f"{row.name} v{row.version} {row.state}: {why}", "yellow"), soft_wrap=True)
         if row.latest is not None:
-            why = f": {row.latest.reason.splitlines()[0]}" if row.latest.reason else ""
-            console.print(shown(f"{row.name} v{row.latest.version} is {row.latest.state}{why}", "yellow"))
+            why = f": {first_line(row.latest.reason, WHOLE_REASON)}" if row.latest.reason else ""
+            newer = f"{row.name} v{row.latest.version} is {row.latest.state}{why}"
+            console.print(shown(newer, "yellow"), soft_wrap=True)
 
 
 def _reward(reward) -> str:
@@ -314,12 +332,12 @@ def show_name(console: Console, page: board.NamePage) -> None:
     """One name: its versions, opponents, seats, rating history (the last few), matches and failures."""
     console.print(shown(f"{page.name}", "bold"))
     versions = _table("versions")
-    for header in ("v", "state", "matches", "rating", "submitted", "reason"):
+    for header in ("v", "state", "matches", RATING, "submitted", "reason"):
         versions.add_column(header, no_wrap=header != "reason")
     for v in page.versions:
-        rating = "—" if v.rating is None else f"{v.rating.ordinal:.1f}"
-        reason = (v.reason or "").splitlines()[0] if v.reason else ""
-        versions.add_row(str(v.version), shown(v.state), str(v.matches), rating, v.submitted_at, shown(reason))
+        reason = first_line(v.reason, WHOLE_REASON) if v.reason else ""
+        cells = (str(v.version), shown(v.state), str(v.matches), rating(v.rating), v.submitted_at, shown(reason))
+        versions.add_row(*cells)
     console.print(versions)
     names = _Names()
     opponents = _table("head-to-head: W-D-L and mean score margin")

@@ -24,12 +24,14 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, and_, func, select
 
 from policybox.episode import REPLAY_SUFFIX
-from policybox.league import ranking, retention, store
+from policybox.league import life, ranking, retention, store
 from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
 from policybox.league.ladder import REPLAYS, Ladder
+from policybox.league.life import VersionState
 from policybox.league.ranking import Rating, Reward
 from policybox.league.summary import FailureCause, LatencySummary, failure_causes, latency
 from policybox.league.versions import NAME_PATTERN
+from policybox.lines import FULL_TEXT, first_line
 from policybox.results import EpisodeResult, Failure
 from policybox.spec import SpecError
 
@@ -47,19 +49,25 @@ class Latest(BaseModel):
 
 
 class Standing(BaseModel):
-    rank: int | None = Field(default=None, description="Its place (equal ratings share one); None until it has played")
+    rank: int | None = Field(
+        default=None,
+        description="Its place (equal ratings share one); None: unranked -- its playing version is not active, its "
+        "name is retired, or it has not played yet. Unranked rows follow the ranked ones.",
+    )
     name: str
     version: int = Field(description="The version that plays: the name's latest qualified one (else its latest)")
-    state: str = Field(description="qualifying, active, rejected, suspended or retired")
-    rating: Rating | None = None
+    state: str = Field(description="retired (the name's), else its playing version's: " + ", ".join(VersionState))
+    rating: Rating | None = Field(
+        default=None, description="Its ordinal (mu - 3 sigma) is the number the rows are sorted by; None: not rated"
+    )
     matches: int = 0
     reward: Reward | None = None
-    versus_next: str | None = Field(default=None, description="clear or overlaps: its interval against the next row's")
+    versus_next: str | None = Field(default=None, description=ranking.VERSUS_NEXT)
     statuses: dict[str, int] = Field(default_factory=dict)
     forfeits: int = 0
     timeouts: int = 0
     invalid_actions: int = 0
-    reason: str | None = Field(default=None, description="Why it is rejected or suspended")
+    reason: str | None = Field(default=None, description="Why it is not active: rejected, suspended, retired, ...")
     latest: Latest | None = None
 
 
@@ -67,31 +75,31 @@ class Standings(BaseModel):
     rank_by: str
     rule: str
     matches: int = Field(description="Matches played")
-    rows: list[Standing]
+    rows: list[Standing] = Field(description="The ranked rows, best first, then the unranked ones (``ranking.place``)")
 
 
 def standings(ladder: Ladder, private_for: set[str] | None = None) -> Standings:
-    """One row per name, best first. ``private_for``: the names whose reasons are shown whole (None:
-    every name's); the others' reasons are cut to their first line."""
+    """One row per name: the ranked ones best first, then the others. ``private_for``: the names whose
+    reasons are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with ladder.engine.connect() as connection:
         current = store.current_versions(connection)
         rows = [
             _standing(connection, name, current.get(name), _visible(name, private_for)) for name in _names(connection)
         ]
         played = connection.execute(select(func.count()).where(matches.c.state == "played")).scalar_one()
-    rows.sort(
-        key=lambda r: ranking.standings_key(
-            r.name, r.rating if r.matches else None, r.reward.mean if r.reward else None
-        )
-    )
-    ordinals = [row.rating.ordinal if row.rating and row.matches else None for row in rows]
-    for row, rank in zip(rows, ranking.standing_ranks(ordinals), strict=True):
-        row.rank = rank
-    for row, following in zip(rows, rows[1:], strict=False):
-        if row.reward is not None and following.reward is not None:
-            row.versus_next = ranking.versus_next(row.reward.ci95, following.reward.ci95)
+    entries = [
+        ranking.Entry(row.name, row.rating if row.matches else None, row.reward, life.ranked(row.state)) for row in rows
+    ]
+    placed = ranking.place(entries)
+    for place in placed:
+        rows[place.index].rank, rows[place.index].versus_next = place.rank, place.versus_next
     settings = ladder.settings
-    return Standings(rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=rows)
+    return Standings(
+        rank_by=settings.rank_by,
+        rule=ranking.RULES[settings.rank_by],
+        matches=played,
+        rows=[rows[place.index] for place in placed],
+    )
 
 
 def _names(connection: Connection) -> list[str]:
@@ -102,15 +110,16 @@ def _visible(name: str, private_for: set[str] | None) -> bool:
     return private_for is None or name in private_for
 
 
-def first_line(text: str) -> str:
-    """Up to the first line break of any kind (``str.splitlines``'s: \\r, \\x1c, \\u2028 too)."""
-    return (text.splitlines() or [""])[0]
-
-
-def public(text: str | None, private: bool) -> str | None:
+def public(text: str | None, private: bool, where: str | None = None) -> str | None:
     """A policy's message (a failure's message or cause, a reason) as a viewer may see it: whole for
-    its own team, else its first line (the status, step and cause; never the traceback that follows)."""
-    return text if private or text is None else first_line(text)
+    its own team, else its first line (the status, step and cause; never the traceback that follows);
+    ``where``: what that line says, when more follows, of where the full text is (a reason's)."""
+    return text if private or text is None else first_line(text, where)
+
+
+def reason(text: str | None, private: bool) -> str | None:
+    """A version's reason as a viewer may see it (``public``): its first line says where the rest is."""
+    return public(text, private, FULL_TEXT)
 
 
 def own(text: str | None, private: bool) -> str | None:
@@ -122,17 +131,18 @@ def _standing(connection: Connection, name: str, current: Any, private: bool) ->
     latest = store.latest_version(connection, name)
     assert latest is not None
     retired = store.name_row(connection, name).retired
+    why = life.RETIRED_REASON if retired else None
     if current is None:  # nothing qualified yet: its latest is what there is to show
         return Standing(
             name=name,
             version=latest.number,
-            state="retired" if retired else latest.state,
-            reason=public(latest.reason, private),
+            state=life.shown_state(retired, latest.state),
+            reason=why or reason(latest.reason, private),
         )
     row = Standing(
         name=name,
         version=current.number,
-        state="retired" if retired else current.state,
+        state=life.shown_state(retired, current.state),
         rating=ranking.rating(ranking.MODEL.rating(mu=current.mu, sigma=current.sigma)),
         matches=current.matches,
         reward=_reward(connection, current),
@@ -140,10 +150,10 @@ def _standing(connection: Connection, name: str, current: Any, private: bool) ->
         forfeits=current.forfeits,
         timeouts=current.timeouts,
         invalid_actions=current.invalid_actions,
-        reason=public(current.reason, private),
+        reason=why or reason(current.reason, private),
     )
     if latest.number != current.number:
-        row.latest = Latest(version=latest.number, state=latest.state, reason=public(latest.reason, private))
+        row.latest = Latest(version=latest.number, state=latest.state, reason=reason(latest.reason, private))
     return row
 
 
@@ -310,7 +320,7 @@ def _version_info(row: Any, private: bool) -> VersionInfo:
     return VersionInfo(
         version=row.number,
         state=row.state,
-        reason=public(row.reason, private),
+        reason=reason(row.reason, private),
         digest=row.digest,
         source=row.source,
         submitted_at=row.submitted_at,
@@ -610,7 +620,7 @@ def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
             version=r.number,
             state=r.state,
             submitted_at=r.submitted_at,
-            reason=public(r.reason, private),
+            reason=reason(r.reason, private),
             setup_output=own(r.setup_output, private),
         )
 

@@ -157,7 +157,7 @@ versions = Table(
     Column("digest", String(64), nullable=False),
     Column("spec", PolicyJSON, nullable=False),  # its PolicySpec, env values masked (cells get versions/specs/ID.json)
     Column("source", PolicyText, nullable=False),  # what was submitted, as given (env values masked)
-    Column("state", String(16), nullable=False),  # qualifying | active | rejected | suspended
+    Column("state", String(16), nullable=False),  # policybox.league.life.VersionState
     Column("reason", PolicyText),  # why it is rejected or suspended
     Column("submitted_at", String(32), nullable=False),
     Column("qualified_at", String(32)),
@@ -303,9 +303,27 @@ def _add_sessions_v3(connection: Connection) -> None:
     metadata.create_all(connection, tables=V3_TABLES)
 
 
+def _supersede_v4(connection: Connection) -> None:
+    """Schema version 4: a version replaced by a newer qualified version of its name is ``superseded``
+    (before, it stayed ``active`` or ``suspended``, though only the newest played)."""
+    later = versions.alias("later")
+    newer = (
+        select(later.c.id)
+        .where(
+            later.c.name_id == versions.c.name_id,
+            later.c.number > versions.c.number,
+            later.c.state.in_(["active", "suspended"]),
+        )
+        .exists()
+    )
+    connection.execute(
+        versions.update().where(versions.c.state.in_(["active", "suspended"]), newer).values(state="superseded")
+    )
+
+
 # MIGRATIONS[n] brings a database from schema version n to n + 1. A migration never changes: a new
 # schema is a new function appended here (and a test that opens a database of the version before).
-MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_teams_v2, _add_sessions_v3]
+MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_teams_v2, _add_sessions_v3, _supersede_v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

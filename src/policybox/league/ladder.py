@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from policybox.envs import split_env
 from policybox.episode import EpisodeSettings, check_shorthands
 from policybox.errors import PolicyboxError
-from policybox.league import private, store, versions
+from policybox.league import life, private, store, versions
 from policybox.league.database import (
     SCHEMA_VERSION,
     LadderError,
@@ -185,14 +185,15 @@ class Ladder:
 
     def submit(self, name: str, source: str, base_dir: Path | None = None, team: str | None = None) -> store.Version:
         """``source`` (any -p form) as the next version of ``name``, queued for qualification. Its files
-        are copied into the ladder first; the same content as the name's latest version is refused.
-        A new version of a retired name brings the name back. With ``team`` (a submission over the web
-        page), the name must be new -- it becomes the team's -- or the team's own."""
+        are copied into the ladder first; the same content as the name's latest version is refused,
+        and so is a retired name (``life.Retired``: only ``reinstate`` brings it back). With ``team`` (a
+        submission over the web page), the name must be new -- it becomes the team's -- or the team's own."""
         versions.check_name(name)
-        if team is not None:  # refused before any file is copied; checked again when it is stored
-            with transaction(self.engine) as connection:
+        with transaction(self.engine) as connection:  # refused before any file is copied; checked again when stored
+            if team is not None:
                 _check_owner(connection, name, team)
                 _check_limits(connection, name, team, self.settings)
+            _check_retired(connection, name)
         kept_in = private_folder(self.folder / "versions", LadderError)
         with tempfile.TemporaryDirectory(dir=kept_in, prefix=".unpacking-") as scratch:  # a zip's files, until kept
             spec = parse_policy_arg(source, base_dir, self.settings.zip_limits(), Path(scratch))
@@ -210,6 +211,7 @@ class Ladder:
             if team is not None:
                 _check_owner(connection, name, team)
                 _check_limits(connection, name, team, self.settings)
+            _check_retired(connection, name)
             latest = store.latest_version(connection, name)
             if latest is not None and latest.digest == kept.digest:
                 raise SpecError(f"{source} holds the same content as {latest.label}: there is nothing new to submit")
@@ -217,7 +219,6 @@ class Ladder:
                 connection, name, kept.digest, kept.spec.redacted().model_dump(mode="json"), _shown(source)
             )
             self.keep(version.id, kept)
-            store.set_retired(connection, name, False)
             if team is not None and version.number == 1:
                 store.claim(connection, name, team)
         return version
@@ -278,22 +279,28 @@ class Ladder:
             return store.names_of(connection, team)
 
     def retire(self, name: str) -> None:
-        """Take ``name`` out of matchmaking; its history and ratings stay."""
+        """Take ``name`` out of matchmaking, and refuse its submissions, until ``reinstate``; its history
+        and ratings stay."""
         with transaction(self.engine) as connection:
             self._known(connection, name)
             store.set_retired(connection, name, True)
 
     def reinstate(self, name: str) -> store.Version:
-        """Lift the suspension of ``name``'s current version (and a retirement): it plays again."""
+        """Bring a retired ``name`` back and lift its current version's suspension (``life.reinstate``):
+        it plays again, and takes submissions. Its current version (else its latest)."""
         with transaction(self.engine) as connection:
             self._known(connection, name)
             current = store.current_versions(connection).get(name)
-            if current is None or current.state != "suspended":
-                raise SpecError(f"{name} has no suspended version to reinstate")
-            store.set_state(connection, current.id, "active", None)
-            store.reset_streak(connection, current.id)
-            store.set_retired(connection, name, False)
-            return store.version_by_id(connection, current.id)
+            retired = store.name_row(connection, name).retired
+            decided = life.reinstate(name, retired, None if current is None else (current.id, current.state))
+            if decided.lift is not None:
+                store.set_state(connection, decided.lift, life.VersionState.ACTIVE, None)
+                store.reset_streak(connection, decided.lift)
+            if decided.unretire:
+                store.set_retired(connection, name, False)
+            found = store.latest_version(connection, name)
+            assert found is not None
+            return found if current is None else store.version_by_id(connection, current.id)
 
     def _known(self, connection: Any, name: str) -> None:
         if store.name_row(connection, name) is None:
@@ -342,6 +349,11 @@ class Ladder:
                 for version_id in sorted(set(live) | set(replayed))
                 if live.get(version_id) != replayed.get(version_id)
             ]
+
+
+def _check_retired(connection: Any, name: str) -> None:
+    row = store.name_row(connection, name)
+    life.check_submission(name, row is not None and row.retired)
 
 
 class NotOwner(SpecError):

@@ -21,10 +21,16 @@ these functions; none recomputes a rule of its own.
   running from the 2.5th to the 97.5th percentile of the resampled means. Beyond
   ``BOOTSTRAP_MAX`` episodes it is the normal approximation, mean ± 1.96 s/√n -- what the bootstrap
   gives at that size -- which needs only the scores' sum and sum of squares (a ladder keeps those).
-- **Standings**: ordered by rating ordinal (``mu - 3 * sigma``), then mean reward, then name.
-  Ordinals within ``DRAW_TOLERANCE`` share a rank (1, 1, 3). Each row says whether its reward
-  interval is clear of the next row's or overlaps it: overlapping policies are not shown to be
-  ordered by their play.
+- **Standings** (``place``): ordered by rating ordinal (``mu - 3 * sigma``), then mean reward, then
+  name; the ordinal is the number every view shows as the rating. Ordinals within ``DRAW_TOLERANCE``
+  share a rank (1, 1, 3). Only a row that may be ranked (a ladder's name whose playing version is
+  active, not retired) and has played is ranked; the others are listed below, unranked, by name.
+- **vs next**: each ranked row against the next ranked one, on what the ranking compares, the
+  rating: its interval mu ± 2 sigma. ``clear`` when the two intervals are separated and the upper
+  row's mean reward is not below the lower's; ``overlaps`` when they overlap (the two are not shown
+  to be ordered by their play); ``mixed`` when they are separated but the lower row's mean reward is
+  higher -- a forfeit ranking places a policy that forfeits below one that played, whatever reward
+  the game gave it.
 """
 
 from __future__ import annotations
@@ -181,32 +187,63 @@ def reward_from_moments(count: int, total: float, squares: float) -> Reward | No
     return Reward(mean=mean, ci95=(mean - half, mean + half))
 
 
-def standings_key(name: str, rated: Rated | None, mean_reward: float | None) -> tuple[bool, float, float, str]:
-    """Sort key of a standings row, best first: rated and played before not, then higher ordinal, then
-    higher mean reward, then name."""
-    if rated is None or mean_reward is None:
-        return (True, 0.0, 0.0, name)
-    return (False, -ordinal(rated), -mean_reward, name)
+INTERVAL_SIGMAS = 2  # a rating's interval for ``vs next``: mu ± 2 sigma
+CLEAR, OVERLAPS, MIXED = "clear", "overlaps", "mixed"
+VERSUS_NEXT = (
+    "its rating interval (mu ± 2 sigma) against the next ranked row's: clear -- separated, and its mean reward "
+    "not below the next row's; overlaps -- the intervals overlap (the two are not shown to be ordered); mixed -- "
+    "separated, but the next row's mean reward is higher (a forfeit ranking can do that); None for the last "
+    "ranked row and every unranked one"
+)
 
 
-def standing_ranks(ordinals: Sequence[float | None]) -> list[int | None]:
-    """Ranks for rows already in standings order (None: a row with no rating yet, unranked): equal
-    ordinals share a rank, and the next rank skips as many as shared (1, 1, 3)."""
-    ranks: list[int | None] = []
-    for index, value in enumerate(ordinals):
-        if value is None:
-            ranks.append(None)
-        elif index and ordinals[index - 1] is not None and abs(value - ordinals[index - 1]) <= DRAW_TOLERANCE:
-            ranks.append(ranks[-1])
-        else:
-            ranks.append(index + 1)
-    return ranks
+@dataclass(frozen=True)
+class Entry:
+    """What placing a standings row reads: its rating and reward (None until it has played), and
+    whether it may be ranked at all (a ladder's name whose playing version is not active may not)."""
+
+    name: str
+    rating: Rated | None
+    reward: Reward | None
+    rankable: bool = True
 
 
-def versus_next(interval: tuple[float, float] | None, following: tuple[float, float] | None) -> str | None:
-    """``clear`` when a row's reward interval and the next row's share no value, ``overlaps`` when they
-    do (the order between the two is then not shown by their play); None for the last row or a row
-    without an interval."""
-    if interval is None or following is None:
-        return None
-    return "clear" if interval[0] > following[1] or interval[1] < following[0] else "overlaps"
+@dataclass(frozen=True)
+class Placed:
+    """One row's place: ``index`` into the entries given, its rank (None: unranked) and ``vs next``."""
+
+    index: int
+    rank: int | None
+    versus_next: str | None
+
+
+def place(entries: Sequence[Entry]) -> list[Placed]:
+    """The standings, best first: the ranked rows -- rankable and played -- by ordinal, then mean reward,
+    then name, equal ordinals sharing a rank (1, 1, 3); then every other row, unranked, by name."""
+    played = [i for i, e in enumerate(entries) if e.rankable and e.rating is not None and e.reward is not None]
+    played.sort(key=lambda i: (-_ordinal(entries[i]), -entries[i].reward.mean, entries[i].name))
+    others = sorted(set(range(len(entries))) - set(played), key=lambda i: (entries[i].name, i))
+    placed: list[Placed] = []
+    for position, index in enumerate(played):
+        previous = played[position - 1] if position else None
+        tied = previous is not None and abs(_ordinal(entries[index]) - _ordinal(entries[previous])) <= DRAW_TOLERANCE
+        rank = placed[-1].rank if tied else position + 1
+        following = entries[played[position + 1]] if position + 1 < len(played) else None
+        placed.append(Placed(index, rank, None if following is None else versus_next(entries[index], following)))
+    return placed + [Placed(index, None, None) for index in others]
+
+
+def _ordinal(entry: Entry) -> float:
+    assert entry.rating is not None
+    return ordinal(entry.rating)
+
+
+def versus_next(upper: Entry, lower: Entry) -> str:
+    """``upper``, ranked just above ``lower``, against it (``VERSUS_NEXT`` says how): it compares what the
+    ranking compares -- ratings -- and never says clear when the lower row's mean reward is higher."""
+    assert upper.rating is not None and lower.rating is not None and upper.reward and lower.reward
+    bottom = upper.rating.mu - INTERVAL_SIGMAS * upper.rating.sigma
+    top = lower.rating.mu + INTERVAL_SIGMAS * lower.rating.sigma
+    if bottom <= top:
+        return OVERLAPS
+    return CLEAR if upper.reward.mean >= lower.reward.mean else MIXED

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 import policybox
 from policybox.errors import PolicyboxError
-from policybox.league import board, plots
+from policybox.league import board, plots, ranking
 from policybox.league.evaluation import REPORT_FILE, TOURNAMENT_FILE, load_summary, load_tournament
 from policybox.league.ladder import FOLDER_FILE, Ladder
 from policybox.league.ranking import Rating, Reward
@@ -42,10 +42,10 @@ class Row(BaseModel):
     rank: int | None = Field(description="Its place (shared by equal ratings); None: not ranked yet")
     name: str
     version: int | None = Field(default=None, description="A ladder's: the version that plays")
-    state: str | None = Field(default=None, description="A ladder's: qualifying, active, rejected, suspended, retired")
+    state: str | None = Field(default=None, description="A ladder's: its name's state (board.Standing.state)")
     rating: Rating | None
     reward: Reward | None
-    versus_next: str | None = Field(description="clear or overlaps: its reward interval against the next row's")
+    versus_next: str | None = Field(description=ranking.VERSUS_NEXT)
     played: int = Field(description="Its episodes (a ladder: the matches of the version that plays)")
     forfeits: int
     statuses: dict[str, int] = Field(description="Its agent results per status")
@@ -172,7 +172,7 @@ def _ladder_data(ladder: Ladder) -> ReportData:
     standings = board.standings(ladder)
     pages = {row.name: board.name_page(ladder, row.name) for row in standings.rows}  # public: no log tails
     conduct = {entry.name: entry for entry in board.conduct(ladder)}
-    queue = board.queue(ladder)
+    queue = board.queue(ladder, private_for=set())  # public: each reason's first line
     seats = ladder.settings.agents
     meetings = [
         Meeting(name=name, opponent=o.name, played=o.matches, wins=o.wins, draws=o.draws, losses=o.losses)
@@ -194,7 +194,7 @@ def _ladder_data(ladder: Ladder) -> ReportData:
         head_to_head=meetings,
         histories=[History(name=name, points=page.history) for name, page in pages.items() if page.history],
         qualifying=len(queue.qualifying),
-        rejections=[Rejection(name=r.name, version=r.version, reason=_first_line(r.reason)) for r in queue.rejected],
+        rejections=[Rejection(name=r.name, version=r.version, reason=r.reason or "") for r in queue.rejected],
     )
 
 
@@ -214,12 +214,8 @@ def _standing_row(row: board.Standing, conduct: board.Conduct | None, page: boar
         latency=conduct.latency if conduct else None,
         failures=conduct.failures if conduct else [],
         seats=[plays.get(seat, 0) for seat in range(seats)],
-        note=_first_line(row.reason) if row.reason else None,
+        note=board.reason(row.reason, False),
     )
-
-
-def _first_line(text: str | None) -> str:
-    return (text or "").strip().split("\n", 1)[0]
 
 
 def _now() -> str:

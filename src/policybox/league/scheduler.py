@@ -7,7 +7,7 @@ The loop, until stopped (or until ``matches`` have been played):
 2. **Qualify.** Each queued version runs its setup script in a cell (if it has one) and plays a
    validation episode with a copy of itself in every seat, under the ladder's settings (as Kaggle
    does). It qualifies when every agent ends ``ok`` and the game raised nothing; otherwise it is
-   ``rejected`` with the reason (status, step, and the traceback or log tail). A failure of the
+   ``rejected`` with the reason (``life.verdict``: status, step, the traceback or log tail). A failure of the
    machinery is retried, never a rejection. Setup scripts run beside play, in worker processes of
    their own (``setup_workers`` of them, started when the first script is to run): matches go on
    being played and stored while a script runs. A run that stops stops the scripts still running
@@ -39,7 +39,7 @@ from pathlib import Path
 from sqlalchemy.exc import DataError, IntegrityError
 
 from policybox.episode import REPLAY_SUFFIX
-from policybox.league import matchmaking, ranking, retention, store
+from policybox.league import life, matchmaking, ranking, retention, store
 from policybox.league.backends import Backend, open_runner, shared_budget
 from policybox.league.database import LadderError, transaction
 from policybox.league.ladder import LOGS, REPLAYS, Ladder, LadderSettings
@@ -48,7 +48,7 @@ from policybox.league.setup import SetupOutcome
 from policybox.league.tournament import episode_seed
 from policybox.league.versions import Stored
 from policybox.league.worker_pool import LocalWorkers
-from policybox.results import AgentStatus, EpisodeResult
+from policybox.results import EpisodeResult
 
 # What a database raises when it refuses one match's or version's data (a value it cannot hold, a
 # constraint or trigger of the operator's): that record is given up, the run goes on. Anything else
@@ -350,13 +350,7 @@ class _Loop:
         return None
 
     def _qualification_played(self, work: _Qualification, result: EpisodeResult) -> None:
-        failed = next((agent for agent in result.agents if agent.status != AgentStatus.OK), None)
-        if result.game_fault is not None:
-            reason = f"its validation episode ended when the game raised: {result.game_fault.one_line()}"
-        elif failed is not None:
-            reason = _failure_reason(failed)
-        else:
-            reason = None
+        reason = life.verdict(result)
         self._qualified(work.version, reason is None, reason, work.setup_output, result, work.stored)
 
     def _qualified(self, version, ok, reason, setup_output, result, stored: Stored | None = None) -> None:
@@ -393,13 +387,3 @@ def _refused(what: str, exc: Exception) -> str:
     orig = getattr(exc, "orig", None) or exc
     lines = str(orig).strip().splitlines() or [type(orig).__name__]
     return f"the database refused {what}: {lines[0][:300]}"
-
-
-def _failure_reason(agent) -> str:
-    """Why a version's validation agent failed: its status and step, and its traceback or log tail."""
-    failure = agent.failure
-    if failure is None:
-        return f"agent {agent.agent_id} ended {agent.status.value}"
-    detail = (failure.traceback or failure.log_tail or "").strip()
-    head = f"agent {agent.agent_id} ended {agent.status.value}: {failure.one_line()}"
-    return f"{head}\n{detail[-2000:]}" if detail else head

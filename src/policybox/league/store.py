@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.league import ranking
+from policybox.league import life, ranking
 from policybox.league.database import (
     match_seats,
     matches,
@@ -36,8 +36,8 @@ from policybox.league.database import (
 from policybox.league.matchmaking import Candidate
 from policybox.results import EpisodeResult
 
-PLAYING = ("active",)
-QUALIFIED = ("active", "suspended")  # a version that passed qualification
+PLAYING = life.PLAYING
+QUALIFIED = life.QUALIFIED
 SESSION_IDLE = timedelta(days=30)  # a login session unused this long is over (its cookie nobody's)
 
 
@@ -110,7 +110,9 @@ def add_version(connection: Connection, name: str, digest: str, spec: dict[str, 
         number = (
             connection.execute(select(func.max(versions.c.number)).where(versions.c.name_id == name_id)).scalar() or 0
         ) + 1
-    values = dict(name_id=name_id, number=number, digest=digest, spec=spec, source=source, state="qualifying")
+    values = dict(
+        name_id=name_id, number=number, digest=digest, spec=spec, source=source, state=life.VersionState.QUALIFYING
+    )
     connection.execute(versions.insert().values(**values, submitted_at=now(), statuses={}))
     version = latest_version(connection, name)
     assert version is not None
@@ -128,7 +130,9 @@ def version_by_id(connection: Connection, version_id: int) -> Version:
 def qualifying(connection: Connection) -> list[Version]:
     """The versions waiting for qualification, oldest first; a retired name's wait until it is back."""
     rows = connection.execute(
-        _versions_query().where(versions.c.state == "qualifying", names.c.retired.is_(False)).order_by(versions.c.id)
+        _versions_query()
+        .where(versions.c.state == life.VersionState.QUALIFYING, names.c.retired.is_(False))
+        .order_by(versions.c.id)
     )
     return [_version(row) for row in rows]
 
@@ -154,8 +158,8 @@ def finish_qualification(
     result: EpisodeResult | None,
     spec: dict[str, Any] | None = None,
 ) -> None:
-    """Record a version's qualification; a qualified one becomes active, its rating the previous
-    qualified version's mu with sigma reset to the default (Halite's rule for a new version)."""
+    """Record a version's qualification; a qualified one becomes active from its start rating
+    (``life.start_rating``), superseding its name's earlier playing version (``life.superseded``)."""
     connection.execute(
         qualifications.insert().values(
             version_id=version.id,
@@ -167,17 +171,25 @@ def finish_qualification(
         )
     )
     if not qualified:
-        connection.execute(versions.update().where(versions.c.id == version.id).values(state="rejected", reason=reason))
+        set_state(connection, version.id, life.VersionState.REJECTED, reason)
         return
-    previous = previous_rating(connection, version)
-    start = ranking.MODEL.rating() if previous is None else ranking.MODEL.rating(mu=previous)
+    start = life.start_rating(previous_rating(connection, version))
     watermark = connection.execute(select(func.max(matches.c.id)).where(matches.c.state == "played")).scalar() or 0
-    values: dict[str, Any] = dict(state="active", reason=None, qualified_at=now(), activated_after=watermark)
+    values: dict[str, Any] = dict(
+        state=life.VersionState.ACTIVE, reason=None, qualified_at=now(), activated_after=watermark
+    )
     if spec is not None:  # where its setup script's output is
         values["spec"] = spec
     connection.execute(
         versions.update().where(versions.c.id == version.id).values(**values, mu=start.mu, sigma=start.sigma)
     )
+    earlier = connection.execute(
+        select(versions.c.id, versions.c.state)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(names.c.name == version.name, versions.c.number < version.number)
+    ).all()
+    for version_id in life.superseded((row.id, row.state) for row in earlier):
+        set_state(connection, version_id, life.VersionState.SUPERSEDED, f"superseded by v{version.number}")
 
 
 def previous_rating(connection: Connection, version: Version) -> float | None:
@@ -419,14 +431,11 @@ def _count_match(
     )
     if rating is not None:
         values.update(mu=rating.mu, sigma=rating.sigma)
-    suspension = None
-    if failed is not None and streak >= suspend_after and row.state == "active":
-        last = f"{failed.status.value}: {failed.failure.one_line()}" if failed.failure else failed.status.value
-        reason = f"its agents failed in {streak} matches in a row; the last: {last}"
-        values.update(state="suspended", reason=reason[:2000])
-        suspension = (version_id, reason)
+    reason = life.suspension(row.state, streak, suspend_after, failed)
+    if reason is not None:
+        values.update(state=life.VersionState.SUSPENDED, reason=reason)
     connection.execute(versions.update().where(versions.c.id == version_id).values(**values))
-    return suspension
+    return None if reason is None else (version_id, reason)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,8 +463,7 @@ def replayed_ratings(connection: Connection, rank_by: ranking.RankBy) -> dict[in
         for row in activations.get(after, []):
             earlier = [v for v in current if name[v] == row.name and number[v] < row.number]
             previous = max(earlier, key=number.__getitem__, default=None)
-            start = ranking.MODEL.rating() if previous is None else ranking.MODEL.rating(mu=current[previous].mu)
-            current[row.id] = start
+            current[row.id] = life.start_rating(None if previous is None else current[previous].mu)
 
     activate(0)
     for match_id, stored in connection.execute(

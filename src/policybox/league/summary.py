@@ -12,8 +12,8 @@ the independent sample. The rules -- forfeits, ratings, standings, intervals -- 
 - **Reward**: the mean of a policy's episode scores, with its 95% bootstrap interval.
 - **Rating**: OpenSkill Plackett-Luce, fed the episodes in index order, each episode placed by the
   ranking rule in force (``rank_by``: a failed agent forfeits, or the game's reward alone).
-- **Standings**: by ordinal, equal ratings sharing a rank; each row's interval compared with the
-  next row's. A policy without a finished episode ranks last, unranked.
+- **Standings**: ``ranking.place``: by ordinal, equal ratings sharing a rank; each row's rating
+  interval compared with the next row's. A policy without a finished episode is listed last, unranked.
 - **Head-to-head**: for each pair of policies that shared an episode, the episodes in which one beat
   the other under the same rule (a win), drew, or lost; and the mean difference of their scores.
 - **Failures**: per policy, each (status, cause) its agents ended with, how often, and one example.
@@ -75,11 +75,7 @@ class PolicySummary(BaseModel):
     seat_plays: int = Field(description="Seats it played, over all its episodes")
     seats: list[int] = Field(description="How often it played each seat (agent id)")
     reward: Reward | None = Field(description="None if it has no finished episode")
-    versus_next: str | None = Field(
-        default=None,
-        description="clear: its reward interval and the next row's share no value; overlaps: they do (the two "
-        "are not shown to be ordered by their play); None for the last row",
-    )
+    versus_next: str | None = Field(default=None, description=ranking.VERSUS_NEXT)
     rating: Rating
     forfeits: int = Field(default=0, description="Episodes it forfeited (none under rank_by reward)")
     statuses: dict[str, int] = Field(description="Its agent results per status")
@@ -133,8 +129,7 @@ def summarize(
         _policy_summary(key, spec, [o[key] for o in outcomes if key in o], agents[key], ratings[key], seat_count)
         for key, spec in policies
     ]
-    entries.sort(key=lambda e: ranking.standings_key(e.policy, e.rating, e.reward.mean if e.reward else None))
-    _place(entries)
+    entries = _placed(entries)
     order = [entry.policy for entry in entries]
     return Summary(
         rank_by=rank_by,
@@ -250,14 +245,12 @@ def differing_stats(policies: list[PolicySummary], count: int) -> list[str]:
     return [name for name in stats if spread(name) > 0][:count]
 
 
-def _place(entries: list[PolicySummary]) -> None:
-    """Standing ranks (shared by equal ratings) and each row's interval against the next row's."""
-    ordinals = [entry.rating.ordinal if entry.reward is not None else None for entry in entries]
-    for entry, rank in zip(entries, ranking.standing_ranks(ordinals), strict=True):
-        entry.rank = rank
-    for entry, following in zip(entries, entries[1:], strict=False):
-        if entry.reward is not None and following.reward is not None:
-            entry.versus_next = ranking.versus_next(entry.reward.ci95, following.reward.ci95)
+def _placed(entries: list[PolicySummary]) -> list[PolicySummary]:
+    """The entries in standings order, each with its rank and ``vs next`` (``ranking.place``)."""
+    placed = ranking.place([ranking.Entry(e.policy, e.rating, e.reward) for e in entries])
+    for place in placed:
+        entries[place.index].rank, entries[place.index].versus_next = place.rank, place.versus_next
+    return [entries[place.index] for place in placed]
 
 
 def _mean_stats(agents: list[AgentResult]) -> dict[str, float]:

@@ -6,7 +6,7 @@ Both run what ``ladder submit`` runs -- ``Ladder.submit(name, zip, team=...)``, 
 name's owner checked again in the transaction that stores it -- on the upload saved to a temporary
 file. The request body is capped as it streams in (``Site.upload_cap``; past 1 MiB Starlette spools
 it to an unnamed temporary file, never to memory), the zip's unpacked size by the ladder's own caps
-(``LadderSettings.zip_limits``). No valid token: 401; another team's name: 403; too large (the body
+(``LadderSettings.zip_limits``). No valid token: 401; another team's name: 403; a retired name: 409; too large (the body
 or what the zip unpacks to): 413; over one of the team's limits: 429 (with
 Retry-After when waiting frees it); anything else wrong: 400 with the message. Nothing is stored for
 any of them, and no file of the upload outlives its request.
@@ -29,6 +29,7 @@ from starlette.responses import RedirectResponse, Response
 from policybox.errors import PolicyboxError
 from policybox.league import store
 from policybox.league.ladder import Ladder, NotOwner, TeamLimit
+from policybox.league.life import Retired
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
 from policybox.league.web.site import Site
@@ -112,6 +113,8 @@ def _store(ladder: Ladder, name: str, upload: UploadFile, team: str) -> store.Ve
             return ladder.submit(name, given, base_dir=Path(folder), team=team)
         except NotOwner as exc:
             raise HTTPException(403, str(exc)) from None
+        except Retired as exc:  # the organiser's decision: only ladder reinstate undoes it
+            raise HTTPException(409, str(exc)) from None
         except TeamLimit as exc:  # Retry-After: when a submission is accepted again (none: not by waiting)
             retry = {} if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
             raise HTTPException(429, str(exc), headers=retry) from None

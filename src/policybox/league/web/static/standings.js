@@ -15,7 +15,7 @@
   const firstLine = (text) => text.split("\n")[0];
 
   function rating(value) {
-    return value ? `${fixed(value.mu, 2)} ± ${fixed(value.sigma, 2)}` : "—";
+    return value ? `${fixed(value.ordinal, 2)} (μ ${fixed(value.mu, 2)} ± ${fixed(value.sigma, 2)})` : "—";
   }
 
   function reward(value) {
@@ -54,6 +54,7 @@
 
   function tableRow(row) {
     const tr = document.createElement("tr");
+    if (row.rank === null) tr.className = "unranked";
     tr.append(
       cell(row.rank === null ? "—" : String(row.rank), "number"),
       nameCell(row.name),
