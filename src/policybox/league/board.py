@@ -69,6 +69,7 @@ class Standing(BaseModel):
     invalid_actions: int = 0
     reason: str | None = Field(default=None, description="Why it is not active: rejected, suspended, retired, ...")
     latest: Latest | None = None
+    superseded: list[int] = Field(default_factory=list, description="Its versions replaced by a newer qualified one")
 
 
 class Standings(BaseModel):
@@ -154,6 +155,13 @@ def _standing(connection: Connection, name: str, current: Any, private: bool) ->
     )
     if latest.number != current.number:
         row.latest = Latest(version=latest.number, state=latest.state, reason=reason(latest.reason, private))
+    row.superseded = list(
+        connection.execute(
+            select(versions.c.number)
+            .where(versions.c.name_id == current.name_id, versions.c.state == VersionState.SUPERSEDED)
+            .order_by(versions.c.number)
+        ).scalars()
+    )
     return row
 
 
