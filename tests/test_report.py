@@ -19,6 +19,7 @@ from conftest import policy
 from test_ladder import EXAMPLES, GAME, WANDERER, activate, api_ladder
 
 from policybox.league.report import Rejection, render, report_data
+from policybox.lines import FULL_TEXT
 
 INJECTOR = policy("html_injection.py:InjectHtml")
 HOSTILE = "<script>document.title='PWNED-NAME'</script><img src=x onerror=\"document.title='PWNED-NAME'\">"
@@ -154,8 +155,8 @@ def test_the_report_of_a_tournament_is_one_self_contained_page_in_standings_orde
     page = check_self_contained(html)
     ranks_and_names = [row[:2] for row in page.rows("standings")]
     assert ranks_and_names == [["1", "Wanderer"], ["2", "noop"], ["2", "statue"], ["4", HOSTILE]]
-    # vs next: the walker's interval is clear of the noops'; they and the forfeiting policy all score 0.
-    assert [row[4] for row in page.rows("standings")] == ["clear", "overlaps", "overlaps", ""]
+    # vs next compares rating intervals (mu ± 2 sigma): four episodes leave every pair's overlapping.
+    assert [row[4] for row in page.rows("standings")] == ["overlaps", "overlaps", "overlaps", ""]
     assert "ranked by forfeit" in " ".join(page.text).lower()
     assert [row[1:] for row in page.rows("seats")] == [["1", "1", "1", "1"]] * 4  # every seat once each
     (failure,) = page.rows("failures")
@@ -269,7 +270,7 @@ def test_the_report_of_a_ladder(tmp_path, browser, database_url, screenshots):
     assert {row[1]: row[3] for row in standings if row[0] == "—"} == {"injector": "rejected", "broken": "rejected"}
     rejected = {row[0]: row[2] for row in page.rows("rejections")}
     broken = "agent 0 ended error: RuntimeError at start-up: this bot was submitted with a bug: it cannot even be built"
-    assert rejected["broken"] == broken
+    assert rejected["broken"] == f"{broken} … {FULL_TEXT}"  # its first line, saying where the rest is
     assert rejected["injector"].startswith("agent 0 ended error: RuntimeError at step 1: policy says: </td>")
     assert "Traceback" not in html  # first lines only: the rest is the teams'
     assert any(row[0] == "trickster" and row[1] == "error" for row in page.rows("failures"))

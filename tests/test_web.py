@@ -189,7 +189,15 @@ def test_a_page_holds_what_the_issue_asks_for(league, client):
     """Spot checks of what a person reads: the standings' columns, a name's plots and tables, a
     match's seats, latency, layers, seed and the command that replays it, its replay to download."""
     standings = client.get("/").text
-    for header in ("rating μ ± σ", "reward [95% interval]", "matches", "statuses", "version", "state"):
+    for header in (
+        "rating (μ−3σ)",
+        "vs next (rating)",
+        "reward [95% interval]",
+        "matches",
+        "statuses",
+        "version",
+        "state",
+    ):
         assert header in standings
     name = client.get("/names/walker")
     for heading in ("Rating", "Head-to-head", "Results per seat", "Recent matches", "Failures", "Versions"):
