@@ -48,6 +48,7 @@ from policybox.league.setup import SetupOutcome
 from policybox.league.tournament import episode_seed
 from policybox.league.versions import Stored
 from policybox.league.worker_pool import LocalWorkers
+from policybox.lines import clip
 from policybox.results import EpisodeResult
 
 # What a database raises when it refuses one match's or version's data (a value it cannot hold, a
@@ -386,4 +387,4 @@ def _refused(what: str, exc: Exception) -> str:
     """The platform's reason for a record the database refused: the first line of its message."""
     orig = getattr(exc, "orig", None) or exc
     lines = str(orig).strip().splitlines() or [type(orig).__name__]
-    return f"the database refused {what}: {lines[0][:300]}"
+    return f"the database refused {what}: {clip(lines[0], 300)}"
