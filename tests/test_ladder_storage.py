@@ -142,7 +142,8 @@ def test_a_retired_names_queued_version_is_not_qualified_until_it_is_back(tmp_pa
             assert queued == "qualifying"  # still queued, not qualified (nor rejected) while it is retired
             assert not connection.execute(select(qualifications)).all()[2:]  # walker's and noop's alone
         assert seats_of(ladder, "later") == []
-        ladder.submit("later", policy("seeded_random.py:SeededRandom"))  # a new version brings the name back
+        ladder.reinstate("later")  # the organiser's decision: only reinstate brings the name back
+        ladder.submit("later", policy("seeded_random.py:SeededRandom"))
         assert ladder.run(matches=1, workers=1).qualified == 2  # both of its versions, now
 
 

@@ -38,6 +38,7 @@ from policybox.league.web.headers import CSP
 from policybox.league.web.render import fixed
 from policybox.league.web.upload import file_name
 from policybox.league.web.viewer import COOKIE, Viewer
+from policybox.lines import FULL_TEXT
 
 PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 SECRET_VALUE = "env-secret-4b1d"
@@ -277,7 +278,8 @@ def test_a_team_sees_its_own_log_tails_and_tracebacks_and_no_one_elses(league, c
     assert TRACEBACK not in seen["beta"] and TRACEBACK not in seen[None]
     rejected = client.get("/api/queue", headers=auth(league, "beta")).json()["rejected"]
     assert [row["name"] for row in rejected] == ["hostile"]
-    assert rejected[0]["reason"] == f"agent 0 ended error: RuntimeError at start-up: {PAYLOAD}"  # its first line only
+    first = f"agent 0 ended error: RuntimeError at start-up: {PAYLOAD}"
+    assert rejected[0]["reason"] == f"{first} … {FULL_TEXT}"  # its first line only, saying where the rest is
     failures = client.get("/api/names/alphabot", headers=auth(league, "beta")).json()["failures"]
     assert failures and all(f["status"] == "error" and f["step"] == 5 and f["log_tail"] is None for f in failures)
     assert all(f["cause"] == "RuntimeError" for f in failures)
