@@ -75,7 +75,8 @@ def league(request, tmp_path_factory) -> Iterator[League]:
             for team in LOG_OF:
                 ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
                 activate(ladder, f"{team}bot")
-            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha")
+            # stored without the build check (which would refuse it at once), so that its qualification rejects it
+            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
             ladder.run(matches=6, workers=2)
             rows = {row.name: row for row in ladder.standings().rows}
         assert rows["hostile"].state == "rejected" and all(rows[n].matches for n in rows if n != "hostile")
@@ -441,7 +442,7 @@ def test_submitting_over_the_api(fresh, tmp_path):
         ]:
             assert response.status_code == status and message in response.json()["error"]
         assert stored(folder) == after
-        other = bot_zip(tmp_path / "hostile.zip", "HostileInInit", POLICIES / "web_bots.py")
+        other = bot_zip(tmp_path / "hostile.zip", "HostileInStep", POLICIES / "web_bots.py")
         assert upload(client, other, "walker", gamma).json()["version"] == 2  # its own name: the next version
     with Ladder.open(folder, read_only=True) as ladder:
         assert ladder.owner_of("walker") == "gamma" and ladder.names_of("gamma") == {"walker"}
