@@ -18,21 +18,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from policybox.episode import EpisodeSettings, PolicyRefused, check_policies
+from policybox.episode import EpisodeSettings, check_policies
 from policybox.spec import PolicySpec
 
 
 def check_builds(spec: PolicySpec, settings: EpisodeSettings, agents: int, files: Path | None = None) -> None:
     """Raise ``PolicyRefused`` (one line per reason) if ``spec`` cannot be built in a cell under
-    ``settings``; nothing if it can, or if it has a setup script still to run. ``files``: the
-    folder the spec's files were unpacked to (a folder of it each), left out of the paths the refusal names
-    (a team is shown its own files' names, ``bot.py``, not the organiser's folders)."""
+    ``settings``; nothing if it can, or if it has a setup script still to run. ``files``: the folder
+    the spec's files were unpacked to (each submission a folder in it), left out of the paths the
+    refusal names, before it is cut to a line (a team is shown ``bot.py``, not the organiser's folders)."""
     if spec.setup_script:
         return
     checked = settings.model_copy(update={"mode": "process", "replay": None})
-    try:
-        check_policies([spec], checked, agents)
-    except PolicyRefused as refused:
-        if files is None:
-            raise
-        raise PolicyRefused(re.sub(re.escape(f"{files}/") + r"[^/\s]+/?", "", str(refused))) from None
+    unpacked = None if files is None else re.compile(re.escape(f"{files}/") + r"[^/\s]+/?")
+    check_policies([spec], checked, agents, tidy=None if unpacked is None else lambda text: unpacked.sub("", text))
