@@ -176,7 +176,7 @@ def test_what_each_template_receives_is_pinned(league, client):
             svg.startswith("<svg") for svg in page.context["plots"].values()
         )
     forms = {
-        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap"}),
+        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap", "game"}),
         "/login": ("login.html", {"request", "viewer", "json_url", "message"}),
         "/names/nobody": ("error.html", {"request", "viewer", "json_url", "status", "message"}),
     }
@@ -184,6 +184,7 @@ def test_what_each_template_receives_is_pinned(league, client):
         page = client.get(path)
         assert page.template.name == template and set(page.context) == keys
     assert client.get("/submit").context["cap"] == "256 MiB"
+    assert client.get("/submit").context["game"] == "MettaGrid game moves.yaml"
 
 
 def test_a_page_holds_what_the_issue_asks_for(league, client):
