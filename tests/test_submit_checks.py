@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from conftest import POLICIES
 from sqlalchemy import func, select
@@ -40,7 +41,7 @@ from policybox.league.web.app import make_app
 BOT = (EXAMPLES / "wanderer.py").read_text().replace("class Wanderer(", "class Zigzag(")
 SLOW_BOT = BOT + (
     "\n\nclass Slow(Zigzag):\n    def __init__(self, *args, **kwargs):\n        import time\n\n"
-    "        time.sleep(8)\n        super().__init__(*args, **kwargs)\n"
+    "        time.sleep(12)\n        super().__init__(*args, **kwargs)\n"
 )
 CONNECT_FOUR = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
 MARKUP_NAME = "<img src=x onerror=alert(1)>.tar.gz"
@@ -94,9 +95,9 @@ def test_ladder_submit_refuses_a_policy_that_cannot_be_built(tmp_path, database_
 
 
 @pytest.fixture
-def live(tmp_path) -> Iterator[tuple[str, str, Path]]:
+def live(tmp_path) -> Iterator[tuple[str, str, Path, int]]:
     """A live ``ladder serve`` of a ladder whose teams may make 2 submissions an hour: (its URL,
-    team gamma's token, its folder)."""
+    team gamma's token, its folder, its pid)."""
     folder = tmp_path / "cup"
     with api_ladder(folder, submissions_per_hour=2) as ladder:
         token = ladder.token("gamma")
@@ -106,7 +107,7 @@ def live(tmp_path) -> Iterator[tuple[str, str, Path]]:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
     try:
         assert answer_within(port, 120) is not None, (tmp_path / "serve.err").read_text()
-        yield f"http://127.0.0.1:{port}", token, folder
+        yield f"http://127.0.0.1:{port}", token, folder, process.pid
     finally:
         process.terminate()
         process.wait(30)
@@ -118,19 +119,19 @@ def send(client: httpx.Client, path: Path, url: str = "/api/submit", name: str =
 
 
 def test_the_web_upload_builds_it_in_a_cell_while_the_page_answers(live, tmp_path):
-    url, token, folder = live
+    url, token, folder, pid = live
     api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=180)
     form = httpx.Client(base_url=url, headers={"Origin": url}, timeout=180, follow_redirects=True)
     assert form.post("/login", data={"token": token}).status_code == 200  # 303 to /, followed
 
-    # A slow build (8 s in its constructor): the server answers others meanwhile, and gamma's next
+    # A slow build (12 s in its constructor): the server answers others meanwhile, and gamma's next
     # upload waits its turn (429).
     slow: dict[str, httpx.Response] = {}
     sending = threading.Thread(
         target=lambda: slow.update(made=send(api, bot_zip(tmp_path / "s.zip", "Slow", SLOW_BOT)))
     )
     sending.start()
-    time.sleep(2)
+    wait_until(lambda: psutil.Process(pid).children(recursive=True), 60, "the check's cell to start")
     assert httpx.get(f"{url}/api/standings", timeout=30).status_code == 200
     busy = send(api, bot_zip(tmp_path / "zigzag.zip", "Zigzag"), name="other")
     assert sending.is_alive(), "the slow upload was answered before the check of it could have ended"
