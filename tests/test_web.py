@@ -76,7 +76,8 @@ def league(request, tmp_path_factory) -> Iterator[League]:
             for team in LOG_OF:
                 ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
                 activate(ladder, f"{team}bot")
-            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha")
+            # stored without the build check (which would refuse it at once), so that its qualification rejects it
+            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
             ladder.run(matches=6, workers=2)
             rows = {row.name: row for row in ladder.standings().rows}
         assert rows["hostile"].state == "rejected" and all(rows[n].matches for n in rows if n != "hostile")
@@ -176,7 +177,7 @@ def test_what_each_template_receives_is_pinned(league, client):
             svg.startswith("<svg") for svg in page.context["plots"].values()
         )
     forms = {
-        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap"}),
+        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap", "game"}),
         "/login": ("login.html", {"request", "viewer", "json_url", "message"}),
         "/names/nobody": ("error.html", {"request", "viewer", "json_url", "status", "message"}),
     }
@@ -184,6 +185,7 @@ def test_what_each_template_receives_is_pinned(league, client):
         page = client.get(path)
         assert page.template.name == template and set(page.context) == keys
     assert client.get("/submit").context["cap"] == "256 MiB"
+    assert client.get("/submit").context["game"] == "MettaGrid game moves.yaml"
 
 
 def test_a_page_holds_what_the_issue_asks_for(league, client):
@@ -451,7 +453,7 @@ def test_submitting_over_the_api(fresh, tmp_path):
         ]:
             assert response.status_code == status and message in response.json()["error"]
         assert stored(folder) == after
-        other = bot_zip(tmp_path / "hostile.zip", "HostileInInit", POLICIES / "web_bots.py")
+        other = bot_zip(tmp_path / "hostile.zip", "HostileInStep", POLICIES / "web_bots.py")
         assert upload(client, other, "walker", gamma).json()["version"] == 2  # its own name: the next version
     with Ladder.open(folder, read_only=True) as ladder:
         assert ladder.owner_of("walker") == "gamma" and ladder.names_of("gamma") == {"walker"}

@@ -4,7 +4,7 @@ on ``examples/moves.yaml``.
 
 One story, as people would live it: anybody watches the standings change without reloading and walks
 from them to a name and on to a match; team alpha logs in and uploads zips through the form (and is
-refused without its token), one of them hostile -- its constructor raises with a script and an
+refused without its token), one of them hostile -- its first step raises with a script and an
 onerror attribute -- which the ladder rejects; that traceback, shown whole to alpha and cut to its
 first line for others, runs nothing (judged from the DOM and the title); each team sees its own log
 tails and never the other's. Screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the checkout).
@@ -146,7 +146,7 @@ def test_a_live_ladder_in_a_browser(browser, live, tmp_path):
         owner = live.watch(alpha.new_page())
         upload_through_the_form(live, owner, "alphawalker", bot_zip(tmp_path / "walker.zip"))
         refused_without_a_token(live, anybody, bot_zip(tmp_path / "walker2.zip"))
-        hostile = bot_zip(tmp_path / "hostile.zip", "HostileInInit", POLICIES / "web_bots.py")
+        hostile = bot_zip(tmp_path / "hostile.zip", "HostileInStep", POLICIES / "web_bots.py")
         upload_through_the_form(live, owner, "hostile", hostile)
         wait_until(lambda: _state(live, "hostile") == "rejected", LONG_MS / 1000, "hostile to be rejected")
 

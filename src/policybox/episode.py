@@ -9,7 +9,7 @@ import os
 import tempfile
 import time
 import traceback
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -300,12 +300,15 @@ class PolicyRefused(SpecError):
     """A policy cannot be built in its cell: the message names each such policy and why."""
 
 
-def refusal(records: Sequence[AgentRecord]) -> PolicyRefused | None:
-    """The refusal of the policies whose agents failed while being built, if any (one line each)."""
+def refusal(records: Sequence[AgentRecord], tidy: Callable[[str], str] | None = None) -> PolicyRefused | None:
+    """The refusal of the policies whose agents failed while being built, if any (one line each);
+    ``tidy`` rewrites each failure's message first (before it is cut to a line)."""
     failed: dict[str, str] = {}
     for record in records:
         failure = record.failure
         if failure is not None and failure.phase == "init" and record.status.is_terminal:
+            if tidy is not None:
+                failure = failure.model_copy(update={"message": tidy(failure.message)})
             tail = log_tail(record.log_path) if failure.kind == "Crashed" and record.log_path else None
             why = failure.one_line() + (f"; its log ends: {tail.strip()[-300:]}" if tail and tail.strip() else "")
             failed.setdefault(record.spec.display_name, f"{record.spec.display_name} cannot be built: {why}")
@@ -313,11 +316,15 @@ def refusal(records: Sequence[AgentRecord]) -> PolicyRefused | None:
 
 
 def check_policies(
-    specs: Sequence[PolicySpec], settings: EpisodeSettings, agents: int, zygote: Zygote | None = None
+    specs: Sequence[PolicySpec],
+    settings: EpisodeSettings,
+    agents: int,
+    zygote: Zygote | None = None,
+    tidy: Callable[[str], str] | None = None,
 ) -> None:
     """Build each distinct policy once as an episode would -- in a cell, under its sandbox and start-up
-    deadline (or inline) -- and raise ``PolicyRefused`` for those that cannot be built. Specs are
-    tried a game's worth of seats at a time; no step is played."""
+    deadline (or inline) -- and raise ``PolicyRefused`` for those that cannot be built (``tidy``: as
+    ``refusal``). Specs are tried a game's worth of seats at a time; no step is played."""
     distinct = list({spec.model_dump_json(): spec for spec in specs}.values())
     env = open_env(settings, agents)
     try:
@@ -327,7 +334,7 @@ def check_policies(
                 records = agent_records(batch, settings, Path(logs) / str(start))
                 with contextlib.ExitStack() as cells:
                     start_pool(records, [env.cell_setup(r.agent_id) for r in records], settings, zygote, cells)
-                    if refused := refusal(records):
+                    if refused := refusal(records, tidy):
                         raise refused
     finally:
         env.close()

@@ -18,6 +18,19 @@ class HostileInInit(MultiAgentPolicy):
         raise RuntimeError(PAYLOAD)
 
 
+class HostileInStep(MultiAgentPolicy):
+    """Built without fault, then raises at its first step with markup as its message: an upload the
+    build check lets through and its qualification rejects, with a script in its traceback."""
+
+    def agent_policy(self, agent_id):
+        return _Raiser(self.policy_env_info)
+
+
+class _Raiser(AgentPolicy):
+    def step(self, obs):
+        raise RuntimeError(PAYLOAD)
+
+
 class _Logger(AgentPolicy):
     def __init__(self, policy_env_info, secret):
         super().__init__(policy_env_info)

@@ -97,6 +97,14 @@ def init(
     names_per_team: Annotated[
         int, typer.Option(min=1, metavar="N", help="Names a team may own, retired ones not counted.")
     ] = 5,
+    max_matches_per_hour: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="The most matches ladder run plays in any hour (it waits, and says so); default: no limit.",
+        ),
+    ] = None,
     keep_logs: Annotated[
         int,
         typer.Option(
@@ -132,6 +140,7 @@ def init(
             setup_workers=setup_workers,
             submissions_per_hour=submissions_per_hour,
             names_per_team=names_per_team,
+            max_matches_per_hour=max_matches_per_hour,
             keep_logs=keep_logs,
             keep_replays=keep_replays,
         )
@@ -162,11 +171,21 @@ def submit(
             "web page. Without it the submission is the organiser's: no limit applies.",
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="Refuse (exit 2) a policy that cannot be built in its cell, as run and evaluate do (a spec with a "
+            "setup_script is built at qualification, after its script). --no-check stores it: its qualification "
+            "rejects it, with the reason.",
+        ),
+    ] = True,
 ) -> None:
-    """Submit SPEC as NAME's next version: its files are copied into the ladder; it qualifies at the
-    next `ladder run`. The same content as NAME's latest version is refused (exit 2)."""
+    """Submit SPEC as NAME's next version: its policy is built in a cell (no step played), then its
+    files are copied into the ladder; it qualifies at the next `ladder run`. A policy that cannot be
+    built, or the same content as NAME's latest version, is refused (exit 2)."""
     with guarded("nothing was submitted"), _open(folder) as ladder:
-        version = ladder.submit(name, spec, team=team)
+        version = ladder.submit(name, spec, team=team, check=check)
         console.print(shown(f"{version.label} submitted ({version.digest[:12]}); it qualifies at the next ladder run"))
 
 
@@ -404,10 +423,9 @@ def serve(
 
     with guarded("nothing was changed"):
         app = make_app(folder, upload_cap=max_upload_mb * MiB)
+        sock = serving.listen(host, port)  # a port in use: one message, before any URL is announced
     connections = min(max_connections, serving.descriptor_room(backlog))
-    console.print(shown(f"ladder {folder}: http://{host}:{port}/ (up to {connections} connections; Ctrl-C stops)"))
-    # uvicorn stops gracefully on Ctrl-C or SIGTERM (requests in flight are answered) and returns.
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -417,3 +435,10 @@ def serve(
         timeout_keep_alive=keep_alive,
         backlog=backlog,
     )
+    console.print(shown(f"ladder {folder}: http://{host}:{port}/ (up to {connections} connections; Ctrl-C stops)"))
+    # uvicorn stops gracefully on Ctrl-C or SIGTERM (requests in flight are answered) and returns.
+    server = uvicorn.Server(config)
+    with sock:
+        server.run(sockets=[sock])
+    if not server.started:
+        raise typer.Exit(3)  # what uvicorn.run exits with when it could not start (it said why)

@@ -330,7 +330,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def connect(url: str, read_only: bool = False) -> Engine:
     """An engine for ``url`` (``sqlite:///PATH`` or ``postgresql+psycopg://...``). SQLite gets WAL and a
     busy timeout, so that readers and the one writer never wait on each other for long; a read-only
-    SQLite engine cannot write even by mistake."""
+    SQLite engine cannot write even by mistake. A PostgreSQL URL without its driver installed is a
+    ``LadderError`` saying how to install it."""
     if url.startswith("sqlite:"):
         path = url.split("///", 1)[1]
         target = f"sqlite:///file:{path}?mode=ro&uri=true" if read_only else url
@@ -349,7 +350,13 @@ def connect(url: str, read_only: bool = False) -> Engine:
             event.listen(engine, before_it_writes, check, insert=True)
         return engine
     url = url.replace("postgresql://", "postgresql+psycopg://", 1) if url.startswith("postgresql://") else url
-    return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+    try:  # SQLAlchemy imports the driver here, before any connection
+        return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+    except ImportError as exc:
+        raise LadderError(
+            f"a PostgreSQL database needs its driver, which cannot be imported here ({exc}): install it with "
+            "pip install 'policybox[postgresql]'"
+        ) from None
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -31,6 +31,7 @@ from policybox.envs import split_env
 from policybox.episode import EpisodeSettings, check_shorthands
 from policybox.errors import PolicyboxError
 from policybox.league import life, private, store, versions
+from policybox.league.build_check import check_builds
 from policybox.league.database import (
     SCHEMA_VERSION,
     LadderError,
@@ -87,6 +88,9 @@ class LadderSettings(BaseModel):
         default=10, ge=1, description="Submissions a team may make in any hour (the organiser's are not limited)"
     )
     names_per_team: int = Field(default=5, ge=1, description="Names a team may own, retired ones not counted")
+    max_matches_per_hour: int | None = Field(
+        default=None, ge=1, description="The most matches scheduled in any hour (none: no limit): ladder run waits"
+    )
     keep_logs: int = Field(  # at most N x seats x log_limit_mb on disk: a log is the entrant's to fill
         default=100, ge=0, description="The latest N stored matches' log folders kept (their log tails always are)"
     )
@@ -128,15 +132,15 @@ class Ladder:
             raise LadderError("--replays: replays are MettaGrid's format; a PettingZoo game cannot write one")
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise LadderError(f"{folder} is not an empty folder: a new ladder needs a folder of its own")
+        url = database or f"sqlite:///{(folder / SQLITE_FILE).absolute()}"
+        engine = connect(url)  # a PostgreSQL driver that is not installed is refused before the folder is made
         with writing(folder, "creating"):
             folder.mkdir(parents=True, exist_ok=True)
             private.make_private(folder, tell=False)  # the host's alone (policybox.league.private)
             (folder / LOGS).mkdir(mode=0o700)
             if database is None:  # SQLite gives its -wal and -shm files the database file's mode
                 os.close(os.open(folder / SQLITE_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        url = database or f"sqlite:///{(folder / SQLITE_FILE).absolute()}"
         ladder_id = uuid.uuid4().hex
-        engine = connect(url)
         create(engine, ladder_id, settings.model_dump(mode="json"))
         write_atomically(folder / FOLDER_FILE, json.dumps({"ladder_id": ladder_id, "database": database}, indent=2))
         (folder / FOLDER_FILE).chmod(0o600)
@@ -183,12 +187,18 @@ class Ladder:
     # -----------------------------------------------------------------------------------------
     # Submissions
 
-    def submit(self, name: str, source: str, base_dir: Path | None = None, team: str | None = None) -> store.Version:
+    def submit(
+        self, name: str, source: str, base_dir: Path | None = None, team: str | None = None, check: bool = True
+    ) -> store.Version:
         """``source`` (any -p form) as the next version of ``name``, queued for qualification. Its files
-        are copied into the ladder first; the same content as the name's latest version is refused,
-        and so is a retired name (``life.Retired``: only ``reinstate`` brings it back). With ``team`` (a
-        submission over the web page), the name must be new -- it becomes the team's -- or the team's own."""
+        are copied into the ladder first -- once its policy is built in a cell (``check_builds``: one that
+        cannot be built is refused, ``PolicyRefused``; with ``check`` False it is stored, and rejected at
+        qualification instead); the same content as the name's latest version is refused, and so is a
+        retired name (``life.Retired``: only ``reinstate`` brings it back). With ``team`` (a submission
+        over the web page), the name must be new -- it becomes the team's -- or the team's own."""
         versions.check_name(name)
+        if team is not None:
+            versions.check_name(team, "team name")
         with transaction(self.engine) as connection:  # refused before any file is copied; checked again when stored
             if team is not None:
                 _check_owner(connection, name, team)
@@ -198,6 +208,8 @@ class Ladder:
         with tempfile.TemporaryDirectory(dir=kept_in, prefix=".unpacking-") as scratch:  # a zip's files, until kept
             spec = parse_policy_arg(source, base_dir, self.settings.zip_limits(), Path(scratch))
             check_shorthands([spec], self.settings.settings)  # before anything is copied
+            if check:
+                check_builds(spec, self.settings.episode_settings, self.settings.agents, Path(scratch))  # in a cell
             kept = versions.store_spec(spec, kept_in)
         try:
             return self._add(name, source, kept, team)
@@ -253,13 +265,13 @@ class Ladder:
     def token(self, team: str) -> str:
         """A new token with which ``team`` submits over the web page (its first submission of a name
         makes the team that name's owner)."""
-        versions.check_name(team)
+        versions.check_name(team, "team name")
         with transaction(self.engine) as connection:
             return store.new_token(connection, team)
 
     def revoke(self, team: str) -> tuple[int, int]:
         """Revoke every token of ``team`` and end every web session made with one: (tokens, sessions)."""
-        versions.check_name(team)
+        versions.check_name(team, "team name")
         with transaction(self.engine) as connection:
             if not store.is_team(connection, team):
                 raise SpecError(f"this ladder has no team called {team!r}: policybox ladder tokens DIR lists them")

@@ -13,7 +13,9 @@ The loop, until stopped (or until ``matches`` have been played):
    being played and stored while a script runs. A run that stops stops the scripts still running
    (their cells with them); their versions stay queued, for the next run.
 3. **Match.** While a worker is free: ``matchmaking.choose`` picks the versions and seats from the
-   database's state, the match is stored as scheduled (so a kill cannot lose it), then played.
+   database's state, the match is stored as scheduled (so a kill cannot lose it), then played. With
+   ``max_matches_per_hour`` N, no match is scheduled while N were in the last hour (counted from the
+   stored matches, so a run that restarts counts those of the one before): the run waits, and says so.
 4. **Store.** Each match is stored with every rating it changed in one transaction, in the order
    matches were scheduled (a result that arrives early waits for the ones before it), so the
    ratings are a replay of the stored results in id order -- what ``ladder rerate`` recomputes.
@@ -34,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy.exc import DataError, IntegrityError
@@ -42,7 +45,7 @@ from policybox.episode import REPLAY_SUFFIX
 from policybox.league import life, matchmaking, ranking, retention, store
 from policybox.league.backends import Backend, open_runner, shared_budget
 from policybox.league.database import LadderError, transaction
-from policybox.league.ladder import LOGS, REPLAYS, Ladder, LadderSettings
+from policybox.league.ladder import HOUR, LOGS, REPLAYS, Ladder, LadderSettings
 from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, is_users
 from policybox.league.setup import SetupOutcome
 from policybox.league.tournament import episode_seed
@@ -241,6 +244,9 @@ class _Loop:
         rules = matchmaking_rules(self.settings)
         while len(self.in_flight) < self.capacity and (self.limit is None or self.scheduled < self.limit):
             with transaction(self.ladder.engine) as connection:
+                if throttled := _throttled(connection, self.settings.max_matches_per_hour):
+                    self.progress.note = throttled
+                    return
                 index = store.matches_scheduled(connection)
                 seats = matchmaking.choose(store.candidates(connection, self.settings.agents), rules, index)
                 if seats is None:
@@ -375,6 +381,21 @@ class _Loop:
             self.progress.qualified += 1
         else:
             self.progress.rejected += 1
+
+
+def _throttled(connection, most: int | None) -> str | None:
+    """What the run waits for when ``most`` matches were scheduled in the last hour (the throttle); none otherwise."""
+    if most is None:
+        return None
+    now = datetime.now(UTC)
+    recent = store.scheduled_since(connection, (now - HOUR).isoformat(timespec="seconds"))
+    if len(recent) < most:
+        return None
+    frees = datetime.fromisoformat(recent[len(recent) - most]) + HOUR
+    return (
+        f"waiting for the throttle: {len(recent)} matches in the last hour (max_matches_per_hour {most}); "
+        f"the next at {frees:%H:%M:%S} UTC"
+    )
 
 
 def _retired_in(connection, seats: list[int]) -> str | None:

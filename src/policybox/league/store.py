@@ -276,6 +276,14 @@ def matches_scheduled(connection: Connection) -> int:
     return connection.execute(select(func.count()).select_from(matches)).scalar() or 0
 
 
+def scheduled_since(connection: Connection, since: str) -> list[str]:
+    """When each match scheduled at ``since`` (ISO UTC) or after was scheduled, oldest first."""
+    rows = connection.execute(
+        select(matches.c.scheduled_at).where(matches.c.scheduled_at >= since).order_by(matches.c.scheduled_at)
+    )
+    return list(rows.scalars())
+
+
 def schedule(connection: Connection, seed: int, seats: list[int]) -> int:
     """Store a match before it is played (so a killed run plays it again, with the same seed and
     seats); its seats count for the seat balance at once."""

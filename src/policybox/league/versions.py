@@ -59,12 +59,12 @@ class Stored:
     files: Path | None
 
 
-def check_name(name: str) -> str:
-    """``name`` if it may name a submission, else a SpecError saying the rule."""
+def check_name(name: str, what: str = "submission name") -> str:
+    """``name`` if it may name a submission (or, as ``what`` says, a team: the same rule), else a
+    SpecError saying the rule."""
     if not NAME_PATTERN.fullmatch(name):
         raise SpecError(
-            f"submission name {name!r} is not allowed: use 1 to 40 of a-z, 0-9, '_' and '-', "
-            "starting with a letter or a digit"
+            f"{what} {name!r} is not allowed: use 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or a digit"
         )
     return name
 

@@ -11,15 +11,22 @@ given back at once), and one that has not sent a whole request ``request_timeout
 opened (or after its last response) is closed. The cap is kept below the process's descriptor limit
 (raised to its hard limit first), so accept never runs out. What a proxy does better -- connections
 per client address, a slow body -- is the proxy's (README: nginx).
+
+``listen`` binds the server's socket before anything is announced, so that a port in use is one
+message (and no URL printed that nothing answers); uvicorn serves on that socket.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import resource
+import socket
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from policybox.league.database import LadderError
 
 RESERVED_DESCRIPTORS = 128  # the database, an upload's files, uvicorn's own, the thread pool's
 HEADERS_CAP = 16 * 1024  # a request's line and headers: more is answered 400 (h11's default, said here)
@@ -34,6 +41,24 @@ def descriptor_room(backlog: int) -> int:
     if soft != hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return max(1, hard - RESERVED_DESCRIPTORS - 4 * backlog)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` as uvicorn binds one (``Config.bind_socket``, which on
+    failure only logs and exits), or a ``LadderError`` naming the port. uvicorn listens on it."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise LadderError(
+                f"port {port} on {host} is in use (by another ladder serve, or another program): stop it, or "
+                "choose another port with --port"
+            ) from None
+        raise LadderError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
+    return sock
 
 
 def guarded(connections: int, request_timeout: float) -> type[H11Protocol]:

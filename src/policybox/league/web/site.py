@@ -15,6 +15,7 @@ from policybox.league import store
 from policybox.league.database import transaction
 from policybox.league.ladder import Ladder
 from policybox.league.web import UPLOAD_CAP
+from policybox.league.web.checks import BuildChecks
 
 USE_NOTED_EVERY_S = 60.0  # a token's last use is written at most once a minute: a page view is a read
 
@@ -25,6 +26,7 @@ class Site:
     writer: Ladder
     upload_cap: int = UPLOAD_CAP
     _noted: dict[int, float] = field(default_factory=dict)  # token id -> when its use was last written
+    build_checks: BuildChecks = field(default_factory=BuildChecks)  # each team's, one at a time (web.checks)
 
     @classmethod
     def open(cls, folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Site:

@@ -1,6 +1,6 @@
 """Submitting over HTTP: ``POST /api/submit`` with ``Authorization: Bearer TOKEN``, and the submit
-page's form with the login cookie; each a multipart form of ``name`` and ``file`` (a MettaGrid
-submission zip).
+page's form with the login cookie; each a multipart form of ``name`` and ``file`` (a submission
+zip for the ladder's game, MettaGrid's or PettingZoo's: ``game_of``).
 
 Both run what ``ladder submit`` runs -- ``Ladder.submit(name, zip, team=...)``, every check of it, the
 name's owner checked again in the transaction that stores it -- on the upload saved to a temporary
@@ -8,8 +8,13 @@ file. The request body is capped as it streams in (``Site.upload_cap``; past 1 M
 it to an unnamed temporary file, never to memory), the zip's unpacked size by the ladder's own caps
 (``LadderSettings.zip_limits``). No valid token: 401; another team's name: 403; a retired name: 409; too large (the body
 or what the zip unpacks to): 413; over one of the team's limits: 429 (with
-Retry-After when waiting frees it); anything else wrong: 400 with the message. Nothing is stored for
-any of them, and no file of the upload outlives its request.
+Retry-After when waiting frees it); anything else wrong -- a file that is not a zip (named as sent),
+a policy that cannot be built -- 400 with the message. Nothing is stored for any of them, and no file
+of the upload outlives its request.
+
+The build check (``policybox.league.build_check``) starts a cell, in a thread of the server's pool
+(the event loop goes on answering), each team's one at a time and within its limits
+(``policybox.league.web.checks``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path, PurePath
 
 from pydantic import BaseModel, Field
@@ -26,9 +32,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from policybox.envs import split_env
 from policybox.errors import PolicyboxError
 from policybox.league import store
-from policybox.league.ladder import Ladder, NotOwner, TeamLimit
+from policybox.league.ladder import LadderSettings, NotOwner, TeamLimit
 from policybox.league.life import Retired
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
@@ -42,7 +49,22 @@ NEEDS_TOKEN = (
     "a team's token is needed: send Authorization: Bearer TOKEN (the ladder's organiser makes one with "
     "policybox ladder token DIR TEAM)"
 )
-BAD_FORM = "send a multipart form with name (the submission's name) and file (a MettaGrid submission zip)"
+FAMILY_NAMES = {"mettagrid": "MettaGrid", "pettingzoo": "PettingZoo"}
+
+
+def game_of(settings: LadderSettings) -> str:
+    """The ladder's game as its pages name it: its family and the game (a config file by its name
+    alone, never its path on the organiser's machine)."""
+    family, target = split_env(settings.settings.env)
+    game = PurePath(target).name if family == "mettagrid" and target.endswith((".yaml", ".yml", ".json")) else target
+    return f"{FAMILY_NAMES.get(family, family)} game {game}"
+
+
+def bad_form(settings: LadderSettings) -> str:
+    return (
+        "send a multipart form with name (the submission's name) and file (a submission zip for this ladder's "
+        f"{game_of(settings)})"
+    )
 
 
 class Submitted(BaseModel):
@@ -91,26 +113,34 @@ async def submit_form(request: Request) -> Response:
 
 
 def _form_context(site: Site, who: Viewer, message: str | None) -> dict[str, object]:
-    return {"viewer": who, "json_url": None, "message": message, "cap": size(site.upload_cap)}
+    game = game_of(site.reader.settings)
+    return {"viewer": who, "json_url": None, "message": message, "cap": size(site.upload_cap), "game": game}
 
 
 async def _receive(request: Request, site: Site, team: str) -> store.Version:
     async with capped(request, site.upload_cap).form(max_files=1, max_fields=1) as form:
         name, upload = form.get("name"), form.get("file")
         if not isinstance(name, str) or not isinstance(upload, UploadFile):
-            raise HTTPException(400, BAD_FORM)
-        return await run_in_threadpool(_store, site.writer, name.strip(), upload, team)
+            raise HTTPException(400, bad_form(site.reader.settings))
+        return await run_in_threadpool(_store, site, name.strip(), upload, team)
 
 
-def _store(ladder: Ladder, name: str, upload: UploadFile, team: str) -> store.Version:
+def _store(site: Site, name: str, upload: UploadFile, team: str) -> store.Version:
     """The upload as a file of a temporary folder, submitted from there: ``ladder.submit`` copies what
     it keeps into the ladder, so the folder goes when it returns."""
+    ladder = site.writer
     with tempfile.TemporaryDirectory(prefix="policybox-upload-") as folder:
         given = file_name(upload.filename)
         with (Path(folder) / given).open("wb") as kept:
             shutil.copyfileobj(upload.file, kept)
+        if not zipfile.is_zipfile(Path(folder) / given):  # named as it was sent (data: escaped), not as it is kept
+            sent = PurePath(upload.filename or "").name[:100] or "the file sent"
+            raise HTTPException(
+                400, f"{sent} is not a zip file: send a submission zip for this {game_of(ladder.settings)}"
+            )
         try:
-            return ladder.submit(name, given, base_dir=Path(folder), team=team)
+            with site.build_checks.turn(team, ladder.settings.submissions_per_hour):
+                return ladder.submit(name, given, base_dir=Path(folder), team=team)
         except NotOwner as exc:
             raise HTTPException(403, str(exc)) from None
         except Retired as exc:  # the organiser's decision: only ladder reinstate undoes it
