@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -458,9 +458,7 @@ def placings(result: EpisodeResult, seat_names: list[str], rank_by: ranking.Rank
     seats of one policy share its place."""
     seated = [(seat_names[agent.agent_id], agent) for agent in result.agents]
     places = ranking.places(ranking.episode_outcomes(seated, result.steps, rank_by))
-    shared = defaultdict(int)
-    for place in places.values():
-        shared[place] += 1
+    shared = Counter(places.values())
     return [_placing(places[name], shared[places[name]], len(places)) for name in seat_names]
 
 
