@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from conftest import policy
 from starlette.testclient import TestClient
-from test_ladder import WANDERER, activate, api_ladder
+from test_ladder import WANDERER, activate, api_ladder, ladder_command
 
 from policybox import EpisodeSettings, LadderSettings
 from policybox.envs import moves as moves_file
 from policybox.ladder import Ladder as PublicLadder
-from policybox.league import ranking
+from policybox.league import board, ranking
 from policybox.league.web.app import make_app
 from policybox.results import EpisodeResult
 
@@ -86,6 +86,22 @@ def test_each_seat_is_placed_by_the_ladders_order_and_a_forfeit_is_placed_below(
         assert places == {"wanderer": 0, "noop": 1, "crasher": 2}
     listed = _get(arena, "/api/matches")["matches"]
     assert {seat["name"]: seat["placing"] for seat in listed[0]["seats"]} == placing  # the list says the same
+    shown = ladder_command("matches", str(arena), timeout=300)
+    assert shown.returncode == 0 and "placing" in shown.stdout
+    assert all(word in shown.stdout for word in ("1st", "2nd", "3rd")), shown.stdout
+
+
+def test_policies_that_tie_share_a_place(arena):
+    """Each seat its own policy: the seats of the two crashers forfeit, and share the last place."""
+    result = _stored(arena, 1)
+    crashed = [agent.agent_id for agent in result.agents if agent.status.value == "crashed"]
+    names = [f"p{seat}" for seat in range(len(result.agents))]
+    placed = dict(zip(names, board.placings(result, names, "forfeit"), strict=True))
+    for seat in crashed:
+        assert placed[f"p{seat}"] == ("=3rd" if len(crashed) == 2 else "4th"), (placed, crashed)
+    # by reward alone, no forfeit: a crasher's reward of 0 ties the noop's
+    by_reward = board.placings(result, names, "reward")
+    assert len(set(by_reward)) < len(names) and any(label.startswith("=") for label in by_reward)
 
 
 def test_a_mettagrid_replay_is_served_as_frames_the_page_can_draw(arena):
