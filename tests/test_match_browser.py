@@ -102,6 +102,16 @@ def _rewrite(path: Path, change) -> None:
     path.write_bytes(zlib.compress(json.dumps(document).encode()))
 
 
+def _fits_a_phone(page: Page, player: str, shot: Path) -> None:
+    """At 390 px the player stays inside the window (its own box scrolls, the canvas scales)."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    right = page.evaluate(f"() => document.querySelector('{player}').getBoundingClientRect().right")
+    width = page.evaluate("() => window.innerWidth")
+    page.screenshot(path=shot, full_page=True)
+    assert right <= width, (right, width)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
 def _inert(page: Page, title: str) -> None:
     assert page.title() == title and page.locator("main img, main script").count() == 0
 
@@ -126,6 +136,7 @@ def test_a_mettagrid_replay_plays_in_the_match_page(browser, arena, screenshots)
         _slide(page, "#replay-player", 20)
         assert _text(page, "#agent-reward") != start[2]  # it has moved, and been paid for it, by step 20
         page.screenshot(path=screenshots / "match-replay-mettagrid.png", full_page=True)
+        _fits_a_phone(page, "#replay-player", screenshots / "match-replay-mettagrid-390.png")
         page.locator("#replay-player button.play").click()
         expect(page.locator("#replay-player output.step-shown")).not_to_have_text("20", timeout=LONG_MS)
         page.locator("#replay-player button.play").click()  # pause
@@ -157,6 +168,7 @@ def test_a_connect_four_matchs_moves_and_board_follow_the_slider(browser, zoo, s
             board = _text(page, "#board")
             assert board.count("X") + board.count("O") == step + 1, board  # one token a move
         page.screenshot(path=screenshots / "match-moves-connect-four.png", full_page=True)
+        _fits_a_phone(page, "#moves-player", screenshots / "match-moves-connect-four-390.png")
         _slide(page, "#moves-player", 0)
         page.locator("#moves-player button.play").click()
         expect(page.locator("#moves-player output.step-shown")).not_to_have_text("0", timeout=LONG_MS)
