@@ -131,12 +131,17 @@
   function moves(box, page) {
     const rows = Array.from(box.querySelectorAll("#moves tbody tr"));
     const board = document.getElementById("board");
+    const list = box.querySelector(".moves-box");
     const played = page.moves || [];
     const last = played.length ? played[played.length - 1].step : 0;
     const show = (step) => {
       for (const row of rows) row.classList.toggle("current", Number(row.dataset.step) === step);
       const current = rows.find((row) => Number(row.dataset.step) === step);
-      if (current) current.scrollIntoView({ block: "nearest" });
+      if (current) {
+        // the row to the middle of the list's own box, never scrolling the page itself
+        const offset = current.getBoundingClientRect().top - list.getBoundingClientRect().top;
+        list.scrollTop += offset - list.clientHeight / 2;
+      }
       if (board) {
         const shown = played.filter((move) => move.step <= step && move.board !== null && move.board !== undefined);
         board.textContent = shown.length ? shown[shown.length - 1].board : "";
