@@ -19,6 +19,7 @@ from policybox import EpisodeSettings, LadderSettings
 from policybox.envs import moves as moves_file
 from policybox.ladder import Ladder as PublicLadder
 from policybox.league import board, ranking
+from policybox.league.database import LadderError
 from policybox.league.web.app import make_app
 from policybox.results import EpisodeResult
 
@@ -164,6 +165,21 @@ def test_the_moves_are_kept_and_pruned_as_replays_are(zoo, tmp_path):
         old = client.get("/api/matches/1").json()
         assert old["moves"] is None and "no longer kept" in old["replay_note"]
         assert client.get("/api/matches/3").json()["moves"]
+        assert "no longer kept" in client.get("/matches/1").text and 'id="moves"' not in client.get("/matches/1").text
+    with PublicLadder.open(folder) as ladder, pytest.raises(LadderError, match="--no-replays"):
+        ladder.run(matches=1, backend="ray")  # the moves are replays: the Ray rule holds for them too
+
+
+def test_without_javascript_the_page_holds_the_moves_the_board_and_the_download(zoo, arena):
+    with TestClient(make_app(zoo)) as client:
+        html = client.get("/matches/1").text
+        moves = client.get("/api/matches/1").json()["moves"]
+    assert html.count("<tr data-step=") == len(moves) and 'href="/matches/1/replay" download' in html
+    assert f'<pre id="board" class="board">{moves[-1]["board"]}</pre>' in html  # the final board
+    with TestClient(make_app(arena)) as client:
+        html = client.get("/matches/1").text
+    assert 'data-src="/api/matches/1/replay"' in html and "download it above" in html
+    assert '<script src="/static/replay.js" defer></script>' in html
 
 
 def test_the_moves_file_is_capped(tmp_path):
