@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import psutil
@@ -280,9 +281,14 @@ def test_command_line_paths_are_relative_to_the_current_folder_and_the_files_to_
     assert from_file.returncode == 0 and (tmp_path / "cups" / "from-file" / "results.jsonl").is_file()
 
 
-def test_replays_of_a_game_that_has_none_are_refused_up_front(tmp_path):
+def test_replays_of_a_pettingzoo_game_are_its_moves(tmp_path):
     out = tmp_path / "board"
     game = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
     run = policybox("evaluate", "-p", "random", "--env", game, "--episodes", "2", "--replays", "--out", str(out))
-    assert run.returncode == 2 and "replays are MettaGrid's format" in run.stderr
-    assert not out.exists()
+    assert run.returncode == 0, run.stderr
+    files = sorted((out / "replays").glob("*.json.z"))
+    assert len(files) == 2
+    for file in files:
+        document = json.loads(zlib.decompress(file.read_bytes()))
+        assert document["format"] == "policybox-moves" and document["agents"] == ["player_0", "player_1"]
+        assert document["moves"] and {move["agent"] for move in document["moves"]} == {"player_0", "player_1"}

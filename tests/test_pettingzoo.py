@@ -135,7 +135,6 @@ def test_bad_games_and_policies_get_one_clear_error(tmp_path):
         (["--env", SPREAD, "--env-kwargs", "[1]"], "must be a JSON object"),
         (["--env", SPREAD, "--env-kwargs", '{"nope": 1}'], "unexpected keyword argument 'nope'"),
         (["--env", "arena", "--env-kwargs", '{"N": 1}'], "--env-kwargs is for PettingZoo games"),
-        (["--env", SPREAD, "--replay", str(tmp_path / "r.json.z")], "cannot write one"),
         (["--env", SPREAD, "-p", "lstm"], "unknown policy shorthand 'lstm' for PettingZoo games"),
     ]
     for args, message in checks:

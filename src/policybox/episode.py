@@ -82,7 +82,8 @@ class EpisodeSettings(BaseModel):
     )
     replay: str | None = Field(
         default=None,
-        description="Write the episode here as a .json.z replay in MettaGrid's own format (MettaScope loads it); "
+        description="Write the episode here as a .json.z replay: a MettaGrid game's in MettaGrid's own format "
+        "(MettaScope loads it), a PettingZoo game's moves in policybox's (policybox.envs.moves); "
         "an episode cut short is written as far as it was played",
     )
 
@@ -226,7 +227,7 @@ def check_replay(replay: str | None) -> None:
         return
     path = Path(replay)
     if not replay.endswith(REPLAY_SUFFIX):
-        raise ConfigError(f"replay {replay} must be a {REPLAY_SUFFIX} file (MettaGrid's replay format)")
+        raise ConfigError(f"replay {replay} must be a {REPLAY_SUFFIX} file (zlib-compressed JSON)")
     if path.is_dir():
         raise ConfigError(f"replay {replay} is a folder; give a file name such as {path / ('episode' + REPLAY_SUFFIX)}")
     if not path.parent.is_dir():

@@ -72,7 +72,9 @@ def run(
     replay: Annotated[
         Path | None,
         typer.Option(
-            metavar="FILE", help="Write the episode as a MettaGrid replay to this .json.z file (MettaScope plays it)."
+            metavar="FILE",
+            help="Write the episode's replay to this .json.z file: a MettaGrid replay (MettaScope plays it), "
+            "or a PettingZoo game's moves.",
         ),
     ] = None,
     log_dir: Annotated[
@@ -177,7 +179,10 @@ def evaluate(
         Seating, typer.Option(help="rotate: every policy plays every seat equally often. random: seeded shuffles.")
     ] = "rotate",
     replays: Annotated[
-        bool, typer.Option("--replays", help="Write each episode's MettaGrid replay to DIR/replays/.")
+        bool,
+        typer.Option(
+            "--replays", help="Write each episode's replay (MettaGrid's, or a PettingZoo game's moves) to DIR/replays/."
+        ),
     ] = False,
     backend: Annotated[
         Backend,

@@ -74,11 +74,13 @@ def init(
         RankBy, typer.Option(help="forfeit: a failed agent forfeits its match. reward: the game's reward alone.")
     ] = "forfeit",
     replays: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            "--replays", help="Write each match's MettaGrid replay to DIR/replays/ (the match page offers it)."
+            "--replays/--no-replays",
+            help="Write each match's replay to DIR/replays/ (the match page plays it): a MettaGrid game's "
+            "replay, a PettingZoo game's moves. Default: a PettingZoo game's only.",
         ),
-    ] = False,
+    ] = None,
     max_unpacked_mb: Annotated[
         int, typer.Option(min=1, metavar="MB", help="The most a submission zip may unpack to, in MiB.")
     ] = 512,

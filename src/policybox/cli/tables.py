@@ -371,12 +371,12 @@ def show_name(console: Console, page: board.NamePage) -> None:
 
 
 def show_matches(console: Console, found: board.MatchList, title: str = "matches") -> None:
-    """One line per match: each version in it with its mean reward over its seats and its statuses."""
+    """One line per match: each version in it with its mean reward over its seats, its placing and its statuses."""
     names = _Names()
     table = _table(title)
     _number_column(table, "match")
     table.add_column("played", no_wrap=True)
-    table.add_column("versions: mean reward, statuses", overflow="fold")
+    table.add_column("versions: mean reward, placing, statuses", overflow="fold")
     for match in found.matches:
         table.add_row(str(match.id), (match.played_at or "")[11:19], Text(" · ").join(_seated(match, names)))
     console.print(table)
@@ -395,7 +395,9 @@ def _seated(match: board.MatchRow, names: _Names) -> list[Text]:
         bad = statuses != ["ok"]
         shown_versions.append(
             Text.assemble(
-                names.cell(f"{name} v{version}"), f" {mean} ", shown("/".join(statuses), "red" if bad else "")
+                names.cell(f"{name} v{version}"),
+                f" {mean} {seats[0].placing or ''} ",  # a version's seats share its place
+                shown("/".join(statuses), "red" if bad else ""),
             )
         )
     return shown_versions

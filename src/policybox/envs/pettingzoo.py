@@ -19,6 +19,9 @@ factory may return a Parallel env or an AEC env. Seat i is ``possible_agents[i]`
   Python object, which cannot cross without pickle). The host checks every action against the mask
   before the game sees it: a masked-out move is an invalid action, and the fallback is played
   instead -- so a game that raises on an illegal move never gets one.
+- **Moves.** Asked for a replay, a game records its moves there (``policybox.envs.moves``): each
+  step's acting agents, their actions and the rewards the step gave them, and the board as text
+  when the game was made with ``render_mode="ansi"``.
 - **Fallback action** (what a timed-out, invalid or failed agent plays): with an ``action_mask``
   the first legal action; otherwise the action space's zero (``policybox.envs.spaces.fallback_action``).
   It never plays a masked-out move.
@@ -40,6 +43,7 @@ import numpy as np
 from gymnasium import spaces
 
 from policybox.envs.base import ConfigError, GameRequest, InvalidAction
+from policybox.envs.moves import MovesRecorder
 from policybox.envs.spaces import SpaceCodec, fallback_action
 
 ZYGOTE_PRELOAD = ("policybox.envs.pettingzoo", "policybox.envs.pettingzoo_policies")
@@ -106,14 +110,15 @@ def fixed_agents(target: str, kwargs: dict[str, Any]) -> int:
 
 def open_host(request: GameRequest) -> PettingZooHost:
     """The game reset with the request's seed; its number of agents is the caller's to check."""
-    if request.replay is not None:
-        raise ConfigError("replays are MettaGrid's format; a PettingZoo game cannot write one")
     from pettingzoo.utils.env import ParallelEnv
 
     env = make_env(request.target, request.kwargs)
     try:
         game = ParallelGame if isinstance(env, ParallelEnv) else TurnGame
-        return game(env, request.target, request.kwargs, request.steps, request.seed)
+        host = game(env, request.target, request.kwargs, request.steps, request.seed)
+        if request.replay is not None:
+            host.moves = MovesRecorder(request.replay, host.agent_names)
+        return host
     except BaseException:
         env.close()
         raise
@@ -151,6 +156,7 @@ class PettingZooHost:
         self._action_codecs = [SpaceCodec(env.action_space(agent)) for agent in self._agents]
         self._totals = [0.0] * len(self._agents)
         self._steps = 0
+        self.moves: MovesRecorder | None = None  # set when the episode asks for its moves
 
     def cell_setup(self, agent_id: int) -> dict[str, Any]:
         return {
@@ -190,7 +196,17 @@ class PettingZooHost:
         return {}, [{} for _ in self._agents]
 
     def write_replay(self) -> None:
-        """No replays: ``open_host`` refuses to be asked for one."""
+        """The moves, if the episode asked for them."""
+        if self.moves is not None:
+            self.moves.write()
+
+    def _record(self, step: int, actions: dict[Any, Any], rewards: dict[Any, Any]) -> None:
+        """Each agent's move at ``step``, with the board after it where the game renders as text."""
+        if self.moves is None:
+            return
+        board = self._env.render() if getattr(self._env, "render_mode", None) == "ansi" else None
+        for agent, action in actions.items():
+            self.moves.record(step, str(agent), action, float(rewards.get(agent, 0.0)), board)
 
     def close(self) -> None:
         self._env.close()
@@ -270,6 +286,7 @@ class ParallelGame(PettingZooHost):
 
     def step(self) -> None:
         self._observations, rewards, _, _, self._infos = self._env.step(self._actions)
+        self._record(self._steps, self._actions, rewards)
         self._actions = {}
         self._steps += 1
         for agent, reward in rewards.items():
@@ -321,7 +338,9 @@ class TurnGame(PettingZooHost):
         self._action = self._fallback(agent_id)
 
     def step(self) -> None:
+        agent = self._env.agent_selection
         self._env.step(self._action)
+        self._record(self._steps, {agent: self._action}, self._env.rewards)
         self._action = None
         self._steps += 1
         if self.done:

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections import defaultdict
+from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, and_, func, select
 
 from policybox.episode import REPLAY_SUFFIX
-from policybox.league import life, ranking, retention, store
+from policybox.league import life, ranking, replays, retention, store
 from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
 from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.life import VersionState
@@ -38,6 +39,10 @@ from policybox.spec import SpecError
 RECENT = 20
 ID_MAX = 2**63 - 1  # the largest id SQLite and PostgreSQL can compare: none above it exists
 FAILURES_SHOWN = 10
+PLACING = (
+    "Its policy's place in this match by the ladder's ranking rule (a forfeit below every policy that did "
+    "not forfeit): win, draw or loss between two policies, else 1st, 2nd, ... (=2nd: a shared place)"
+)
 
 
 class Latest(BaseModel):
@@ -263,6 +268,7 @@ class SeatResult(BaseModel):
     reward: float | None
     status: str | None
     cause: str | None = None
+    placing: str | None = Field(default=None, description=PLACING)
 
 
 class MatchRow(BaseModel):
@@ -318,7 +324,7 @@ def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
             history=_history(connection, ids),
             head_to_head=_opponents(connection, ids),
             seats=_seat_records(connection, ids),
-            recent=match_rows(connection, ids, RECENT),
+            recent=match_rows(connection, ladder.settings.rank_by, ids, RECENT),
             failures=_failures(connection, ids, private),
         )
 
@@ -429,9 +435,14 @@ def _failures(connection: Connection, ids: dict[int, int], private: bool) -> lis
 
 
 def match_rows(
-    connection: Connection, version_ids: dict[int, int] | None = None, limit: int = 100, before: int | None = None
+    connection: Connection,
+    rank_by: ranking.RankBy,
+    version_ids: dict[int, int] | None = None,
+    limit: int = 100,
+    before: int | None = None,
 ) -> list[MatchRow]:
-    """Played matches, newest first (only those of ``version_ids`` if given; ids below ``before``)."""
+    """Played matches, newest first (only those of ``version_ids`` if given; ids below ``before``),
+    each seat placed by ``rank_by``."""
     query = select(matches.c.id, matches.c.played_at, matches.c.seed, matches.c.result).where(
         matches.c.state == "played"
     )
@@ -443,6 +454,10 @@ def match_rows(
         query = query.where(matches.c.id < before)
     found = connection.execute(query.order_by(matches.c.id.desc()).limit(limit)).all()
     seats = _seat_results(connection, [m.id for m in found])
+    for m in found:
+        placed = placings(EpisodeResult.model_validate(m.result), [seat.name for seat in seats[m.id]], rank_by)
+        for seat, placing in zip(seats[m.id], placed, strict=True):
+            seat.placing = placing
     return [
         MatchRow(
             id=m.id,
@@ -454,6 +469,23 @@ def match_rows(
         )
         for m in found
     ]
+
+
+def placings(result: EpisodeResult, seat_names: list[str], rank_by: ranking.RankBy) -> list[str]:
+    """Each seat's placing in its match, by the ladder's own order of it (``ranking.places``): the
+    seats of one policy share its place."""
+    seated = [(seat_names[agent.agent_id], agent) for agent in result.agents]
+    places = ranking.places(ranking.episode_outcomes(seated, result.steps, rank_by))
+    shared = Counter(places.values())
+    return [_placing(places[name], shared[places[name]], len(places)) for name in seat_names]
+
+
+def _placing(place: int, sharing: int, policies: int) -> str:
+    if policies == 2:
+        return "draw" if sharing == 2 else ("win", "loss")[place]
+    number = place + 1
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return ("=" if sharing > 1 else "") + f"{number}{suffix}"
 
 
 def _fault_line(result: dict[str, Any] | None) -> str | None:
@@ -490,7 +522,7 @@ class MatchList(BaseModel):
 
 def match_list(ladder: Ladder, limit: int = 100, before: int | None = None) -> MatchList:
     with ladder.engine.connect() as connection:
-        return MatchList(matches=match_rows(connection, None, limit, before))
+        return MatchList(matches=match_rows(connection, ladder.settings.rank_by, None, limit, before))
 
 
 class MatchAgent(BaseModel):
@@ -499,6 +531,7 @@ class MatchAgent(BaseModel):
     version: int
     agent: str | None
     reward: float
+    placing: str = Field(description=PLACING)
     status: str
     cause: str | None
     step: int | None
@@ -520,8 +553,15 @@ class MatchPage(BaseModel):
     sandbox: str
     agents: list[MatchAgent]
     replay_command: str = Field(description="The policybox run command that plays this match again")
-    replay_file: str | None = Field(default=None, description="Its MettaGrid replay, when the ladder wrote one")
-    replay_note: str | None = Field(default=None, description="Why it has no replay file: not written, or not kept")
+    replay_file: str | None = Field(
+        default=None, description="Its replay (MettaGrid's, or a PettingZoo game's moves), when the ladder kept one"
+    )
+    replay_note: str | None = Field(
+        default=None, description="Why it has no replay (or no moves): not written, not kept, or unreadable"
+    )
+    moves: list[replays.Move] | None = Field(
+        default=None, description="A PettingZoo match's moves (step, agent, action, reward, board), when kept"
+    )
     logs_note: str | None = Field(
         default=None, description="When its agents' log folders are no longer kept (its log tails are)"
     )
@@ -539,8 +579,9 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
             raise SpecError(f"this ladder has no played match {match_id}")
         seats = _seat_results(connection, [match_id])[match_id]
     result = EpisodeResult.model_validate(row.result)
+    placed = placings(result, [seat.name for seat in seats], ladder.settings.rank_by)
     agents = []
-    for agent, seat in zip(result.agents, seats, strict=True):
+    for agent, seat, placing in zip(result.agents, seats, placed, strict=True):
         failure = agent.failure
         visible = _visible(seat.name, private_for)
         agents.append(
@@ -550,6 +591,7 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
                 version=seat.version,
                 agent=agent.agent,
                 reward=agent.reward,
+                placing=placing,
                 status=agent.status.value,
                 cause=public(failure.kind, visible) if failure else None,
                 step=failure.step if failure else None,
@@ -562,6 +604,12 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
         )
     replay = ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}"
     replay_note, logs_note = retention.missing(ladder, match_id)
+    moves = None
+    if replay.is_file() and result.env.get("family") == "pettingzoo":
+        try:
+            moves = replays.moves(replay)
+        except replays.Unreadable as exc:
+            replay_note = str(exc)
     return MatchPage(
         id=row.id,
         played_at=row.played_at,
@@ -575,8 +623,21 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
         replay_command=_replay_command(ladder, result),
         replay_file=str(replay) if replay.is_file() else None,
         replay_note=replay_note,
+        moves=moves,
         logs_note=logs_note,
     )
+
+
+def match_replay(ladder: Ladder, match_id: int) -> dict[str, Any]:
+    """A played MettaGrid match's kept replay, as the match page's player draws it (``replays``)."""
+    page = match_page(ladder, match_id, private_for=set())
+    if page.replay_file is None or page.env.get("family") != "mettagrid":
+        why = page.replay_note or "a PettingZoo match's moves are in its page's data"
+        raise SpecError(f"match {match_id} has no MettaGrid replay to play: {why}")
+    try:
+        return replays.mettagrid(Path(page.replay_file), [agent.name for agent in page.agents], page.steps)
+    except replays.Unreadable as exc:
+        raise SpecError(f"match {match_id}: {exc}") from None
 
 
 def _replay_command(ladder: Ladder, result: EpisodeResult) -> str:

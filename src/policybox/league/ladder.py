@@ -73,8 +73,10 @@ class LadderSettings(BaseModel):
     )
     setup_timeout_s: float = Field(default=300.0, gt=0, description="How long a version's setup script may run")
     rank_by: RankBy = Field(default="forfeit", description="The ranking rule (policybox.league.ranking)")
-    replays: bool = Field(
-        default=False, description="Write each match's MettaGrid replay to DIR/replays/ (a MettaGrid game, played here)"
+    replays: bool | None = Field(
+        default=None,
+        description="Write each match's replay to DIR/replays/ (played here): a MettaGrid game's replay, a "
+        "PettingZoo game's moves. None: the game's default, a PettingZoo game's (small) moves only",
     )
     max_unpacked_mb: int = Field(default=512, ge=1, description="The most a submission zip may unpack to, in MiB")
     max_file_mb: int = Field(
@@ -95,6 +97,13 @@ class LadderSettings(BaseModel):
         default=100, ge=0, description="The latest N stored matches' log folders kept (their log tails always are)"
     )
     keep_replays: int = Field(default=1000, ge=0, description="The latest N stored matches' replays kept")
+
+    @property
+    def writes_replays(self) -> bool:
+        """Whether each match's replay is written (``replays``, or the game's default)."""
+        if self.replays is not None:
+            return self.replays
+        return split_env(self.settings.env)[0] == "pettingzoo"
 
     def zip_limits(self) -> ZipLimits:
         """What a submission zip may unpack to (``policybox.submission``)."""
@@ -128,8 +137,6 @@ class Ladder:
         """Make a ladder in ``folder`` (new or empty), its database SQLite in the folder or ``database``
         (a PostgreSQL URL, whose database must be empty)."""
         folder = Path(folder).absolute()  # the versions' specs name their files by absolute paths
-        if settings.replays and split_env(settings.settings.env)[0] != "mettagrid":
-            raise LadderError("--replays: replays are MettaGrid's format; a PettingZoo game cannot write one")
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise LadderError(f"{folder} is not an empty folder: a new ladder needs a folder of its own")
         url = database or f"sqlite:///{(folder / SQLITE_FILE).absolute()}"

@@ -82,7 +82,7 @@ def missing(ladder: Ladder, match_id: int) -> tuple[str | None, str | None]:
     replay = None
     if not (ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}").is_file():
         replay = "not written for this match"
-        if settings.replays:
+        if settings.writes_replays:
             replay = f"no longer kept: this ladder keeps the latest {settings.keep_replays} matches' replays"
     logs = None
     if not (ladder.folder / LOGS / f"match-{match_id:06d}").is_dir():

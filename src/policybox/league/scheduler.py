@@ -109,8 +109,11 @@ def run(
     on_progress: Callable[[Progress], None] | None = None,
 ) -> Progress:
     """Run the ladder until stopped, or until ``matches`` more matches are stored (played, or void); how it went."""
-    if ladder.settings.replays and backend == "ray":
-        raise LadderError("this ladder writes replays, which --backend ray cannot: they would be written on the nodes")
+    if ladder.settings.writes_replays and backend == "ray":
+        raise LadderError(
+            "this ladder writes replays, which --backend ray cannot: they would be written on the nodes "
+            "(a ladder made with --no-replays writes none)"
+        )
     with ladder.running(), open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
         loop = _Loop(ladder, runner, matches, on_progress or (lambda progress: None))
         with loop.setup_workers():
@@ -278,7 +281,7 @@ class _Loop:
             name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
             seed = episode_seed(settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
         update: dict[str, object] = {"seed": seed}
-        if self.settings.replays and isinstance(work, _Match):
+        if self.settings.writes_replays and isinstance(work, _Match):
             (replays := self.ladder.folder / REPLAYS).mkdir(mode=0o700, exist_ok=True)  # the host's alone
             update["replay"] = str(replays / f"{name}{REPLAY_SUFFIX}")
         (logs := self.ladder.folder / LOGS).mkdir(mode=0o700, exist_ok=True)  # an episode makes the folder in it 0700

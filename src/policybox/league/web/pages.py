@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from policybox.errors import SpecError
@@ -138,8 +138,17 @@ QUEUE = Page("queue", "/queue", "/api/queue", "queue.html", _queue)
 PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE]
 
 
+def replay_frames(request: Request) -> Response:
+    """A match's kept MettaGrid replay as the page's player (static/replay.js) draws it: 404 without one."""
+    site = request.app.state.site
+    try:
+        return JSONResponse(board.match_replay(site.reader, request.path_params["match"]))
+    except SpecError as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
 def replay(request: Request) -> Response:
-    """A match's MettaGrid replay as a download, where the ladder wrote one (the match page's data says)."""
+    """A match's replay as a download, where the ladder wrote one (the match page's data says)."""
     page = MATCH.model(request)[0]
     assert isinstance(page, board.MatchPage)
     if page.replay_file is None:
