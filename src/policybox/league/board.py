@@ -10,13 +10,12 @@ reason) -- whole for the names a view is asked to show privately (``private=True
 ``private_for``: the operator's command line sees every name's, the web page a team's own), else
 its first line only: the status, the step, the exception's type and the first line of its message;
 ``own`` for what only the team sees at all (log tails, setup output). A game's fault and an aborted
-episode's reason are stored as one line already (``one_line``).
+episode's reason are stored as one line already (``one_line``). Both make every host path in it
+relative (``policybox.league.own_code``): no view shows where the organiser keeps anything.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections import defaultdict
 from typing import Any
 
@@ -24,7 +23,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, and_, func, select
 
 from policybox.episode import REPLAY_SUFFIX
-from policybox.league import ranking, retention, store
+from policybox.league import own_code, ranking, rerun, retention, store
 from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
 from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.ranking import Rating, Reward
@@ -110,12 +109,14 @@ def first_line(text: str) -> str:
 def public(text: str | None, private: bool) -> str | None:
     """A policy's message (a failure's message or cause, a reason) as a viewer may see it: whole for
     its own team, else its first line (the status, step and cause; never the traceback that follows)."""
-    return text if private or text is None else first_line(text)
+    if text is None:
+        return None
+    return own_code.relative(text if private else first_line(text))
 
 
 def own(text: str | None, private: bool) -> str | None:
     """What only a policy's own team sees at all -- a log tail, a setup's output: None for anyone else."""
-    return text if private else None
+    return own_code.relative(text) if private and text is not None else None
 
 
 def _standing(connection: Connection, name: str, current: Any, private: bool) -> Standing:
@@ -265,6 +266,19 @@ class FailureRow(BaseModel):
     cause: str | None
     message: str | None
     log_tail: str | None = Field(default=None, description="Only for its own team (private views)")
+    traceback: own_code.Traceback | None = Field(
+        default=None, description="Only for its own team: its own frames first, policybox's folded"
+    )
+
+
+class SeatLog(BaseModel):
+    """The end of one of its agents' logs in a match it played, failed or not: its own team's only."""
+
+    match: int
+    version: int
+    seat: int
+    status: str
+    log_tail: str | None
 
 
 class NamePage(BaseModel):
@@ -276,6 +290,7 @@ class NamePage(BaseModel):
     seats: list[SeatRecord]
     recent: list[MatchRow]
     failures: list[FailureRow]
+    logs: list[SeatLog] = Field(default_factory=list, description="Its recent matches' log tails: its own team's only")
 
 
 def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
@@ -302,6 +317,7 @@ def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
             seats=_seat_records(connection, ids),
             recent=match_rows(connection, ids, RECENT),
             failures=_failures(connection, ids, private),
+            logs=_logs(connection, ids) if private else [],
         )
 
 
@@ -312,7 +328,7 @@ def _version_info(row: Any, private: bool) -> VersionInfo:
         state=row.state,
         reason=public(row.reason, private),
         digest=row.digest,
-        source=row.source,
+        source=own_code.submitted(row.source),
         submitted_at=row.submitted_at,
         qualified_at=row.qualified_at,
         matches=row.matches,
@@ -384,8 +400,10 @@ def _seat_records(connection: Connection, ids: dict[int, int]) -> list[SeatRecor
 
 
 def _failures(connection: Connection, ids: dict[int, int], private: bool) -> list[FailureRow]:
+    """Its latest failures; for its own team with the log tail and the traceback (which the match's
+    stored result holds, up to ``Failure``'s 8000 characters)."""
     rows = connection.execute(
-        select(match_seats)
+        select(match_seats, matches.c.result)
         .join(matches, matches.c.id == match_seats.c.match_id)
         .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played", match_seats.c.status != "ok")
         .order_by(match_seats.c.match_id.desc())
@@ -401,6 +419,30 @@ def _failures(connection: Connection, ids: dict[int, int], private: bool) -> lis
             cause=public(r.failure_kind, private),
             message=public(r.failure_message, private),
             log_tail=own(r.log_tail, private),
+            traceback=_traceback(r.result, r.seat) if private else None,
+        )
+        for r in rows
+    ]
+
+
+def _traceback(result: dict[str, Any] | None, seat: int) -> own_code.Traceback | None:
+    """The traceback of seat ``seat``'s failure in a stored match result, folded for its team."""
+    agents = (result or {}).get("agents") or []
+    failure = agents[seat].get("failure") if seat < len(agents) else None
+    return own_code.fold_traceback((failure or {}).get("traceback"))
+
+
+def _logs(connection: Connection, ids: dict[int, int]) -> list[SeatLog]:
+    rows = connection.execute(
+        select(match_seats)
+        .join(matches, matches.c.id == match_seats.c.match_id)
+        .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played")
+        .order_by(match_seats.c.match_id.desc(), match_seats.c.seat)
+        .limit(RECENT)
+    )
+    return [
+        SeatLog(
+            match=r.match_id, version=ids[r.version_id], seat=r.seat, status=r.status, log_tail=own(r.log_tail, True)
         )
         for r in rows
     ]
@@ -488,7 +530,8 @@ class MatchAgent(BaseModel):
     p50_ms: float | None
     p99_ms: float | None
     sandbox: dict[str, str]
-    log_tail: str | None = None
+    log_tail: str | None = Field(default=None, description="The end of its log, failed or not: its own team's only")
+    traceback: own_code.Traceback | None = Field(default=None, description="Its failure's: its own team's only")
 
 
 class MatchPage(BaseModel):
@@ -501,8 +544,12 @@ class MatchPage(BaseModel):
     game_fault: str | None
     sandbox: str
     agents: list[MatchAgent]
-    replay_command: str = Field(description="The policybox run command that plays this match again")
-    replay_file: str | None = Field(default=None, description="Its MettaGrid replay, when the ladder wrote one")
+    replay_command: str = Field(
+        description="The policybox run command that plays this match again: DIR is the ladder's folder (rerun)"
+    )
+    replay_file: str | None = Field(
+        default=None, description="Its MettaGrid replay's file name in the ladder's replays folder, when it wrote one"
+    )
     replay_note: str | None = Field(default=None, description="Why it has no replay file: not written, or not kept")
     logs_note: str | None = Field(
         default=None, description="When its agents' log folders are no longer kept (its log tails are)"
@@ -510,7 +557,8 @@ class MatchPage(BaseModel):
 
 
 def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
-    """One played match. ``private_for``: the names whose log tails may be shown (None: every name's)."""
+    """One played match. ``private_for``: the names whose log tails and tracebacks may be shown (None:
+    every name's)."""
     if not 0 <= match_id <= ID_MAX:
         raise SpecError(f"this ladder has no played match {match_id}")
     with ladder.engine.connect() as connection:
@@ -539,7 +587,8 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
                 p50_ms=agent.latency.p50_ms,
                 p99_ms=agent.latency.p99_ms,
                 sandbox=agent.sandbox,
-                log_tail=own(failure.log_tail, visible) if failure else None,
+                log_tail=own(agent.log_tail or (failure.log_tail if failure else None), visible),
+                traceback=own_code.fold_traceback(failure.traceback) if failure and visible else None,
             )
         )
     replay = ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}"
@@ -554,23 +603,11 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
         game_fault=result.game_fault.one_line() if result.game_fault else None,
         sandbox=result.sandbox,
         agents=agents,
-        replay_command=_replay_command(ladder, result),
-        replay_file=str(replay) if replay.is_file() else None,
+        replay_command=rerun.command(result.seed, [(seat.name, seat.version) for seat in seats]),
+        replay_file=replay.name if replay.is_file() else None,
         replay_note=replay_note,
         logs_note=logs_note,
     )
-
-
-def _replay_command(ladder: Ladder, result: EpisodeResult) -> str:
-    settings = ladder.settings.settings
-    words = ["policybox", "run", "--env", settings.env, "--steps", str(settings.steps), "--seed", str(result.seed)]
-    words += ["-n", str(len(result.agents))]
-    if settings.env_kwargs:
-        words += ["--env-kwargs", json.dumps(settings.env_kwargs)]
-    for agent in result.agents:
-        spec = agent.spec
-        words += ["-p", spec.class_path + (f",data={spec.data_path}" if spec.data_path else "")]
-    return shlex.join(words)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -23,7 +22,7 @@ from starlette.routing import Route
 
 from policybox.errors import SpecError
 from policybox.league import board, plots
-from policybox.league.ladder import Ladder
+from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.ranking import Reward
 from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
@@ -144,5 +143,5 @@ def replay(request: Request) -> Response:
     assert isinstance(page, board.MatchPage)
     if page.replay_file is None:
         raise HTTPException(404, f"match {page.id} has no replay: this ladder wrote none for it")
-    name = Path(page.replay_file).name
-    return FileResponse(page.replay_file, media_type="application/octet-stream", filename=name)
+    path = request.app.state.site.reader.folder / REPLAYS / page.replay_file
+    return FileResponse(path, media_type="application/octet-stream", filename=page.replay_file)
