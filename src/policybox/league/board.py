@@ -281,6 +281,13 @@ class SeatLog(BaseModel):
     log_tail: str | None
 
 
+class SetupOutput(BaseModel):
+    """What a version's setup script printed when it qualified: its own team's only."""
+
+    version: int
+    output: str
+
+
 class NamePage(BaseModel):
     name: str
     standing: Standing
@@ -291,6 +298,7 @@ class NamePage(BaseModel):
     recent: list[MatchRow]
     failures: list[FailureRow]
     logs: list[SeatLog] = Field(default_factory=list, description="Its recent matches' log tails: its own team's only")
+    setups: list[SetupOutput] = Field(default_factory=list, description="Its setup scripts' output: its team's only")
 
 
 def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
@@ -318,6 +326,7 @@ def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
             recent=match_rows(connection, ids, RECENT),
             failures=_failures(connection, ids, private),
             logs=_logs(connection, ids) if private else [],
+            setups=_setups(connection, ids) if private else [],
         )
 
 
@@ -430,6 +439,15 @@ def _traceback(result: dict[str, Any] | None, seat: int) -> own_code.Traceback |
     agents = (result or {}).get("agents") or []
     failure = agents[seat].get("failure") if seat < len(agents) else None
     return own_code.fold_traceback((failure or {}).get("traceback"))
+
+
+def _setups(connection: Connection, ids: dict[int, int]) -> list[SetupOutput]:
+    rows = connection.execute(
+        select(qualifications.c.version_id, qualifications.c.setup_output)
+        .where(qualifications.c.version_id.in_(list(ids)), qualifications.c.setup_output.is_not(None))
+        .order_by(qualifications.c.id.desc())
+    )
+    return [SetupOutput(version=ids[r.version_id], output=own(r.setup_output, True) or "") for r in rows]
 
 
 def _logs(connection: Connection, ids: dict[int, int]) -> list[SeatLog]:

@@ -35,6 +35,7 @@ def make_app(folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Starlette:
     routes = [
         *(route for page in pages.PAGES for route in page.routes()),
         Route("/matches/{match:int}/replay", pages.replay, name="replay"),
+        Route("/rules/starter.zip", pages.starter, name="starter"),
         Route("/submit", upload.submit_page, name="submit"),
         Route("/submit", upload.submit_form, methods=["POST"]),
         Route("/api/submit", upload.submit_api, methods=["POST"], name="api:submit"),

@@ -21,7 +21,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from policybox.errors import SpecError
-from policybox.league import board, plots
+from policybox.league import board, plots, rules_page
 from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.ranking import Reward
 from policybox.league.web import render
@@ -106,6 +106,10 @@ def _queue(ladder: Ladder, request: Request, who: Viewer) -> board.Queue:
     return board.queue(ladder, set(who.owned))
 
 
+def _rules(ladder: Ladder, request: Request, who: Viewer) -> rules_page.Rules:
+    return rules_page.rules(ladder, request.app.state.site.upload_cap)
+
+
 # ---------------------------------------------------------------------------------------------
 # Plots, drawn from the page's model
 
@@ -134,7 +138,8 @@ NAME = Page("name", "/names/{name}", "/api/names/{name}", "name.html", _name, _n
 MATCHES = Page("matches", "/matches", "/api/matches", "matches.html", _matches)
 MATCH = Page("match", "/matches/{match:int}", "/api/matches/{match:int}", "match.html", _match)
 QUEUE = Page("queue", "/queue", "/api/queue", "queue.html", _queue)
-PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE]
+RULES = Page("rules", "/rules", "/api/rules", "rules.html", _rules)
+PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES]
 
 
 def replay(request: Request) -> Response:
@@ -145,3 +150,10 @@ def replay(request: Request) -> Response:
         raise HTTPException(404, f"match {page.id} has no replay: this ladder wrote none for it")
     path = request.app.state.site.reader.folder / REPLAYS / page.replay_file
     return FileResponse(path, media_type="application/octet-stream", filename=page.replay_file)
+
+
+def starter(request: Request) -> Response:
+    """A minimal submission for this ladder's game, which qualifies as it is (``rules_page``)."""
+    body = rules_page.starter_zip(request.app.state.site.reader)
+    headers = {"Content-Disposition": 'attachment; filename="starter.zip"'}
+    return Response(body, media_type="application/zip", headers=headers)
