@@ -197,7 +197,7 @@ def test_a_page_holds_what_the_issue_asks_for(league, client):
     assert "W-D-L" in name.text and 'href="/matches/' in name.text
     match = client.get("/matches/1")
     page = match.context["page"]
-    assert f'<td id="seed">{page.seed}</td>' in match.text and "policybox run --env" in page.replay_command
+    assert f'<td id="seed">{page.seed}</td>' in match.text and "policybox run --ladder DIR" in page.replay_command
     assert str(escape(page.replay_command)) in match.text and "p99 ms" in match.text
     assert all(layer in match.text for layer in page.agents[0].sandbox)
     assert 'href="/matches/1/replay"' in match.text
