@@ -261,3 +261,15 @@ def test_the_starter_submission_qualifies_as_it_is(tmp_path, env, agents):
         rows = {row.name: row for row in ladder.standings().rows}
     assert rows["starter"].state == "active" and rows["starter"].matches == 1, rows["starter"]
     assert rows["starter"].statuses == {"ok": agents // 2}  # its seats of the match, every one ok
+
+
+def test_ladder_show_gives_the_organiser_every_names_own_traceback(cup):
+    ran = subprocess.run(
+        [sys.executable, "-m", "policybox", "ladder", "show", str(cup.folder), "nested"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert f'File "{OWN_FRAME}", line 13, in _deep_inside' in ran.stdout and "of policybox folded" in ran.stdout
+    assert "versions/files" not in ran.stdout and 'File "policybox/cell' not in ran.stdout

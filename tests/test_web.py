@@ -266,7 +266,10 @@ def test_a_team_sees_its_own_log_tails_and_tracebacks_and_no_one_elses(league, c
         assert secret in seen[team]
         assert all(secret not in text for other, text in seen.items() if other != team), secret
     assert TRACEBACK in seen["alpha"]  # hostile's reason, whole for its team
-    assert TRACEBACK not in seen["beta"] and TRACEBACK not in seen[None]
+    assert TRACEBACK in seen["beta"]  # its own betabot's, from its matches
+    assert TRACEBACK not in seen[None]
+    hostile_frame = "raise RuntimeError(PAYLOAD)"  # alpha's hostile's own line, in its reason's traceback
+    assert hostile_frame in seen["alpha"] and hostile_frame not in seen["beta"]
     rejected = client.get("/api/queue", headers=auth(league, "beta")).json()["rejected"]
     assert [row["name"] for row in rejected] == ["hostile"]
     assert rejected[0]["reason"] == f"agent 0 ended error: RuntimeError at start-up: {PAYLOAD}"  # its first line only
