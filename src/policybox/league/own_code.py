@@ -34,16 +34,12 @@ INSTALLED = sorted(
 FRAME = re.compile(r'  File "(?P<path>[^"]*)", line \d+')
 
 
-def relative(text: str, folder: Path | None = None) -> str:
+def relative(text: str) -> str:
     """``text`` with every host path cut to its relative form: a version's files to the path inside
-    the submission, policybox's and the libraries' to the package's, the ladder's ``folder`` (if
-    given) to ``DIR``."""
+    the submission, policybox's and the libraries' to the package's."""
     text = VERSION_FILES.sub("", text)
     for prefix in INSTALLED:
         text = text.replace(prefix + "/", "")
-    if folder is not None:
-        for shown in {str(folder), str(folder.resolve())}:
-            text = text.replace(shown, "DIR")
     return text
 
 
