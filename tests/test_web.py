@@ -208,7 +208,7 @@ def test_a_page_holds_what_the_issue_asks_for(league, client):
     assert "W-D-L" in name.text and 'href="/matches/' in name.text
     match = client.get("/matches/1")
     page = match.context["page"]
-    assert f'<td id="seed">{page.seed}</td>' in match.text and "policybox run --env" in page.replay_command
+    assert f'<td id="seed">{page.seed}</td>' in match.text and "policybox run --ladder DIR" in page.replay_command
     assert str(escape(page.replay_command)) in match.text and "p99 ms" in match.text
     assert all(layer in match.text for layer in page.agents[0].sandbox)
     assert 'href="/matches/1/replay"' in match.text
@@ -277,7 +277,10 @@ def test_a_team_sees_its_own_log_tails_and_tracebacks_and_no_one_elses(league, c
         assert secret in seen[team]
         assert all(secret not in text for other, text in seen.items() if other != team), secret
     assert TRACEBACK in seen["alpha"]  # hostile's reason, whole for its team
-    assert TRACEBACK not in seen["beta"] and TRACEBACK not in seen[None]
+    assert TRACEBACK in seen["beta"]  # its own betabot's, from its matches
+    assert TRACEBACK not in seen[None]
+    hostile_frame = "raise RuntimeError(PAYLOAD)"  # alpha's hostile's own line, in its reason's traceback
+    assert hostile_frame in seen["alpha"] and hostile_frame not in seen["beta"]
     rejected = client.get("/api/queue", headers=auth(league, "beta")).json()["rejected"]
     assert [row["name"] for row in rejected] == ["hostile"]
     first = f"agent 0 ended error: RuntimeError at start-up: {PAYLOAD}"

@@ -589,8 +589,9 @@ def _result(
     game_stats, agent_stats = env.episode_stats()
     agents = []
     for record in records:
+        tail = log_tail(record.log_path) if record.log_path is not None else None
         if record.failure is not None and record.log_path is not None:
-            record.failure.log_tail = log_tail(record.log_path)
+            record.failure.log_tail = tail
         agents.append(
             AgentResult(
                 agent_id=record.agent_id,
@@ -613,6 +614,7 @@ def _result(
                 sandbox=record.sandbox,
                 action_digest=record.action_digest,
                 log_path=str(record.log_path) if record.log_path else None,
+                log_tail=tail,
                 log_note=record.log_note,
             )
         )

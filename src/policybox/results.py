@@ -146,6 +146,9 @@ class AgentResult(BaseModel):
     )
     action_digest: str = Field(description="SHA-256 of the action payloads applied to the env for this agent")
     log_path: str | None = None
+    log_tail: str | None = Field(
+        default=None, description="The end of the agent's log, failed or not (a failure's is also its log_tail)"
+    )
     log_note: str | None = Field(
         default=None, description="Why the agent's log ends early: the host could not write all of it (a full disk)"
     )

@@ -26,9 +26,11 @@ from policybox.episode import (
     run_episode,
 )
 from policybox.inert import shown
+from policybox.league import rerun
 from policybox.league.backends import Backend, ray_backend
 from policybox.league.evaluation import REPORT_FILE, load_summary, play_tournament
 from policybox.league.evaluation import Progress as EvaluationProgress
+from policybox.league.ladder import Ladder
 from policybox.league.ranking import RankBy
 from policybox.league.setup import prepared_for_now
 from policybox.league.summary import Summary
@@ -64,8 +66,17 @@ def _root(
 @app.command()
 @with_episode_options
 def run(
+    ctx: typer.Context,
     policies: Annotated[list[str], typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)],
     episode: dict,
+    ladder: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="Play as this ladder plays (its game, steps, seats and limits; options given here override "
+            "them), a -p NAME@vN being that version's stored files: a match page's command plays the match again.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write the episode result as JSON to this file.")
     ] = None,
@@ -100,9 +111,13 @@ def run(
     """
     with guarded("every cell was stopped; no result written"):
         _check_replay_name(replay)
-        settings = EpisodeSettings.from_options({**episode, "replay": str(replay) if replay else None})
-        agents = agent_count(settings, episode["agents"], DEFAULT_AGENTS)
-        specs = assign_policies([parse_policy_arg(text) for text in policies], agents)
+        options = {**episode, "replay": str(replay) if replay else None}
+        if ladder is None:
+            settings, default_agents, parsed = EpisodeSettings.from_options(options), DEFAULT_AGENTS, _parsed(policies)
+        else:
+            settings, default_agents, parsed = _from_ladder(ctx, ladder, options, policies)
+        agents = agent_count(settings, episode["agents"], default_agents)
+        specs = assign_policies(parsed, agents)
         _check_writable(out)
         logs = log_dir or default_log_dir(settings.seed)
         check_folder(logs, "--log-dir")
@@ -130,6 +145,29 @@ def run(
         errors.print(error_line(full.with_outcome("the result is shown above", "run again")), soft_wrap=True)
     clean = result.game_fault is None and all(a.status == AgentStatus.OK for a in result.agents)
     raise typer.Exit(0 if clean and not unwritten else 1)
+
+
+def _parsed(policies: list[str]) -> list[PolicySpec]:
+    for text in policies:
+        if rerun.is_version(text):
+            raise SpecError(f"-p {text} names a ladder's version: give --ladder DIR, the ladder's folder")
+    return [parse_policy_arg(text) for text in policies]
+
+
+def _from_ladder(
+    ctx: typer.Context, folder: Path, options: dict[str, Any], policies: list[str]
+) -> tuple[EpisodeSettings, int, list[PolicySpec]]:
+    """The ladder's settings with the options given on the command line, its seats, and the specs
+    (``NAME@vN`` its versions')."""
+    given = {
+        name: value
+        for name, value in options.items()
+        if name == "replay" or getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
+    }
+    with Ladder.open(folder, read_only=True) as opened:
+        settings = rerun.episode_settings(opened, given)
+        specs = [rerun.resolve(opened, text) if rerun.is_version(text) else parse_policy_arg(text) for text in policies]
+        return settings, opened.settings.agents, specs
 
 
 def _played(

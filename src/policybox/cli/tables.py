@@ -365,6 +365,10 @@ def show_name(console: Console, page: board.NamePage) -> None:
     for failure in page.failures:
         head = f"match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
         console.print(shown(f"{head}: {failure.cause} at step {failure.step}: {failure.message}", "yellow"))
+        if failure.traceback:  # its own frames; policybox's counted
+            folded = failure.traceback.folded_frames
+            note = f"({folded} frame{'s' if folded != 1 else ''} of policybox folded)"
+            console.print(shown(f"{failure.traceback.own.rstrip()}\n{note}", "dim"))
         if failure.log_tail:
             console.print(shown(failure.log_tail.rstrip()[-2000:], "dim"))
     names.show_full(console)

@@ -10,22 +10,20 @@ reason) -- whole for the names a view is asked to show privately (``private=True
 ``private_for``: the operator's command line sees every name's, the web page a team's own), else
 its first line only: the status, the step, the exception's type and the first line of its message;
 ``own`` for what only the team sees at all (log tails, setup output). A game's fault and an aborted
-episode's reason are stored as one line already (``one_line``).
+episode's reason are stored as one line already (``one_line``). Both make every host path in it
+relative (``policybox.league.own_code``): no view shows where the organiser keeps anything.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, and_, func, select
 
 from policybox.episode import REPLAY_SUFFIX
-from policybox.league import life, ranking, replays, retention, store
+from policybox.league import life, own_code, ranking, replays, rerun, retention, store
 from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
 from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.life import VersionState
@@ -119,8 +117,11 @@ def _visible(name: str, private_for: set[str] | None) -> bool:
 def public(text: str | None, private: bool, where: str | None = None) -> str | None:
     """A policy's message (a failure's message or cause, a reason) as a viewer may see it: whole for
     its own team, else its first line (the status, step and cause; never the traceback that follows);
-    ``where``: what that line says, when more follows, of where the full text is (a reason's)."""
-    return text if private or text is None else first_line(text, where)
+    ``where``: what that line says, when more follows, of where the full text is (a reason's). Either
+    way with the ladder's own paths made relative (``own_code.relative``)."""
+    if text is None:
+        return None
+    return own_code.relative(text if private else first_line(text, where))
 
 
 def reason(text: str | None, private: bool) -> str | None:
@@ -130,7 +131,7 @@ def reason(text: str | None, private: bool) -> str | None:
 
 def own(text: str | None, private: bool) -> str | None:
     """What only a policy's own team sees at all -- a log tail, a setup's output: None for anyone else."""
-    return text if private else None
+    return own_code.relative(text) if private and text is not None else None
 
 
 def _standing(connection: Connection, name: str, current: Any, private: bool) -> Standing:
@@ -289,6 +290,26 @@ class FailureRow(BaseModel):
     cause: str | None
     message: str | None
     log_tail: str | None = Field(default=None, description="Only for its own team (private views)")
+    traceback: own_code.Traceback | None = Field(
+        default=None, description="Only for its own team: its own frames first, policybox's folded"
+    )
+
+
+class SeatLog(BaseModel):
+    """The end of one of its agents' logs in a match it played, failed or not: its own team's only."""
+
+    match: int
+    version: int
+    seat: int
+    status: str
+    log_tail: str | None
+
+
+class SetupOutput(BaseModel):
+    """What a version's setup script printed when it qualified: its own team's only."""
+
+    version: int
+    output: str
 
 
 class NamePage(BaseModel):
@@ -300,6 +321,8 @@ class NamePage(BaseModel):
     seats: list[SeatRecord]
     recent: list[MatchRow]
     failures: list[FailureRow]
+    logs: list[SeatLog] = Field(default_factory=list, description="Its recent matches' log tails: its own team's only")
+    setups: list[SetupOutput] = Field(default_factory=list, description="Its setup scripts' output: its team's only")
 
 
 def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
@@ -326,6 +349,8 @@ def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
             seats=_seat_records(connection, ids),
             recent=match_rows(connection, ladder.settings.rank_by, ids, RECENT),
             failures=_failures(connection, ids, private),
+            logs=_logs(connection, ids) if private else [],
+            setups=_setups(connection, ids) if private else [],
         )
 
 
@@ -336,7 +361,7 @@ def _version_info(row: Any, private: bool) -> VersionInfo:
         state=row.state,
         reason=reason(row.reason, private),
         digest=row.digest,
-        source=row.source,
+        source=own_code.submitted(row.source),
         submitted_at=row.submitted_at,
         qualified_at=row.qualified_at,
         matches=row.matches,
@@ -408,8 +433,10 @@ def _seat_records(connection: Connection, ids: dict[int, int]) -> list[SeatRecor
 
 
 def _failures(connection: Connection, ids: dict[int, int], private: bool) -> list[FailureRow]:
+    """Its latest failures; for its own team with the log tail and the traceback (which the match's
+    stored result holds, up to ``Failure``'s 8000 characters)."""
     rows = connection.execute(
-        select(match_seats)
+        select(match_seats, matches.c.result)
         .join(matches, matches.c.id == match_seats.c.match_id)
         .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played", match_seats.c.status != "ok")
         .order_by(match_seats.c.match_id.desc())
@@ -425,6 +452,39 @@ def _failures(connection: Connection, ids: dict[int, int], private: bool) -> lis
             cause=public(r.failure_kind, private),
             message=public(r.failure_message, private),
             log_tail=own(r.log_tail, private),
+            traceback=_traceback(r.result, r.seat) if private else None,
+        )
+        for r in rows
+    ]
+
+
+def _traceback(result: dict[str, Any] | None, seat: int) -> own_code.Traceback | None:
+    """The traceback of seat ``seat``'s failure in a stored match result, folded for its team."""
+    agents = (result or {}).get("agents") or []
+    failure = agents[seat].get("failure") if seat < len(agents) else None
+    return own_code.fold_traceback((failure or {}).get("traceback"))
+
+
+def _setups(connection: Connection, ids: dict[int, int]) -> list[SetupOutput]:
+    rows = connection.execute(
+        select(qualifications.c.version_id, qualifications.c.setup_output)
+        .where(qualifications.c.version_id.in_(list(ids)), qualifications.c.setup_output.is_not(None))
+        .order_by(qualifications.c.id.desc())
+    )
+    return [SetupOutput(version=ids[r.version_id], output=own(r.setup_output, True) or "") for r in rows]
+
+
+def _logs(connection: Connection, ids: dict[int, int]) -> list[SeatLog]:
+    rows = connection.execute(
+        select(match_seats)
+        .join(matches, matches.c.id == match_seats.c.match_id)
+        .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played")
+        .order_by(match_seats.c.match_id.desc(), match_seats.c.seat)
+        .limit(RECENT)
+    )
+    return [
+        SeatLog(
+            match=r.match_id, version=ids[r.version_id], seat=r.seat, status=r.status, log_tail=own(r.log_tail, True)
         )
         for r in rows
     ]
@@ -539,7 +599,8 @@ class MatchAgent(BaseModel):
     p50_ms: float | None
     p99_ms: float | None
     sandbox: dict[str, str]
-    log_tail: str | None = None
+    log_tail: str | None = Field(default=None, description="The end of its log, failed or not: its own team's only")
+    traceback: own_code.Traceback | None = Field(default=None, description="Its failure's: its own team's only")
 
 
 class MatchPage(BaseModel):
@@ -552,9 +613,13 @@ class MatchPage(BaseModel):
     game_fault: str | None
     sandbox: str
     agents: list[MatchAgent]
-    replay_command: str = Field(description="The policybox run command that plays this match again")
+    replay_command: str = Field(
+        description="The policybox run command that plays this match again: DIR is the ladder's folder (rerun)"
+    )
     replay_file: str | None = Field(
-        default=None, description="Its replay (MettaGrid's, or a PettingZoo game's moves), when the ladder kept one"
+        default=None,
+        description="Its replay's file name in the ladder's replays folder (MettaGrid's, or a PettingZoo game's "
+        "moves), when the ladder kept one",
     )
     replay_note: str | None = Field(
         default=None, description="Why it has no replay (or no moves): not written, not kept, or unreadable"
@@ -568,7 +633,8 @@ class MatchPage(BaseModel):
 
 
 def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
-    """One played match. ``private_for``: the names whose log tails may be shown (None: every name's)."""
+    """One played match. ``private_for``: the names whose log tails and tracebacks may be shown (None:
+    every name's)."""
     if not 0 <= match_id <= ID_MAX:
         raise SpecError(f"this ladder has no played match {match_id}")
     with ladder.engine.connect() as connection:
@@ -599,7 +665,8 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
                 p50_ms=agent.latency.p50_ms,
                 p99_ms=agent.latency.p99_ms,
                 sandbox=agent.sandbox,
-                log_tail=own(failure.log_tail, visible) if failure else None,
+                log_tail=own(agent.log_tail or (failure.log_tail if failure else None), visible),
+                traceback=own_code.fold_traceback(failure.traceback) if failure and visible else None,
             )
         )
     replay = ladder.folder / REPLAYS / f"match-{match_id:06d}{REPLAY_SUFFIX}"
@@ -620,8 +687,8 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
         game_fault=result.game_fault.one_line() if result.game_fault else None,
         sandbox=result.sandbox,
         agents=agents,
-        replay_command=_replay_command(ladder, result),
-        replay_file=str(replay) if replay.is_file() else None,
+        replay_command=rerun.command(result.seed, [(seat.name, seat.version) for seat in seats]),
+        replay_file=replay.name if replay.is_file() else None,
         replay_note=replay_note,
         moves=moves,
         logs_note=logs_note,
@@ -635,21 +702,9 @@ def match_replay(ladder: Ladder, match_id: int) -> dict[str, Any]:
         why = page.replay_note or "a PettingZoo match's moves are in its page's data"
         raise SpecError(f"match {match_id} has no MettaGrid replay to play: {why}")
     try:
-        return replays.mettagrid(Path(page.replay_file), [agent.name for agent in page.agents], page.steps)
+        return replays.mettagrid(ladder.folder / REPLAYS / page.replay_file, [a.name for a in page.agents], page.steps)
     except replays.Unreadable as exc:
         raise SpecError(f"match {match_id}: {exc}") from None
-
-
-def _replay_command(ladder: Ladder, result: EpisodeResult) -> str:
-    settings = ladder.settings.settings
-    words = ["policybox", "run", "--env", settings.env, "--steps", str(settings.steps), "--seed", str(result.seed)]
-    words += ["-n", str(len(result.agents))]
-    if settings.env_kwargs:
-        words += ["--env-kwargs", json.dumps(settings.env_kwargs)]
-    for agent in result.agents:
-        spec = agent.spec
-        words += ["-p", spec.class_path + (f",data={spec.data_path}" if spec.data_path else "")]
-    return shlex.join(words)
 
 
 # ---------------------------------------------------------------------------------------------

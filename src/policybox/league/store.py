@@ -372,7 +372,7 @@ def record_match(
                 failure_kind=failure.kind if failure else None,
                 failure_step=failure.step if failure else None,
                 failure_message=failure.message if failure else None,
-                log_tail=failure.log_tail if failure else None,
+                log_tail=agent.log_tail or (failure.log_tail if failure else None),  # ok seats' too
                 timeouts=agent.timeouts,
                 invalid_actions=agent.invalid_actions,
                 p50_ms=agent.latency.p50_ms,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,8 +21,8 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from policybox.errors import SpecError
-from policybox.league import board, plots
-from policybox.league.ladder import Ladder
+from policybox.league import board, plots, rules_page
+from policybox.league.ladder import REPLAYS, Ladder
 from policybox.league.ranking import Reward
 from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
@@ -107,6 +106,10 @@ def _queue(ladder: Ladder, request: Request, who: Viewer) -> board.Queue:
     return board.queue(ladder, set(who.owned))
 
 
+def _rules(ladder: Ladder, request: Request, who: Viewer) -> rules_page.Rules:
+    return rules_page.rules(ladder, request.app.state.site.upload_cap)
+
+
 # ---------------------------------------------------------------------------------------------
 # Plots, drawn from the page's model
 
@@ -135,7 +138,8 @@ NAME = Page("name", "/names/{name}", "/api/names/{name}", "name.html", _name, _n
 MATCHES = Page("matches", "/matches", "/api/matches", "matches.html", _matches)
 MATCH = Page("match", "/matches/{match:int}", "/api/matches/{match:int}", "match.html", _match)
 QUEUE = Page("queue", "/queue", "/api/queue", "queue.html", _queue)
-PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE]
+RULES = Page("rules", "/rules", "/api/rules", "rules.html", _rules)
+PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES]
 
 
 def replay_frames(request: Request) -> Response:
@@ -153,5 +157,12 @@ def replay(request: Request) -> Response:
     assert isinstance(page, board.MatchPage)
     if page.replay_file is None:
         raise HTTPException(404, f"match {page.id} has no replay: this ladder wrote none for it")
-    name = Path(page.replay_file).name
-    return FileResponse(page.replay_file, media_type="application/octet-stream", filename=name)
+    path = request.app.state.site.reader.folder / REPLAYS / page.replay_file
+    return FileResponse(path, media_type="application/octet-stream", filename=page.replay_file)
+
+
+def starter(request: Request) -> Response:
+    """A minimal submission for this ladder's game, which qualifies as it is (``rules_page``)."""
+    body = rules_page.starter_zip(request.app.state.site.reader)
+    headers = {"Content-Disposition": 'attachment; filename="starter.zip"'}
+    return Response(body, media_type="application/zip", headers=headers)

@@ -1,0 +1,275 @@
+"""The participant's side of a ladder (issue #25): the rules and the starter submission, a team's
+own traceback, setup output and log tails, no path of the organiser's machine on any page, and the
+reproduce command, which names versions that ``policybox run --ladder DIR`` resolves.
+
+Judged from outside: HTTP answers (JSON and HTML) to the public and to each team's token, the
+ladder's stored states, and the exit code and result file of ``policybox run``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import POLICIES, policy
+from starlette.testclient import TestClient
+from test_ladder import EXAMPLES, WANDERER, activate, api_ladder
+from test_setup import BUILD, team
+from test_web import everything_seen
+
+import policybox
+from policybox.league.web.app import make_app
+
+CONNECT_FOUR = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
+OWN_FILE = "own_traceback.py"
+OWN_FRAME = f"policies/{OWN_FILE}"  # its own file in a traceback's frame: its path inside its submission
+LOG_LINE = "OWN-TRACEBACK-BOT-LOG"
+
+
+@dataclass
+class Cup:
+    folder: Path
+    tokens: dict[str, str]
+
+
+def auth(cup: Cup, team_name: str | None) -> dict[str, str]:
+    return {} if team_name is None else {"Authorization": f"Bearer {cup.tokens[team_name]}"}
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def cup(request, tmp_path_factory) -> Iterator[Cup]:
+    """A ladder that has played 3 matches: the organiser's walker; team alpha's nested, which raises
+    from a nested function of its own file at its 3rd step of every match, and its built, whose
+    setup script prints where it runs; team beta's chatty, which logs every step and never fails;
+    alpha's hostile, rejected (its reason a traceback through its own file)."""
+    root = tmp_path_factory.mktemp("participant")
+    folder = root / "cup"
+    database, drop = None, None
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres_server")
+        name = server.create_database()
+        database, drop = server.url(name), lambda: server.drop_database(name)
+    try:
+        with api_ladder(folder, database, suspend_after=10) as ladder:
+            tokens = {name: ladder.token(name) for name in ("alpha", "beta")}
+            ladder.submit("built", str(team(root / "built", BUILD)), team="alpha")  # first: its setup takes longest
+            ladder.submit("walker", WANDERER)
+            ladder.submit("nested", policy("own_traceback.py:NestedRaise"), team="alpha")
+            ladder.submit("chatty", policy("own_traceback.py:Chatty"), team="beta")
+            for name in ("walker", "nested", "chatty"):
+                activate(ladder, name)
+            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha")
+            ladder.run(matches=3, workers=2)
+            while (rows := {row.name: row for row in ladder.standings().rows})["built"].state == "qualifying":
+                ladder.run(matches=1, workers=1)  # its setup script outlasted the matches
+        assert rows["hostile"].state == "rejected" and rows["built"].state == "active", rows
+        yield Cup(folder, tokens)
+    finally:
+        if drop is not None:
+            drop()
+
+
+@pytest.fixture
+def client(cup) -> Iterator[TestClient]:
+    with TestClient(make_app(cup.folder)) as test_client:
+        yield test_client
+
+
+def _played_by(client: TestClient, name: str) -> list[dict]:
+    return [m for m in client.get("/api/matches").json()["matches"] if any(s["name"] == name for s in m["seats"])]
+
+
+# ---------------------------------------------------------------------------------------------
+# A team's own traceback, setup output and log tails
+
+
+def test_a_team_sees_its_own_frames_first_and_others_see_the_first_line_only(cup, client):
+    own = client.get("/api/names/nested", headers=auth(cup, "alpha")).json()
+    failure = own["failures"][0]
+    traceback = failure["traceback"]
+    frames = [line for line in traceback["own"].splitlines() if line.startswith("  File ")]
+    assert frames and all(f'"policies/{OWN_FILE}"' in frame for frame in frames), traceback
+    assert frames[-1].endswith("in _deep_inside") and "ValueError: own code gave up" in traceback["own"]
+    assert traceback["folded_frames"] >= 1 and '"policybox/cell/' in traceback["folded"]
+    assert "OWN-SECOND-LINE" in failure["message"]
+    page = client.get("/names/nested", headers=auth(cup, "alpha")).text
+    assert page.index(OWN_FRAME) < page.index("<details") < page.index("policybox/cell/")
+
+    match_id = failure["match"]
+    seats = client.get(f"/api/matches/{match_id}", headers=auth(cup, "alpha")).json()["agents"]
+    assert all((seat["traceback"] is not None) == (seat["name"] == "nested") for seat in seats)
+
+    for viewer in (None, "beta"):
+        other = client.get("/api/names/nested", headers=auth(cup, viewer)).json()
+        shown = other["failures"][0]
+        assert shown["traceback"] is None and shown["log_tail"] is None and other["logs"] == []
+        assert shown["message"] == "own code gave up at step 3"  # its first line only
+        for path in ("/names/nested", f"/matches/{match_id}", f"/api/matches/{match_id}"):
+            text = client.get(path, headers=auth(cup, viewer)).text
+            assert OWN_FRAME not in text and "Traceback" not in text and "OWN-SECOND-LINE" not in text, path
+
+
+def test_a_team_sees_the_log_tail_of_every_match_it_played_and_its_setup_output(cup, client):
+    played = _played_by(client, "chatty")
+    assert played
+    logs = client.get("/api/names/chatty", headers=auth(cup, "beta")).json()["logs"]
+    assert {log["match"] for log in logs} == {m["id"] for m in played}
+    assert all(log["status"] == "ok" and f"{LOG_LINE} ok" in log["log_tail"] for log in logs), logs
+    assert f"{LOG_LINE} ok" in client.get("/names/chatty", headers=auth(cup, "beta")).text
+    seats = client.get(f"/api/matches/{played[0]['id']}", headers=auth(cup, "beta")).json()["agents"]
+    assert all((LOG_LINE in (seat["log_tail"] or "")) == (seat["name"] == "chatty") for seat in seats)
+    for viewer in (None, "alpha"):
+        assert client.get("/api/names/chatty", headers=auth(cup, viewer)).json()["logs"] == []
+        assert LOG_LINE not in client.get(f"/matches/{played[0]['id']}", headers=auth(cup, viewer)).text
+
+    setups = client.get("/api/names/built", headers=auth(cup, "alpha")).json()["setups"]
+    assert [s["version"] for s in setups] == [1] and "setting up in" in setups[0]["output"]
+    assert "setting up in" in client.get("/names/built", headers=auth(cup, "alpha")).text
+    for viewer in (None, "beta"):
+        assert client.get("/api/names/built", headers=auth(cup, viewer)).json()["setups"] == []
+        assert "setting up in" not in client.get("/names/built", headers=auth(cup, viewer)).text
+
+
+# ---------------------------------------------------------------------------------------------
+# No path of the organiser's machine
+
+
+def test_no_page_or_json_shows_a_path_on_the_organisers_machine(cup, client):
+    """Every GET route (each name, each match, files too), to the public and to each team: neither
+    the ladder's folder nor a version's stored files, nor where the organiser's sources or policybox
+    are, appear -- though the rejected version's reason and nested's traceback name their files."""
+    folder = cup.folder
+    forbidden = {
+        str(folder),
+        str(folder.resolve()),
+        "versions/files",
+        str(POLICIES),
+        str(EXAMPLES),
+        str(Path(policybox.__file__).parent),
+    }
+    for viewer in (None, "alpha", "beta"):
+        seen = everything_seen(client, auth(cup, viewer))
+        assert (OWN_FRAME in seen) == (viewer == "alpha")  # its own traceback names its file, relative
+        found = {path for path in forbidden if path in seen}
+        assert not found, (viewer, found)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reproduce command
+
+
+def test_the_reproduce_command_names_versions_and_run_ladder_plays_the_same_episode(cup, client, tmp_path):
+    match = _played_by(client, "nested")[0]
+    page = client.get(f"/api/matches/{match['id']}").json()
+    command = page["replay_command"]
+    seats = [f"{seat['name']}@v{seat['version']}" for seat in page["agents"]]
+    assert command == shlex.join(["policybox", "run", "--ladder", "DIR", "--seed", str(page["seed"])]) + "".join(
+        f" -p {seat}" for seat in seats
+    )
+    words = shlex.split(command.replace("DIR", shlex.quote(str(cup.folder))))
+    out = tmp_path / "again.json"
+    args = [*words[1:], "--out", str(out), "--log-dir", str(tmp_path / "logs")]
+    ran = subprocess.run([sys.executable, "-m", "policybox", *args], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 1, ran.stderr  # nested fails again, as it did
+    again = json.loads(out.read_text())
+    assert [a["reward"] for a in again["agents"]] == [a["reward"] for a in page["agents"]]
+    assert [a["status"] for a in again["agents"]] == [a["status"] for a in page["agents"]]
+    assert again["steps"] == page["steps"]
+
+
+def test_run_names_what_is_wrong_with_a_version_it_cannot_resolve(cup, tmp_path):
+    cases = [
+        (["-p", "walker@v1"], "names a ladder's version: give --ladder DIR"),
+        (["--ladder", str(cup.folder), "-p", "walker@v9"], "this ladder has no version walker@v9"),
+        (["--ladder", str(tmp_path), "-p", "walker@v1"], "is not a ladder"),
+    ]
+    for args, message in cases:
+        ran = subprocess.run([sys.executable, "-m", "policybox", "run", *args], capture_output=True, text=True)
+        assert ran.returncode == 2 and message in ran.stderr, (args, ran.stderr)
+        assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules and the starter
+
+
+def test_the_rules_say_the_game_the_limits_the_ranking_and_the_submission(cup, client):
+    rules = client.get("/api/rules").json()
+    assert rules["game"] == {
+        "family": "mettagrid",
+        "env": "moves.yaml",
+        "env_kwargs": {},
+        "agents": 4,
+        "steps": 30,
+        "versions_per_match": 2,
+        "seating": "rotate",
+        "on_agent_failure": "continue",
+    }
+    limits = {limit["name"]: limit["value"] for limit in rules["limits"]}
+    assert {
+        "act_timeout_ms",
+        "time_bank_ms",
+        "init_timeout_s",
+        "memory_limit_mb",
+        "cpu_limit_s",
+        "max_processes",
+    } <= set(limits)
+    assert limits["act_timeout_ms"] == 1000 and rules["episode_limit_s"] > 0
+    assert rules["rank_by"] == "forfeit" and "forfeits its episode" in rules["ranking_rule"]
+    assert rules["placement_matches"] == 0 and rules["suspend_after"] == 10  # as the fixture made it
+    assert rules["submission"]["max_entries"] == 10_000 and rules["submission"]["max_upload_mb"] == 256
+    assert any("policy_spec.json" in line for line in rules["submission"]["formats"])
+    assert any("cogames.toml" in line for line in rules["submission"]["formats"])
+    page = client.get("/rules").text
+    assert 'href="/rules/starter.zip"' in page and "forfeits its episode" in page and 'href="/rules"' in page
+
+
+@pytest.mark.parametrize(
+    ("env", "agents"), [(str(EXAMPLES / "moves.yaml"), 4), (CONNECT_FOUR, 2)], ids=["mettagrid", "connect-four"]
+)
+def test_the_starter_submission_qualifies_as_it_is(tmp_path, env, agents):
+    from policybox import EpisodeSettings, LadderSettings
+    from policybox.ladder import Ladder
+
+    settings = LadderSettings(settings=EpisodeSettings(env=env, steps=30), agents=agents, placement_matches=0)
+    with Ladder.create(tmp_path / "cup", settings) as ladder:
+        token = ladder.token("gamma")
+        ladder.submit("house", "random")
+    with TestClient(make_app(tmp_path / "cup")) as client:
+        family = "pettingzoo" if env.startswith("pettingzoo:") else "mettagrid"
+        assert client.get("/api/rules").json()["game"]["family"] == family
+        starter = client.get("/rules/starter.zip")
+        assert starter.status_code == 200 and starter.headers["content-type"] == "application/zip"
+        assert set(zipfile.ZipFile(io.BytesIO(starter.content)).namelist()) == {"policy_spec.json", "bot.py"}
+        made = client.post(
+            "/api/submit",
+            data={"name": "starter"},
+            files={"file": ("starter.zip", starter.content, "application/zip")},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert made.status_code == 201, made.text
+    with Ladder.open(tmp_path / "cup") as ladder:
+        ladder.run(matches=1, workers=1)
+        rows = {row.name: row for row in ladder.standings().rows}
+    assert rows["starter"].state == "active" and rows["starter"].matches == 1, rows["starter"]
+    assert rows["starter"].statuses == {"ok": agents // 2}  # its seats of the match, every one ok
+
+
+def test_ladder_show_gives_the_organiser_every_names_own_traceback(cup):
+    ran = subprocess.run(
+        [sys.executable, "-m", "policybox", "ladder", "show", str(cup.folder), "nested"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert f'File "{OWN_FRAME}", line 13, in _deep_inside' in ran.stdout and "of policybox folded" in ran.stdout
+    assert "versions/files" not in ran.stdout and 'File "policybox/cell' not in ran.stdout
