@@ -50,6 +50,10 @@ PAGES = [
 ]
 
 FITS = "() => [document.documentElement.scrollWidth, window.innerWidth]"
+# Plots that do not scale: wider than the window, or than a box they would scroll (or be cut) in.
+UNSCALED_PLOTS = """() => [...document.querySelectorAll('svg')].filter(svg =>
+  svg.getBoundingClientRect().right > window.innerWidth || svg.parentElement.scrollWidth > svg.parentElement.clientWidth
+).map(svg => svg.getAttribute('aria-label'))"""
 # Where the standings' first row shows its rank, its name and its rating (the column whose header
 # starts with "rating"): each cell's left and right edge, and whether it is shown at all.
 FIRST_ROW_CELLS = """() => {
@@ -155,6 +159,8 @@ def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path, 
                     scroll_width, inner_width = page.evaluate(FITS)
                     if scroll_width > inner_width:
                         too_wide.append(f"{shot} at {width}: {scroll_width} px wide")
+                    if unscaled := page.evaluate(UNSCALED_PLOTS):
+                        too_wide.append(f"{shot} at {width}: plots wider than their box: {unscaled}")
                 page.goto(url + "/")
                 for cell in page.evaluate(FIRST_ROW_CELLS):
                     if cell["width"] == 0 or cell["left"] < 0 or cell["right"] > width:
