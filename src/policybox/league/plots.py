@@ -3,7 +3,9 @@ static report and the web page alike.
 
 Every text drawn -- policy names above all, which entrants choose -- is escaped here, before it is
 placed in the SVG, because the templates mark an SVG safe to embed. Numbers are formatted here too.
-Each function returns the whole ``<svg>`` element; sizes are in CSS pixels.
+Each function returns the whole ``<svg>`` element; sizes are in CSS pixels. Each has a viewBox, so a
+page scales it down to a narrow window (``max-width: 100%; height: auto`` in the page's style) and keeps its
+proportions.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def heat_map(
         return _empty(title)
     size = max(28, min(60, (WIDTH - LABEL) // max(1, len(columns))))
     top = 30 + LABEL // 2
-    width, height = LABEL + size * len(columns) + 10, top + size * len(labels) + 10
+    # room on the right as on top for the last column's label, drawn rising at 45° to the right
+    width, height = LABEL + size * len(columns) + LABEL // 2, top + size * len(labels) + 10
     parts = [_title(title)]
     for column, label in enumerate(columns):
         cx = LABEL + size * column + size / 2
@@ -147,7 +150,8 @@ def _svg(width: float, height: float, parts: list[str], title: str) -> str:
     body = "".join(parts)
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}" role="img" aria-label="{escape(title)}">{body}</svg>'
+        f'viewBox="0 0 {width:.0f} {height:.0f}" preserveAspectRatio="xMinYMin meet" role="img" '
+        f'aria-label="{escape(title)}">{body}</svg>'
     )
 
 
