@@ -6,7 +6,7 @@ name and rating without scrolling sideways.
 Judged in Debian's Chromium on a live ``ladder serve`` beside a ``ladder run`` whose text is chosen to
 be wide: a 40-character name (the longest there is) whose class name is 200 characters long, whose
 agents log and fail with one long token (a path and a digest, no space to wrap at); a version
-rejected with such a reason; six seats a match. And on the static reports, opened from disk: the
+rejected with such a reason; six seats a match, each with its replay playing in its page. And on the static reports, opened from disk: the
 ladder's (``policybox report``) and a tournament's (``evaluate --report``) with a 300-character
 policy name. A screenshot of each page at each width goes to test-artifacts/ as ``<page>-<width>.png``.
 """
@@ -42,6 +42,7 @@ PAGES = [
     ("matches", "/matches"),
     ("match", "/matches/{match}"),
     ("queue", "/queue"),
+    ("rules", "/rules"),
     ("login", "/login"),
     ("submit", "/submit"),
     ("error", "/matches/999999"),
@@ -89,14 +90,16 @@ def make_ladder(folder: Path, env: Path) -> str:
     from policybox.ladder import Ladder
 
     episodes = EpisodeSettings(env=str(env), steps=30)
-    made = LadderSettings(settings=episodes, agents=SEATS, placement_matches=0, suspend_after=3)
+    made = LadderSettings(settings=episodes, agents=SEATS, placement_matches=0, suspend_after=3, replays=True)
     with Ladder.create(folder, made, None) as ladder:
         token = ladder.token("alpha")
         for name, spec in [("wanderer", WANDERER), ("random", "random"), ("noop", "noop")]:
             ladder.submit(name, spec)
         ladder.submit(LONG_NAME, policy(f"wide.py:{LONG_CLASS}"), team="alpha")
         activate(ladder, LONG_NAME)
-        ladder.submit(REJECTED, policy("wide.py:RejectedWithALongReason"), team="alpha")
+        ladder.submit(
+            REJECTED, policy("wide.py:RejectedWithALongReason"), team="alpha", check=False
+        )  # to its qualification
     return token
 
 
@@ -155,6 +158,8 @@ def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path, 
                 for shot, path in PAGES:
                     where = path.format(name=LONG_NAME, match=match)
                     page.goto(url + where if where.startswith("/") else (tmp_path / where).as_uri())
+                    if shot == "match":  # measured with its replay drawn
+                        expect(page.locator("#replay-player .player-view")).to_be_visible()
                     page.screenshot(path=screenshots / f"{shot}-{width}.png", full_page=True)
                     scroll_width, inner_width = page.evaluate(FITS)
                     if scroll_width > inner_width:
