@@ -1,7 +1,7 @@
 """Broken: a submission whose constructor raises, as a bot submitted with a bug would.
 
-A ladder's qualification rejects it, with the traceback as the reason; ``evaluate`` and ``run``
-refuse it before the first episode.
+``ladder submit`` and a ladder's web upload refuse it before anything is stored, as ``evaluate``
+and ``run`` refuse it before the first episode.
 """
 
 from mettagrid.policy.policy import MultiAgentPolicy

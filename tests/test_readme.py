@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 README = (Path(__file__).parents[1] / "README.md").read_text()
@@ -153,9 +154,13 @@ def test_the_ladder_example(tmp_path):
         printed.append(run.stdout)
     table = printed[-1].splitlines()
     rows = [line.split() for line in table if line.split()[:1] in (["1"], ["2"], ["3"], ["—"])]
-    assert rows[0][1] == "wanderer" and rows[-1][1] == "broken" and "rejected" in rows[-1]
-    assert next(row for row in rows if row[1] == "noop")[0] in ("2", "3")
-    assert "broken v1 rejected: agent 0 ended error: RuntimeError at start-up: this bot was submitted" in printed[-1]
+    assert [row[1] for row in rows][0::2] == ["wanderer", "noop"] and rows[-1][0] == "3"
+    broken = "ladder submit league broken ./examples/broken.py:Broken"
+    assert f"`{broken}`" in README
+    command = [word.replace(".venv/bin", venv_bin) for word in shlex.split(f".venv/bin/policybox {broken}")]
+    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=WIDE)
+    said = " ".join(README[README.index(f"`{broken}`") :].split("`")[3].split())
+    assert refused.returncode == 2 and said in " ".join(refused.stderr.split()), refused.stdout + refused.stderr
 
 
 def test_the_ladder_python_api_example(tmp_path):
@@ -165,3 +170,50 @@ def test_the_ladder_python_api_example(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     assert lines[0] == "4" and lines[1].startswith("1 wanderer 1 active") and lines[2].startswith("2 noop 1 active")
+
+
+def test_a_ladder_in_five_commands(tmp_path):
+    """The organiser's five commands as written: init, a token, run and serve beside each other (serve
+    on a free port instead of 8000), and the team's curl line, which downloads the starter from
+    /rules/starter.zip and uploads it with the token; the starter qualifies."""
+    from test_ladder import wait_until
+    from test_web_browser import free_port, stop
+
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    venv_bin = str(Path(sys.executable).parent)
+    init, token, run, serve, team = block_after("## A ladder in five commands", "bash").strip().splitlines()
+    port = str(free_port())
+    lines = [line.replace(".venv/bin", venv_bin) for line in (init, token, run, serve)]
+    for line in lines[:2]:
+        made = subprocess.run(shlex.split(line), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert made.returncode == 0, made.stdout + made.stderr
+    secret = made.stdout.strip()
+    running = [
+        subprocess.Popen(shlex.split(line), cwd=tmp_path, stdout=subprocess.DEVNULL, start_new_session=True)
+        for line in (lines[2], f"{lines[3]} --port {port}")
+    ]
+    try:
+        url = f"http://127.0.0.1:{port}"
+
+        def state() -> str | None:
+            try:
+                with urllib.request.urlopen(url + "/api/standings", timeout=30) as answer:
+                    rows = json.load(answer)["rows"]
+            except OSError:
+                return None
+            return next((row["state"] for row in rows if row["name"] == "alphabot"), "none")
+
+        wait_until(lambda: state() is not None, 120, "ladder serve to answer")
+        sent = subprocess.run(
+            ["bash", "-c", team.replace(":8000", f":{port}")],
+            cwd=tmp_path,
+            env={**os.environ, "TOKEN": secret},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert sent.returncode == 0 and json.loads(sent.stdout)["name"] == "alphabot", sent.stdout + sent.stderr
+        wait_until(lambda: state() == "active", 600, "the starter to qualify")
+    finally:
+        for process in running:
+            stop(process)
