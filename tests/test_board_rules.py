@@ -49,7 +49,9 @@ def board(tmp_path_factory) -> Path:
         ladder.submit("random", "random")
         ladder.submit("idle", "noop")
         ladder.submit("retiree", policy("seeded_random.py:SeededRandom"))
-        ladder.submit("broken", policy("faults.py:RaiseInInit"))  # refused by its validation episode
+        ladder.submit(
+            "broken", policy("faults.py:RaiseInInit"), check=False
+        )  # stored unchecked: its validation refuses it
         ladder.submit("crasher", policy("faults.py:SegfaultInStep"))  # dies at step 10 of every match
         for name in ("walker", "random", "idle", "retiree", "crasher"):
             activate(ladder, name)  # playing from the first match
@@ -267,7 +269,7 @@ def test_a_rejected_new_version_leaves_its_names_state_and_playing_version(tmp_p
         for name in ("walker", "idle"):
             activate(ladder, name)
         ladder.run(matches=1, workers=1)
-        ladder.submit("walker", policy("faults.py:RaiseInInit"))
+        ladder.submit("walker", policy("faults.py:RaiseInInit"), check=False)  # to its qualification
         for _ in range(5):  # until its qualification is over (a run stops at its matches, not at it)
             ladder.run(matches=1, workers=1)
             walker = next(row for row in ladder.standings().rows if row.name == "walker")
