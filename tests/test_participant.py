@@ -154,6 +154,7 @@ def test_no_page_or_json_shows_a_path_on_the_organisers_machine(cup, client):
         str(POLICIES),
         str(EXAMPLES),
         str(Path(policybox.__file__).parent),
+        "policybox-scratch-",  # a cell's scratch folder, which the sandbox layers name
     }
     for viewer in (None, "alpha", "beta"):
         seen = everything_seen(client, auth(cup, viewer))

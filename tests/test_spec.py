@@ -291,3 +291,11 @@ def test_env_secrets_come_from_a_file_or_a_variable_and_unsafe_names_are_refused
     for name in ("LD_PRELOAD", "PYTHONPATH", "GCONV_PATH", "HOME", "TMPDIR"):
         with pytest.raises(SpecError, match=f"env.{name} may not be set"):
             parse_policy_arg(f"random,env.{name}=x")
+
+
+def test_a_class_name_longer_than_a_file_name_can_be_is_a_class_name(tmp_path):
+    """``bot.py:`` and a 300-character class: no folder can have that name (ENAMETOOLONG), so it is
+    read as FILE:CLASS, never a raw OSError."""
+    (tmp_path / "bot.py").write_text("")
+    spec = parse_policy_arg("bot.py:" + "A" * 300, tmp_path)
+    assert spec.class_path.endswith(":" + "A" * 300)

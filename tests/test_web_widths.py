@@ -6,7 +6,8 @@ name and rating without scrolling sideways.
 Judged in Debian's Chromium on a live ``ladder serve`` beside a ``ladder run`` whose text is chosen to
 be wide: a 40-character name (the longest there is) whose class name is 200 characters long, whose
 agents log and fail with one long token (a path and a digest, no space to wrap at); a version
-rejected with such a reason; six seats a match, each with its replay playing in its page. And on the static reports, opened from disk: the
+rejected with such a reason; six seats a match, each with its replay playing in its page. And on
+the static reports, opened from disk: the
 ladder's (``policybox report``) and a tournament's (``evaluate --report``) with a 300-character
 policy name. A screenshot of each page at each width goes to test-artifacts/ as ``<page>-<width>.png``.
 """

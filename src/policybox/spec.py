@@ -143,7 +143,7 @@ def parse_policy_arg(
         raise SpecError("empty policy spec: give a class, e.g. -p random or -p ./bot.py:MyPolicy")
     candidate = base / text
     if "=" not in text and "," not in text:
-        if candidate.is_dir():
+        if _is_folder(candidate):
             return load_submission_dir(candidate, text)
         if text.endswith(SUBMISSION_ZIP_SUFFIX):
             from policybox.submission import ZipLimits, unpack_submission  # zip handling only when a zip is given
@@ -152,6 +152,15 @@ def parse_policy_arg(
         if text.endswith(SPEC_FILE_SUFFIXES):
             return load_spec_file(candidate, text)
     return check_spec(_spec_from_pairs(text), base)
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder; a name no folder can have (a part past the filesystem's 255
+    bytes: ``Path.is_dir`` raises ENAMETOOLONG) is none, and is read as ``FILE:CLASS`` instead."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _spec_from_pairs(text: str) -> PolicySpec:

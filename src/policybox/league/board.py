@@ -664,7 +664,7 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
                 message=public(failure.message, visible) if failure else None,
                 p50_ms=agent.latency.p50_ms,
                 p99_ms=agent.latency.p99_ms,
-                sandbox=agent.sandbox,
+                sandbox={layer: own_code.relative(state) for layer, state in agent.sandbox.items()},
                 log_tail=own(agent.log_tail or (failure.log_tail if failure else None), visible),
                 traceback=own_code.fold_traceback(failure.traceback) if failure and visible else None,
             )

@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 import policybox
+from policybox.host.sandbox import SCRATCH_PREFIX
 
 # A version's copy (``versions.store``): the 64-hex digest of its bundle, then the root's index.
 VERSION_FILES = re.compile(r"""[^\s"'<>]*/versions/files/[0-9a-f]{64}/[0-9]+/""")
@@ -32,12 +33,15 @@ INSTALLED = sorted(
     reverse=True,  # a longer prefix (site-packages) before the one it is inside (the stdlib's)
 )
 FRAME = re.compile(r'  File "(?P<path>[^"]*)", line \d+')
+# A cell's scratch folder (``host.sandbox``: in the host's temporary folder): cut, as a version's files are.
+SCRATCH = re.compile(r"""[^\s"'<>]*/""" + re.escape(SCRATCH_PREFIX) + r"""[^/\s"'<>]*/""")
 
 
 def relative(text: str) -> str:
     """``text`` with every host path cut to its relative form: a version's files to the path inside
-    the submission, policybox's and the libraries' to the package's."""
-    text = VERSION_FILES.sub("", text)
+    the submission, a cell's scratch folder to the path inside it, policybox's and the libraries' to the
+    package's."""
+    text = SCRATCH.sub("", VERSION_FILES.sub("", text))
     for prefix in INSTALLED:
         text = text.replace(prefix + "/", "")
     return text
