@@ -78,7 +78,8 @@ def test_no_cell_and_no_setup_script_reads_another_teams_secrets(open_folder, tm
     victim.write_text((POLICIES / "blabber.py").read_text() + f"\n# the team's own notes: {secret['in_file']}\n")
     spec = f"{victim}:Blabber,env.PRINTED={secret['printed']},env.UNPRINTED={secret['unprinted']}"
     for name, source in [("victim", spec), ("noop", "noop"), ("random", "random")]:
-        assert command("ladder", "submit", str(folder), name, source).returncode == 0
+        unchecked = ["--no-check"] if name == "victim" else []  # it fails on purpose: stored to fail in its match
+        assert command("ladder", "submit", str(folder), name, source, *unchecked).returncode == 0
     first = command("ladder", "run", str(folder), "--workers", "2", "--matches", "1")
     assert first.returncode == 0, first.stderr
     assert _planted(folder, secret)

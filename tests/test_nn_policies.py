@@ -54,7 +54,10 @@ def test_lstm_is_reproducible_inline_equals_process_and_agents_do_not_share_a_st
     """MettaGrid's LSTM samples its actions from torch's generator. Without --preload the policy imports
     torch itself (seeded once it appears); with it, the zygote has (seeded before policy code)."""
     lstm = f"lstm,data={lstm_checkpoint(agents)}"
-    settings = {"agents": agents, "steps": ARENA_STEPS, "seed": 3, "preload": preload}
+    # A deadline no loaded machine misses: a cell's first forward pass (torch warming up) can take
+    # seconds beside a busy second test worker, and a late step would change the actions, not the test.
+    limits = {"act_timeout_ms": 10_000}
+    settings = {"agents": agents, "steps": ARENA_STEPS, "seed": 3, "preload": preload, "limits": limits}
     first = digests(play([lstm], **settings))
     assert digests(play([lstm], **settings)) == first
     assert digests(play([lstm], mode="inline", **settings)) == first
