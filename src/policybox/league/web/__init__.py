@@ -1,10 +1,11 @@
 """``policybox ladder serve``: the ladder's web page and its JSON API, a face on its database.
 
-It reads what ``ladder run`` writes (and stores what a team submits, as ``ladder submit`` does); it
-never runs a cell. Every page is one of ``policybox.league.board``'s views, served twice: as JSON
-under ``/api/`` and as HTML rendered from the same model (``pages``). ``app.make_app(DIR)`` is the
-ASGI app. This package's own import is light: the command line reads the upload cap here without
-loading Starlette or the database.
+It reads what ``ladder run`` writes (and stores what a team submits, as ``ladder submit`` does,
+once an upload's policy is built in a cell: the only cell it starts); it plays nothing. Every page
+is one of ``policybox.league.board``'s views, served twice: as JSON under ``/api/`` and as HTML
+rendered from the same model (``pages``). ``app.make_app(DIR)`` is the ASGI app. This package's own
+import is light: the command line reads the upload cap here without loading Starlette or the
+database.
 """
 
 MiB = 1024 * 1024
