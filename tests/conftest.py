@@ -15,8 +15,9 @@ import postgres
 import psutil
 import pytest
 
-from policybox.episode import EpisodeSettings, run_episode
+from policybox.episode import run_episode
 from policybox.results import EpisodeResult
+from policybox.settings import EpisodeSettings
 
 POLICIES = Path(__file__).parent / "policies"
 

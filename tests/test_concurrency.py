@@ -13,10 +13,11 @@ import threading
 import pytest
 from conftest import policy
 
-from policybox.episode import EpisodeSettings, run_episode
+from policybox.episode import run_episode
 from policybox.host.uids import LOCK_DIR_NAME, UID_BASE, UID_COUNT, lease_uid, lease_uids
 from policybox.host.zygote import Zygote
 from policybox.results import AgentStatus, EpisodeResult
+from policybox.settings import EpisodeSettings
 from policybox.spec import parse_policy_arg
 
 SEEDS = (11, 12, 13)

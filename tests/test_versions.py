@@ -18,9 +18,10 @@ import pytest
 from conftest import POLICIES
 
 import policybox.submission as submission
-from policybox.episode import EpisodeSettings, run_episode
-from policybox.league.versions import FILES, KEY_FILE, check_name, store
+from policybox.episode import run_episode
+from policybox.files.version_files import FILES, KEY_FILE, check_name, store
 from policybox.results import AgentStatus
+from policybox.settings import EpisodeSettings
 from policybox.spec import SpecError
 
 MANIFEST = '[policy]\nclass_path = "teambot.policy.Packed"\ndata_path = "ckpt/weights.txt"\n'

@@ -1,10 +1,16 @@
 """The leaderboard: everything that plays many episodes and ranks policies, on top of the engine.
 
-``evaluate`` (a batch tournament into a results folder) and the ladder (continuous, in a database)
-live here, with what they share: the tournament and its seating (``tournament``), the workers that
-play episodes (``worker``, ``worker_pool``, ``ray_backend``, ``packing``), the results journal
-(``journal``), the ranking rules (``ranking``), the summary (``summary``), submissions kept as
-versions (``versions``) and their setup scripts, run in a cell (``setup``, ``setup_runner``,
-``harvest``). The engine below --
-``policybox.episode``, ``host``, ``cell``, ``envs`` -- never imports this package.
+It is built in wings, each a package that says one thing; a wing imports only those below it
+(``tests/test_architecture.py`` checks it):
+
+- ``ranking``: the rules every leaderboard ranks by (forfeits, placings, ratings, shared ranks);
+- ``play``: the tournament and its seating, and the workers that play episodes (local or on Ray);
+- ``ladder``: the continuous ladder -- its folder, run loop, database and store, matchmaking, and a
+  version's life;
+- ``views``: what a leaderboard shows, as data (the board, a results folder's summary, plots);
+- ``evaluate``: a tournament played into a results folder that survives crashes;
+- ``report`` and ``web``: the static page and the web site, faces on the views.
+
+The engine below -- ``policybox.episode``, ``settings``, ``files``, ``host``, ``cell``, ``envs`` --
+never imports this package.
 """

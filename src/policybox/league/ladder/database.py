@@ -157,7 +157,7 @@ versions = Table(
     Column("digest", String(64), nullable=False),
     Column("spec", PolicyJSON, nullable=False),  # its PolicySpec, env values masked (cells get versions/specs/ID.json)
     Column("source", PolicyText, nullable=False),  # what was submitted, as given (env values masked)
-    Column("state", String(16), nullable=False),  # policybox.league.life.VersionState
+    Column("state", String(16), nullable=False),  # policybox.league.ladder.life.VersionState
     Column("reason", PolicyText),  # why it is rejected or suspended
     Column("submitted_at", String(32), nullable=False),
     Column("qualified_at", String(32)),

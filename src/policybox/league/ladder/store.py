@@ -18,8 +18,9 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.league import life, ranking
-from policybox.league.database import (
+from policybox.league import ranking
+from policybox.league.ladder import life
+from policybox.league.ladder.database import (
     match_seats,
     matches,
     names,
@@ -33,7 +34,7 @@ from policybox.league.database import (
     tokens,
     versions,
 )
-from policybox.league.matchmaking import Candidate
+from policybox.league.ladder.matchmaking import Candidate
 from policybox.results import EpisodeResult
 
 PLAYING = life.PLAYING

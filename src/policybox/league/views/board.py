@@ -11,7 +11,7 @@ reason) -- whole for the names a view is asked to show privately (``private=True
 its first line only: the status, the step, the exception's type and the first line of its message;
 ``own`` for what only the team sees at all (log tails, setup output). A game's fault and an aborted
 episode's reason are stored as one line already (``one_line``). Both make every host path in it
-relative (``policybox.league.own_code``): no view shows where the organiser keeps anything.
+relative (``policybox.league.views.own_code``): no view shows where the organiser keeps anything.
 """
 
 from __future__ import annotations
@@ -22,16 +22,18 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.episode import REPLAY_SUFFIX
-from policybox.league import life, own_code, ranking, replays, rerun, retention, store
-from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
-from policybox.league.ladder import REPLAYS, Ladder
-from policybox.league.life import VersionState
+from policybox.files.version_files import NAME_PATTERN
+from policybox.league import ranking
+from policybox.league.ladder import life, rerun, retention, store
+from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, versions
+from policybox.league.ladder.folder import REPLAYS, LadderFolder
+from policybox.league.ladder.life import VersionState
 from policybox.league.ranking import Rating, Reward
-from policybox.league.summary import FailureCause, LatencySummary, failure_causes, latency
-from policybox.league.versions import NAME_PATTERN
+from policybox.league.views import own_code, replays
+from policybox.league.views.summary import FailureCause, LatencySummary, failure_causes, latency
 from policybox.lines import FULL_TEXT, first_line
 from policybox.results import EpisodeResult, Failure
+from policybox.settings import REPLAY_SUFFIX
 from policybox.spec import SpecError
 
 RECENT = 20
@@ -82,7 +84,7 @@ class Standings(BaseModel):
     rows: list[Standing] = Field(description="The ranked rows, best first, then the unranked ones (``ranking.place``)")
 
 
-def standings(ladder: Ladder, private_for: set[str] | None = None) -> Standings:
+def standings(ladder: LadderFolder, private_for: set[str] | None = None) -> Standings:
     """One row per name: the ranked ones best first, then the others. ``private_for``: the names whose
     reasons are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with ladder.engine.connect() as connection:
@@ -188,7 +190,7 @@ class Conduct(BaseModel):
     failures: list[FailureCause] = Field(description="How its agents failed, most often first, with the first example")
 
 
-def conduct(ladder: Ladder) -> list[Conduct]:
+def conduct(ladder: LadderFolder) -> list[Conduct]:
     """Step latency and failure causes of each name's playing version (one row per name that has one),
     by the rules of ``evaluate``'s summary. A failure's example is its one line: no log tail."""
     with ladder.engine.connect() as connection:
@@ -325,7 +327,7 @@ class NamePage(BaseModel):
     setups: list[SetupOutput] = Field(default_factory=list, description="Its setup scripts' output: its team's only")
 
 
-def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
+def name_page(ladder: LadderFolder, name: str, private: bool = False) -> NamePage:
     """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures
     (``private``: with its log tails and whole reasons)."""
     if not NAME_PATTERN.fullmatch(name):  # none was stored (and a NUL is no text to PostgreSQL)
@@ -580,7 +582,7 @@ class MatchList(BaseModel):
     matches: list[MatchRow]
 
 
-def match_list(ladder: Ladder, limit: int = 100, before: int | None = None) -> MatchList:
+def match_list(ladder: LadderFolder, limit: int = 100, before: int | None = None) -> MatchList:
     with ladder.engine.connect() as connection:
         return MatchList(matches=match_rows(connection, ladder.settings.rank_by, None, limit, before))
 
@@ -632,7 +634,7 @@ class MatchPage(BaseModel):
     )
 
 
-def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
+def match_page(ladder: LadderFolder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
     """One played match. ``private_for``: the names whose log tails and tracebacks may be shown (None:
     every name's)."""
     if not 0 <= match_id <= ID_MAX:
@@ -695,7 +697,7 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
     )
 
 
-def match_replay(ladder: Ladder, match_id: int) -> dict[str, Any]:
+def match_replay(ladder: LadderFolder, match_id: int) -> dict[str, Any]:
     """A played MettaGrid match's kept replay, as the match page's player draws it (``replays``)."""
     page = match_page(ladder, match_id, private_for=set())
     if page.replay_file is None or page.env.get("family") != "mettagrid":
@@ -725,7 +727,7 @@ class Queue(BaseModel):
     rejected: list[QueueRow]
 
 
-def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
+def queue(ladder: LadderFolder, private_for: set[str] | None = None) -> Queue:
     """The versions qualifying and those rejected. ``private_for``: the names whose reasons and setup
     output are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with ladder.engine.connect() as connection:
@@ -770,7 +772,7 @@ class Tokens(BaseModel):
     tokens: list[TokenRow]
 
 
-def tokens(ladder: Ladder) -> Tokens:
+def tokens(ladder: LadderFolder) -> Tokens:
     """Every token the ladder holds, by team."""
     with ladder.engine.connect() as connection:
         rows = store.token_rows(connection)
