@@ -1,0 +1,117 @@
+"""The package's structure, as rules a change cannot quietly break: the engine never imports the
+league, the league's wings import only downwards, and the names say what they hold.
+
+Read from the source with ``ast`` (every import, also those inside functions), and checked on the
+import system where it matters: ``import policybox.episode`` loads nothing of the league.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parents[1] / "src" / "policybox"
+
+# The league's wings, lowest first: a module may import its own wing and those below, never above.
+FLOORS = {
+    "policybox.league.ranking": 0,
+    "policybox.league.play": 1,
+    "policybox.league.ladder": 2,
+    "policybox.league.views": 3,
+    "policybox.league.evaluate": 4,
+    "policybox.league.report": 5,
+    "policybox.league.web": 5,
+}
+# Above the engine: what may import the league (the CLI, the public API's ladder, the package's lazy names).
+LEAGUE_USERS = ("policybox.league", "policybox.cli", "policybox.ladder", "policybox.__init__", "policybox.__main__")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(SRC.rglob("*.py"))}
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, anywhere in it (``from a import b`` counts as ``a.b`` if that
+    is a module, else ``a``)."""
+    known = modules()
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                found.add(f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in known else node.module)
+    return {name for name in found if name.startswith("policybox")}
+
+
+def floor(module: str) -> int | None:
+    for prefix, level in FLOORS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return level
+    return None
+
+
+def test_the_engine_never_imports_the_league():
+    offenders = [
+        f"{module} imports {target}"
+        for module, path in modules().items()
+        if not module.startswith(LEAGUE_USERS) and module != "policybox"
+        for target in imports(path)
+        if target.startswith("policybox.league") or target == "policybox.ladder"
+    ]
+    assert offenders == []
+
+
+def test_no_wing_imports_one_above_it():
+    offenders = [
+        f"{module} (floor {floor(module)}) imports {target} (floor {floor(target)})"
+        for module, path in modules().items()
+        if floor(module) is not None
+        for target in imports(path)
+        if floor(target) is not None and floor(target) > floor(module)
+    ]
+    assert offenders == []
+
+
+def test_every_league_module_is_in_a_wing():
+    """A new league module goes into a wing (or the table above gets a row): none floats outside."""
+    loose = [module for module in modules() if module.startswith("policybox.league.") and floor(module) is None]
+    assert loose == []
+
+
+ENGINE_ENTRIES = ["policybox.episode", "policybox.settings", "policybox.files.setup_scripts", "policybox.mettagrid"]
+
+
+@pytest.mark.parametrize("module", ENGINE_ENTRIES)
+def test_the_engine_loads_no_league(module):
+    code = f"import sys, {module}; print('\\n'.join(sorted(sys.modules)))"
+    run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
+    loaded = run.stdout.split()
+    assert [name for name in loaded if name.startswith(("policybox.league", "sqlalchemy", "starlette"))] == []
+
+
+def test_exactly_one_class_is_named_ladder():
+    classes = [
+        module
+        for module, path in modules().items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name == "Ladder"
+    ]
+    assert classes == ["policybox.ladder"]
+
+
+def test_no_two_league_files_share_a_name():
+    """Each file name says what it holds: no two ``ladder.py`` (``__init__`` aside)."""
+    files = [path for path in (SRC / "league").rglob("*.py") if "starters" not in path.parts]  # not modules
+    names = Counter(path.name for path in files if path.name != "__init__.py")
+    assert [name for name, count in names.items() if count > 1] == []
