@@ -15,6 +15,11 @@ all three properties over a grid of N, K and P). ``random`` seating deals the se
 round-robin way -- so over the tournament no two policies' seat counts differ by more than one,
 and which policies take an episode's extra seats rotates -- then shuffles each episode's seats, as
 MettaGrid's multi-episode runner does, from a generator seeded by that episode's seed.
+
+``paired`` seating is ``policybox versus``'s: its entrants are the two versions under test, A and
+B, then the opponents. Episodes come in pairs -- episode 2k holds A, episode 2k+1 the same seats
+with B where A sat and A where B sat, and both play pair k's seed (``episode_seed`` of k), so the
+two differ only in which version plays (``paired_seats`` says how the seats rotate over pairs).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 
 Seating = Literal["rotate", "random"]
+Plan = Seating | Literal["paired"]  # "paired": policybox versus's seating, not an option of evaluate or a ladder
 
 
 class Entrant(BaseModel):
@@ -64,7 +70,7 @@ class Tournament(BaseModel):
     entrants: list[Entrant]
     episodes: int = Field(ge=1, le=1_000_000)
     agents: int = Field(ge=1, le=1024)
-    seating: Seating = "rotate"
+    seating: Plan = "rotate"
     settings: EpisodeSettings = Field(description="How each episode is played; its seed is the tournament's seed")
     rank_by: RankBy = Field(default="forfeit", description="The summary's ranking rule (see policybox.league.ranking)")
 
@@ -105,11 +111,14 @@ class Tournament(BaseModel):
         return self.model_copy(update={"entrants": entrants}).model_dump(mode="json")
 
     def episode_seed(self, episode: int) -> int:
-        return episode_seed(self.settings.seed, episode)
+        """Its seed; under paired seating, its pair's: both episodes of a pair play the same game."""
+        return episode_seed(self.settings.seed, episode // 2 if self.seating == "paired" else episode)
 
     def seat_maps(self) -> list[list[int]]:
         """For every episode, the index of the entrant in each seat."""
         count = len(self.entrants)
+        if self.seating == "paired":
+            return paired_seats(count, self.agents, self.episodes)
         if self.seating == "random":
             return [random_seats(count, self.agents, e, self.episode_seed(e)) for e in range(self.episodes)]
         return rotate_seats(count, self.agents, self.episodes)
@@ -142,6 +151,28 @@ def rotate_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
     """Balanced, well-mixed seating (see the module docstring): seat s of episode e."""
     shift_every = policies // math.gcd(seats, policies)
     return [[(e * seats + s + e // shift_every) % policies for s in range(seats)] for e in range(episodes)]
+
+
+def paired_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
+    """Paired seating (see the module docstring) of entrants 0 (A) and 1 (B) and the opponents after
+    them: the first episode of each pair, then the same with A and B swapped.
+
+    With opponents, the first episodes are ``rotate_seats`` over [subject, *opponents] with A as the
+    subject, keeping only the seat maps that hold the subject (there are maps without it when the
+    policies outnumber the seats): the subject takes every seat equally often, against every opponent.
+    Without opponents, A and B play each other: the first episodes are ``rotate_seats`` over [A, B]
+    and the second swaps them (the chess engines' game pair, each opening played with both colours);
+    in a game of one seat each plays it alone."""
+    pairs = (episodes + 1) // 2
+    opponents = policies - 2
+    if opponents == 0 and seats > 1:
+        firsts = rotate_seats(2, seats, pairs)
+    else:  # the subject (0) is in at least one of every `opponents + 1` rotated maps
+        rotated = rotate_seats(opponents + 1, seats, (pairs + 1) * (opponents + 1))
+        firsts = [[0 if index == 0 else index + 1 for index in seat_map] for seat_map in rotated if 0 in seat_map]
+    swap = {0: 1, 1: 0}
+    maps = [[first, [swap.get(index, index) for index in first]] for first in firsts[:pairs]]
+    return [seat_map for pair in maps for seat_map in pair][:episodes]
 
 
 def random_seats(policies: int, seats: int, episode: int, seed: int) -> list[int]:
