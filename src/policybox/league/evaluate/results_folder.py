@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,12 +116,15 @@ def play_tournament(
     on_progress: Callable[[Progress], None] | None = None,
     backend: Backend = "local",
     ray_address: str | None = None,
+    enough: Callable[[Mapping[int, EpisodeRecord]], bool] | None = None,
 ) -> Summary:
     """Play every episode of ``tournament`` not yet in ``out_dir`` and return the leaderboard.
 
     ``backend``: ``local`` (worker processes on this machine) or ``ray`` (each episode a Ray task on
     the cluster at ``ray_address``, or on a Ray started for the run); the results are the same.
-    StorageFull when the folder's filesystem is full (see the module's docstring)."""
+    ``enough``, given the finished episodes, stops the tournament early: asked before each episode
+    is started, once it says so no more are (those in flight finish and are kept; ``versus`` stops
+    on a verdict so). StorageFull when the folder's filesystem is full (see the module's docstring)."""
     with open_runner(backend, workers, ray_address, tournament.settings, most=tournament.episodes) as runner:
         settings = tournament.settings
         if replays:  # a game without replays (or a backend that cannot keep them) refuses them here
@@ -134,7 +137,7 @@ def play_tournament(
         except StorageFull as full:
             raise full.with_outcome("no episode was played", "run the same command", out_dir) from None
         try:
-            records, incomplete = _play_into(runner, playing, folder, replays, on_progress)
+            records, incomplete = _play_into(runner, playing, folder, replays, on_progress, enough)
         except StorageFull as full:
             raise _stopped(full, tournament, folder) from None
     try:
@@ -176,8 +179,9 @@ def _play_into(
     folder: Path,
     replays: bool,
     on_progress: Callable[[Progress], None] | None,
+    enough: Callable[[Mapping[int, EpisodeRecord]], bool] | None,
 ) -> tuple[list[EpisodeRecord], dict[int, str]]:
-    """Play the episodes not yet in ``folder``'s journal: every finished one, and the incomplete."""
+    """Play the episodes not yet in ``folder``'s journal (until ``enough``): every finished one, and the incomplete."""
     seats = tournament.seat_maps()
     with ResultsJournal(folder) as journal:
         todo = [episode for episode in range(tournament.episodes) if episode not in journal.records]
@@ -196,7 +200,7 @@ def _play_into(
                 on_progress(progress)
 
         jobs = {episode: episode_job(tournament, seats[episode], folder, episode, replays) for episode in todo}
-        incomplete = play_all(runner, jobs, finished)
+        incomplete = play_all(runner, jobs, finished, lambda: enough is not None and enough(journal.records))
         return list(journal.records.values()), {int(episode): why for episode, why in incomplete.items()}
 
 

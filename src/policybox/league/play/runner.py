@@ -61,16 +61,24 @@ def is_users(exc: BaseException) -> bool:
 
 
 def play_all(
-    runner: EpisodeRunner, jobs: dict[Hashable, EpisodeJob], finished: Callable[[Hashable, EpisodeResult], None]
+    runner: EpisodeRunner,
+    jobs: dict[Hashable, EpisodeJob],
+    finished: Callable[[Hashable, EpisodeResult], None],
+    enough: Callable[[], bool] = lambda: False,
 ) -> dict[Hashable, str]:
     """Play every job (in the dict's order, ``IN_FLIGHT_PER_WORKER`` per worker at once), calling
-    ``finished(key, result)`` as each ends; the keys that failed ``MAX_ATTEMPTS`` times, with why."""
+    ``finished(key, result)`` as each ends; the keys that failed ``MAX_ATTEMPTS`` times, with why.
+    Once ``enough()`` (asked before each job is started) is true, no job is started: those in
+    flight finish, the rest are left unplayed."""
     attempts = dict.fromkeys(jobs, 0)
     queue = list(reversed(jobs))
     incomplete: dict[Hashable, str] = {}
     running: dict[Future[str], Hashable] = {}
     while queue or running:
         while queue and len(running) < IN_FLIGHT_PER_WORKER * runner.count:
+            if enough():
+                queue.clear()
+                break
             key = queue.pop()
             attempts[key] += 1
             running[runner.submit(jobs[key])] = key
