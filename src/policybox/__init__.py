@@ -5,6 +5,7 @@ import-light: every cell imports it before anything else, and must not pull in t
 
     import policybox
     summary = policybox.evaluate(["random", "noop"], out="board", episodes=4, steps=100)
+    verdict = policybox.versus("noop", "random", out="ab", steps=100).verdict
     result = policybox.run_episode(["random"], agents=4)
     ladder = policybox.Ladder.create("cup", policybox.LadderSettings(settings=policybox.EpisodeSettings(), agents=4))
 """
@@ -21,6 +22,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 _EXPORTS = {
     "evaluate": "policybox.league.evaluate.results_folder",
     "load_summary": "policybox.league.evaluate.results_folder",
+    "versus": "policybox.league.evaluate.versus",
+    "VersusResult": "policybox.league.evaluate.versus",
     "run_episode": "policybox.episode",
     "EpisodeSettings": "policybox.settings",
     "Limits": "policybox.limits",

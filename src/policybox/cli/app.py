@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -31,6 +31,10 @@ from policybox.results import AgentStatus, EpisodeResult
 from policybox.settings import DEFAULT_AGENTS, REPLAY_SUFFIX, EpisodeSettings, agent_count
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
+
+if TYPE_CHECKING:  # versus's modules (scipy) are imported by versus only
+    from policybox.league.evaluate.versus import VersusResult
+    from policybox.league.stats.sequential import TestState
 
 app = typer.Typer(
     add_completion=False,
@@ -357,6 +361,105 @@ def _play_tournament(tournament: Tournament, out_dir: Path, values: dict[str, An
 
 def _show_summary(board: Summary) -> None:
     show_summary(console, board)
+
+
+@app.command()
+@with_episode_options
+def versus(
+    episode: dict,
+    a: Annotated[str, typer.Argument(metavar="A", help="The base version: a -p SPEC (see --against).")],
+    b: Annotated[str, typer.Argument(metavar="B", help="The version tested against it: a -p SPEC.")],
+    against: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="SPEC",
+            help="An opponent (a -p SPEC), repeatable: A and B take turns in the same seats against them. "
+            "None: A and B play each other, swapping seats.",
+        ),
+    ] = None,
+    alpha: Annotated[
+        float, typer.Option(metavar="P", help="The chance of 'B better' when B is not better (0 < P < 0.5).")
+    ] = 0.05,
+    beta: Annotated[
+        float,
+        typer.Option(metavar="P", help="The chance of 'B not better' when B is better by --effect (0 < P < 0.5)."),
+    ] = 0.05,
+    effect: Annotated[
+        float,
+        typer.Option(metavar="E", help="The effect to find, in standard deviations of the paired difference B - A."),
+    ] = 0.2,
+    max_episodes: Annotated[
+        int, typer.Option(min=2, max=1_000_000, metavar="N", help="Stop undecided after this many episodes (pairs).")
+    ] = 2000,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, max=256, metavar="N", help="Episodes played at once (default: the number of cores)."),
+    ] = None,
+    out: Annotated[
+        Path,
+        typer.Option(metavar="DIR", help="Results folder: evaluate's files, and versus.json with the verdict."),
+    ] = Path("versus-results"),
+    json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a line.")] = False,
+) -> None:
+    """Is B better than A? Paired episodes -- the same seed and seats, once with A and once with B --
+    until a sequential test decides: B better, B not better, or undecided at the cap.
+
+    The test may be read at every pair without raising its error rates (alpha: B found better when it
+    is not; beta: B found not better when it is better by --effect). Re-running the same command
+    resumes: no finished pair is played again. Exit code 0 for any verdict, 1 when some episodes could
+    not be played or the folder's disk is full (what is written is kept), 2 for bad input.
+    """
+    from policybox.league.evaluate.versus import versus as play_versus
+
+    with guarded("finished episodes are kept; run the same command to resume"):
+        check_folder(out, "--out")
+        with Progress(
+            TextColumn("{task.description}"), console=console, disable=json or not console.is_terminal
+        ) as line:
+            task = line.add_task("pairs 0", total=None)
+
+            def update(state: TestState) -> None:
+                line.update(task, description=_test_line(state))
+
+            result = play_versus(
+                a, b, against or (), alpha, beta, effect, max_episodes, workers, out, on_state=update, **episode
+            )
+    if json:
+        console.print_json(result.model_dump_json())
+    else:
+        _show_verdict(result)
+        console.print(shown(f"results: {out}"))
+    raise typer.Exit(1 if result.incomplete else 0)
+
+
+def _test_line(state: TestState) -> str:
+    """The live line: pairs, the estimate of B - A and its interval, the statistic against its bounds."""
+    return (
+        f"pairs {state.pairs} · B − A {state.estimate:+.4g} [{state.low:.4g}, {state.high:.4g}] · "
+        f"statistic {state.llr:.3g} in ({state.lower:.3g}, {state.upper:.3g})"
+    )
+
+
+def _show_verdict(result: VersusResult) -> None:
+    interval = "unbounded" if result.low is None or result.high is None else f"[{result.low:.4g}, {result.high:.4g}]"
+    estimate = "-" if result.estimate is None else f"{result.estimate:+.4g}"
+    console.print(shown(f"{result.verdict}: B − A = {estimate} {interval}", "bold"))
+    console.print(
+        shown(
+            f"B = {result.b}, A = {result.a}; {result.episodes} episodes ({result.pairs} pairs), "
+            f"alpha {result.alpha:g}, beta {result.beta:g}, effect {result.effect:g} sd"
+        )
+    )
+    failed = ", ".join(f"{name} {count}" for name, count in result.failures.items())
+    console.print(shown(f"agents failed: {failed}", "yellow" if any(result.failures.values()) else "dim"))
+    if result.played > result.episodes:
+        console.print(
+            shown(f"{result.played - result.episodes} episodes in flight at the verdict are kept, not counted", "dim")
+        )
+    if result.incomplete:
+        console.print(
+            shown(f"{result.incomplete} episodes could not be played: run the same command to play them", "yellow")
+        )
 
 
 @app.command()
