@@ -6,36 +6,25 @@ episode can be played again alone, by any worker, in any order, and come out the
 * its seed is derived from the tournament seed and its index only (``episode_seed``);
 * its seat map (the policy playing each agent) is fixed by the seating plan.
 
-``rotate`` seating deals the policies round-robin over the seats of episode after episode (so each
-episode holds as many different policies as it can), shifting by one after every P/gcd(K, P)
-episodes so that each seat cycles through every policy: with N episodes of K seats over P
-policies, every policy plays every seat equally often when P divides N, and otherwise no two
-policies' plays of a seat, or in all, differ by more than one (``tests/test_tournament.py`` checks
-all three properties over a grid of N, K and P). ``random`` seating deals the seats the same
-round-robin way -- so over the tournament no two policies' seat counts differ by more than one,
-and which policies take an episode's extra seats rotates -- then shuffles each episode's seats, as
-MettaGrid's multi-episode runner does, from a generator seeded by that episode's seed.
+Who sits where is ``policybox.league.play.seating``'s: ``rotate``, ``random`` or ``balanced``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
-import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policybox.league.play.seating import Seating, seat_maps
 from policybox.league.ranking import RankBy
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
-
-Seating = Literal["rotate", "random"]
 
 
 class Entrant(BaseModel):
@@ -109,10 +98,7 @@ class Tournament(BaseModel):
 
     def seat_maps(self) -> list[list[int]]:
         """For every episode, the index of the entrant in each seat."""
-        count = len(self.entrants)
-        if self.seating == "random":
-            return [random_seats(count, self.agents, e, self.episode_seed(e)) for e in range(self.episodes)]
-        return rotate_seats(count, self.agents, self.episodes)
+        return seat_maps(self.seating, len(self.entrants), self.agents, self.episodes, self.episode_seed)
 
 
 def _sha256(value: Any) -> str:
@@ -136,21 +122,6 @@ def _shown(value: Any) -> str:
 def episode_seed(seed: int, episode: int) -> int:
     """Episode ``episode``'s seed: from the tournament seed and the index only (never the order played)."""
     return int(np.random.SeedSequence([seed, episode]).generate_state(1)[0] >> 1)
-
-
-def rotate_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
-    """Balanced, well-mixed seating (see the module docstring): seat s of episode e."""
-    shift_every = policies // math.gcd(seats, policies)
-    return [[(e * seats + s + e // shift_every) % policies for s in range(seats)] for e in range(episodes)]
-
-
-def random_seats(policies: int, seats: int, episode: int, seed: int) -> list[int]:
-    """Episode ``episode``'s seats dealt to the policies in turn, continuing where the previous episode's
-    deal stopped, then shuffled by the episode's ``seed`` (MettaGrid deals every episode from the first
-    policy, so with 3 policies on 4 seats the first always got two)."""
-    dealt = [(episode * seats + seat) % policies for seat in range(seats)]
-    random.Random(seed).shuffle(dealt)
-    return dealt
 
 
 def entrants(sources: Sequence[str | dict[str, Any]], base_dir: Path | None = None) -> list[Entrant]:
