@@ -34,9 +34,9 @@ def test_every_name_plays_every_seat_equally_often_after_each_cycle(policies, se
 @pytest.mark.parametrize("policies", range(2, 10))
 def test_two_seats_is_a_double_round_robin(policies):
     maps = balanced_seats(policies, 2, policies * (policies - 1), seed=3)
-    assert Counter(tuple(m) for m in maps) == {
-        pair: 1 for pair in itertools.permutations(range(policies), 2)
-    }, "every ordered pair exactly once: each pair meets twice, once in each seat order"
+    assert Counter(tuple(m) for m in maps) == {pair: 1 for pair in itertools.permutations(range(policies), 2)}, (
+        "every ordered pair exactly once: each pair meets twice, once in each seat order"
+    )
 
 
 @pytest.mark.parametrize(("policies", "seats"), [(7, 3), (13, 4), (16, 4), (16, 6), (9, 3)])
