@@ -21,7 +21,7 @@ import pytest
 
 from policybox.league.evaluate.journal import read_records
 
-README = Path(__file__).parents[1] / "README.md"
+EVALUATE_PAGE = Path(__file__).parents[1] / "docs" / "evaluate.md"
 EPISODES = 40
 TOURNAMENT = ["-p", "random", "-p", "noop", "--episodes", str(EPISODES), "--agents", "4", "--steps", "400"]
 # (seconds after the start, signal, to the whole group?, resume after?)
@@ -102,16 +102,16 @@ def test_a_signal_at_any_moment_ends_evaluate_cleanly(tmp_path, after_s, signum,
         assert sorted(read_records(out / "results.jsonl")[0]) == list(range(EPISODES))
 
 
-def readme_api_example() -> str:
-    """The README's Python API example, verbatim (the first python block of its 'Python API' section)."""
-    section = README.read_text().split("### Python API", 1)[1]
+def docs_api_example() -> str:
+    """The docs' Python API example, verbatim (the first python block of evaluate.md's 'Python API' section)."""
+    section = EVALUATE_PAGE.read_text().split("## Python API", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.mark.parametrize("how", ["script", "stdin", "notebook"])
 def test_the_api_example_runs_from_a_plain_script_stdin_and_a_notebook(tmp_path, how):
     """No ``if __name__ == "__main__":`` guard: the workers never import the caller's main module."""
-    code = readme_api_example()
+    code = docs_api_example()
     assert "__main__" not in code
     script = tmp_path / "api.py"
     script.write_text(code)

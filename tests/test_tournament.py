@@ -2,7 +2,8 @@
 
 import pytest
 
-from policybox.league.play.tournament import Tournament, entrants, episode_seed, random_seats, rotate_seats
+from policybox.league.play.seating import random_seats, rotate_seats
+from policybox.league.play.tournament import Tournament, entrants, episode_seed
 from policybox.settings import EpisodeSettings
 from policybox.spec import SpecError
 

@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 import policybox
 from policybox.cli.app import app
 from policybox.league.evaluate.journal import read_records
-from policybox.league.play.tournament import Tournament, entrants, paired_seats
+from policybox.league.play.seating import paired_seats
+from policybox.league.play.tournament import Tournament, entrants
 from policybox.settings import EpisodeSettings
 
 EXAMPLES = Path(__file__).parents[1] / "examples"

@@ -338,7 +338,7 @@ def test_the_live_tables_numbers_are_the_pages(browser):
 
 
 def test_behind_a_tls_proxy_on_this_machine_the_login_cookie_is_secure(tmp_path):
-    """What the README's nginx snippet sends: uvicorn believes X-Forwarded-Proto from 127.0.0.1, so the
+    """What docs/web.md's nginx snippet sends: uvicorn believes X-Forwarded-Proto from 127.0.0.1, so the
     app knows the visitor came over HTTPS (a Secure cookie) and the form's origin is the proxy's."""
     folder = tmp_path / "cup"
     with api_ladder(folder) as ladder:

@@ -36,8 +36,8 @@ def _missing_dependency(shorthand: str, class_path: str, exc: ImportError) -> st
     needs = f"needs {exc.name!r}" if isinstance(exc, ModuleNotFoundError) and exc.name else "cannot be imported"
     return (
         f"policy shorthand {shorthand!r} ({class_path}) {needs}: {exc}. For MettaGrid's network policies "
-        "(lstm, stateless, puffer...) install policybox's torch extra, as the README's "
-        "'Neural-network policies' section shows"
+        "(lstm, stateless, puffer...) install policybox's torch extra, as "
+        "docs/neural-networks.md shows"
     )
 
 

@@ -413,10 +413,11 @@ def versus(
 
     with guarded("finished episodes are kept; run the same command to resume"):
         check_folder(out, "--out")
-        with Progress(
-            TextColumn("{task.description}"), console=console, disable=json or not console.is_terminal
-        ) as line:
-            task = line.add_task("pairs 0", total=None)
+        live = Progress(
+            TextColumn("{task.description}"), console=console, transient=True, disable=json or not console.is_terminal
+        )
+        with live as line:
+            task = line.add_task("pairs 0 · playing the first pair", total=None)
 
             def update(state: TestState) -> None:
                 line.update(task, description=_test_line(state))
@@ -435,8 +436,8 @@ def versus(
 def _test_line(state: TestState) -> str:
     """The live line: pairs, the estimate of B - A and its interval, the statistic against its bounds."""
     return (
-        f"pairs {state.pairs} · B − A {state.estimate:+.4g} [{state.low:.4g}, {state.high:.4g}] · "
-        f"statistic {state.llr:.3g} in ({state.lower:.3g}, {state.upper:.3g})"
+        f"pairs {state.pairs} ({2 * state.pairs} episodes) · B − A {state.estimate:+.4g} "
+        f"[{state.low:.4g}, {state.high:.4g}] · statistic {state.llr:.3g} in ({state.lower:.3g}, {state.upper:.3g})"
     )
 
 

@@ -1,7 +1,7 @@
 """``policybox versus``: is B better than A? Paired episodes, played until a sequential test decides.
 
-**Paired episodes.** A versus run is a tournament (``policybox.league.play.tournament``) with
-``paired`` seating, whose entrants are A, B and the opponents (``against``). Pair k is two episodes
+**Paired episodes.** A versus run is a tournament with ``paired`` seating
+(``policybox.league.play.seating``), whose entrants are A, B and the opponents (``against``). Pair k is two episodes
 with the same seed (from the run's seed and k) and the same seat map, except that the seats A holds
 in the first are B's in the second. Over pairs the seat maps rotate (``rotate_seats`` over
 [subject, *against]) so that the subject takes every seat equally often. Without opponents A and B
@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from policybox.league.evaluate.journal import RESULTS, read_records
 from policybox.league.evaluate.results_folder import play_tournament
 from policybox.league.play.backends import Backend
 from policybox.league.play.tournament import Tournament, entrants
@@ -197,6 +198,7 @@ def versus(
     summary = play_tournament(
         tournament, folder, workers, backend=backend, ray_address=ray_address, enough=watch.enough
     )
+    watch.enough(read_records(folder / RESULTS)[0])  # the episodes that finished after the last one started
     result = versus_result(tournament, watch, summary.episodes_done, len(summary.incomplete))
     write_atomically(folder / VERSUS_FILE, result.model_dump_json(indent=2))
     return result

@@ -1,7 +1,7 @@
 """A ladder's folder is the host's alone: which of its paths other users may read, and closing them.
 
 Cells run as users of their own (``policybox.host.uids``) and may read any file other users may read:
-Landlock makes the filesystem read-only, not hidden (README, "Security model"). A ladder's folder holds
+Landlock makes the filesystem read-only, not hidden (docs/security.md). A ladder's folder holds
 every team's log tails, tracebacks and setup output (its database), every version's files and env
 secrets (``versions/``), and the logs. So the folder is 0700 and everything directly in it (the
 database and its side files, ladder.json, run.lock, logs/, replays/, versions/) has no bit for its

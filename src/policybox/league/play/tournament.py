@@ -6,42 +6,28 @@ episode can be played again alone, by any worker, in any order, and come out the
 * its seed is derived from the tournament seed and its index only (``episode_seed``);
 * its seat map (the policy playing each agent) is fixed by the seating plan.
 
-``rotate`` seating deals the policies round-robin over the seats of episode after episode (so each
-episode holds as many different policies as it can), shifting by one after every P/gcd(K, P)
-episodes so that each seat cycles through every policy: with N episodes of K seats over P
-policies, every policy plays every seat equally often when P divides N, and otherwise no two
-policies' plays of a seat, or in all, differ by more than one (``tests/test_tournament.py`` checks
-all three properties over a grid of N, K and P). ``random`` seating deals the seats the same
-round-robin way -- so over the tournament no two policies' seat counts differ by more than one,
-and which policies take an episode's extra seats rotates -- then shuffles each episode's seats, as
-MettaGrid's multi-episode runner does, from a generator seeded by that episode's seed.
-
-``paired`` seating is ``policybox versus``'s: its entrants are the two versions under test, A and
-B, then the opponents. Episodes come in pairs -- episode 2k holds A, episode 2k+1 the same seats
-with B where A sat and A where B sat, and both play pair k's seed (``episode_seed`` of k), so the
-two differ only in which version plays (``paired_seats`` says how the seats rotate over pairs).
+Who sits where is ``policybox.league.play.seating``'s: ``rotate``, ``random`` or ``balanced``, or
+``paired`` for ``policybox versus``, whose pairs of episodes share a seed: pair k's two play the seed
+of k.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
-import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policybox.league.play.seating import Plan, seat_maps
+from policybox.league.play.seating import Seating as Seating  # where the league imports it from
 from policybox.league.ranking import RankBy
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
-
-Seating = Literal["rotate", "random"]
-Plan = Seating | Literal["paired"]  # "paired": policybox versus's seating, not an option of evaluate or a ladder
 
 
 class Entrant(BaseModel):
@@ -116,12 +102,7 @@ class Tournament(BaseModel):
 
     def seat_maps(self) -> list[list[int]]:
         """For every episode, the index of the entrant in each seat."""
-        count = len(self.entrants)
-        if self.seating == "paired":
-            return paired_seats(count, self.agents, self.episodes)
-        if self.seating == "random":
-            return [random_seats(count, self.agents, e, self.episode_seed(e)) for e in range(self.episodes)]
-        return rotate_seats(count, self.agents, self.episodes)
+        return seat_maps(self.seating, len(self.entrants), self.agents, self.episodes, self.episode_seed)
 
 
 def _sha256(value: Any) -> str:
@@ -145,43 +126,6 @@ def _shown(value: Any) -> str:
 def episode_seed(seed: int, episode: int) -> int:
     """Episode ``episode``'s seed: from the tournament seed and the index only (never the order played)."""
     return int(np.random.SeedSequence([seed, episode]).generate_state(1)[0] >> 1)
-
-
-def rotate_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
-    """Balanced, well-mixed seating (see the module docstring): seat s of episode e."""
-    shift_every = policies // math.gcd(seats, policies)
-    return [[(e * seats + s + e // shift_every) % policies for s in range(seats)] for e in range(episodes)]
-
-
-def paired_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
-    """Paired seating (see the module docstring) of entrants 0 (A) and 1 (B) and the opponents after
-    them: the first episode of each pair, then the same with A and B swapped.
-
-    With opponents, the first episodes are ``rotate_seats`` over [subject, *opponents] with A as the
-    subject, keeping only the seat maps that hold the subject (there are maps without it when the
-    policies outnumber the seats): the subject takes every seat equally often, against every opponent.
-    Without opponents, A and B play each other: the first episodes are ``rotate_seats`` over [A, B]
-    and the second swaps them (the chess engines' game pair, each opening played with both colours);
-    in a game of one seat each plays it alone."""
-    pairs = (episodes + 1) // 2
-    opponents = policies - 2
-    if opponents == 0 and seats > 1:
-        firsts = rotate_seats(2, seats, pairs)
-    else:  # the subject (0) is in at least one of every `opponents + 1` rotated maps
-        rotated = rotate_seats(opponents + 1, seats, (pairs + 1) * (opponents + 1))
-        firsts = [[0 if index == 0 else index + 1 for index in seat_map] for seat_map in rotated if 0 in seat_map]
-    swap = {0: 1, 1: 0}
-    maps = [[first, [swap.get(index, index) for index in first]] for first in firsts[:pairs]]
-    return [seat_map for pair in maps for seat_map in pair][:episodes]
-
-
-def random_seats(policies: int, seats: int, episode: int, seed: int) -> list[int]:
-    """Episode ``episode``'s seats dealt to the policies in turn, continuing where the previous episode's
-    deal stopped, then shuffled by the episode's ``seed`` (MettaGrid deals every episode from the first
-    policy, so with 3 policies on 4 seats the first always got two)."""
-    dealt = [(episode * seats + seat) % policies for seat in range(seats)]
-    random.Random(seed).shuffle(dealt)
-    return dealt
 
 
 def entrants(sources: Sequence[str | dict[str, Any]], base_dir: Path | None = None) -> list[Entrant]:

@@ -10,7 +10,7 @@ protocol: a connection beyond ``connections`` is closed the moment it is accepte
 given back at once), and one that has not sent a whole request ``request_timeout`` seconds after it
 opened (or after its last response) is closed. The cap is kept below the process's descriptor limit
 (raised to its hard limit first), so accept never runs out. What a proxy does better -- connections
-per client address, a slow body -- is the proxy's (README: nginx).
+per client address, a slow body -- is the proxy's (docs/web.md: nginx).
 
 ``listen`` binds the server's socket before anything is announced, so that a port in use is one
 message (and no URL printed that nothing answers); uvicorn serves on that socket.
