@@ -70,7 +70,7 @@ def test_a_better_bot_is_found_better_in_a_mettagrid_arena(tmp_path):
     args = ["noop", WANDERER, "--env", MOVES, "--steps", "30", "--max-episodes", "60", "--workers", "2"]
     run = policybox_cli("versus", *args, "--out", str(out))
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.startswith("B better: B − A = +"), run.stdout
+    assert run.stdout.startswith("B better: B − A = +") and "reward per agent, 90% interval [" in run.stdout
     assert "B = Wanderer, A = noop;" in run.stdout and "alpha 0.05, beta 0.05" in run.stdout
     result = policybox.VersusResult.model_validate_json((out / "versus.json").read_text())
     assert result.verdict == "B better" and result.low > 0 and result.episodes == 2 * result.pairs < 60

@@ -389,7 +389,10 @@ def versus(
         typer.Option(metavar="E", help="The effect to find, in standard deviations of the paired difference B - A."),
     ] = 0.2,
     max_episodes: Annotated[
-        int, typer.Option(min=2, max=1_000_000, metavar="N", help="Stop undecided after this many episodes (pairs).")
+        int,
+        typer.Option(
+            min=2, max=1_000_000, metavar="N", help="The cap: undecided after this many episodes (whole pairs)."
+        ),
     ] = 2000,
     workers: Annotated[
         int | None,
@@ -442,9 +445,12 @@ def _test_line(state: TestState) -> str:
 
 
 def _show_verdict(result: VersusResult) -> None:
-    interval = "unbounded" if result.low is None or result.high is None else f"[{result.low:.4g}, {result.high:.4g}]"
+    """The verdict, B − A (mean reward per agent) with its anytime-valid interval, what it rests on."""
+    level = f"{1 - result.alpha - result.beta:.0%}"
+    bounded = result.low is not None and result.high is not None
+    interval = f"{level} interval [{result.low:.4g}, {result.high:.4g}]" if bounded else "interval unbounded as yet"
     estimate = "-" if result.estimate is None else f"{result.estimate:+.4g}"
-    console.print(shown(f"{result.verdict}: B − A = {estimate} {interval}", "bold"))
+    console.print(shown(f"{result.verdict}: B − A = {estimate} reward per agent, {interval}", "bold"))
     console.print(
         shown(
             f"B = {result.b}, A = {result.a}; {result.episodes} episodes ({result.pairs} pairs), "
