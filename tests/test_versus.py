@@ -43,7 +43,7 @@ def policybox_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProce
 @pytest.mark.parametrize("seats", [1, 2, 3, 4, 6])
 def test_a_pair_is_one_seat_map_with_b_where_a_sat_and_the_subject_takes_every_seat(opponents, seats):
     pairs = 60
-    maps = paired_seats(2 + opponents, seats, 2 * pairs)
+    maps = paired_seats(2 + opponents, seats, 2 * pairs, seed=7)
     assert len(maps) == 2 * pairs
     swap = {0: 1, 1: 0}
     for first, second in zip(maps[::2], maps[1::2], strict=True):
@@ -55,6 +55,15 @@ def test_a_pair_is_one_seat_map_with_b_where_a_sat_and_the_subject_takes_every_s
         held = Counter(seat for seat_map in maps for seat, index in enumerate(seat_map) if index == version)
         assert set(held) == set(range(seats))
         assert max(held.values()) - min(held.values()) <= 1, (version, held)
+
+
+@pytest.mark.parametrize("opponents", [1, 2, 3, 4])
+def test_in_a_two_seat_game_the_subject_meets_every_opponent_in_both_seats_equally_often(opponents):
+    policies = opponents + 1  # the subject's half of a double round robin: 2(P - 1) of every P(P - 1) matches
+    maps = paired_seats(2 + opponents, 2, 2 * 2 * (policies - 1) * 3, seed=11)
+    met = Counter((seat, first[1 - seat]) for first in maps[::2] for seat in (0, 1) if first[seat] == 0)
+    assert set(met) == {(seat, opponent) for seat in (0, 1) for opponent in range(2, 2 + opponents)}
+    assert len(set(met.values())) == 1, met
 
 
 def test_both_episodes_of_a_pair_play_its_seed():
@@ -147,6 +156,7 @@ def test_bad_input_is_one_error_and_exit_2_touching_nothing(tmp_path):
         ("noop", "random", "--beta", "0"): "--beta must be between 0 and 0.5",
         ("noop", "random", "--effect", "0"): "--effect must be above 0",
         ("noop", "random", "--max-episodes", "1"): "--max-episodes",
+        ("noop", "random", "--agents", "1", "--against", "random,name=r"): "no seat for an opponent",
     }
     for args, message in mistakes.items():
         code, output = versus_here(*args, "--steps", "5", "--out", str(out))

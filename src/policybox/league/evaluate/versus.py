@@ -148,10 +148,13 @@ def versus_tournament(
     if max_episodes < 2:
         raise SpecError(f"--max-episodes must be at least 2 (one pair), not {max_episodes}")
     sources = [p.model_dump() if isinstance(p, PolicySpec) else p for p in (a, b, *against)]
+    seats = agent_count(settings, agents, DEFAULT_AGENTS)
+    if seats == 1 and against:
+        raise SpecError("a game of one agent has no seat for an opponent: leave out --against (A and B each play it)")
     return Tournament(
         entrants=entrants(sources),
         episodes=max_episodes // 2 * 2,
-        agents=agent_count(settings, agents, DEFAULT_AGENTS),
+        agents=seats,
         seating="paired",
         settings=settings,
         rank_by="reward",

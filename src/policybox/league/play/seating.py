@@ -62,7 +62,7 @@ def seat_maps(plan: Plan, policies: int, seats: int, episodes: int, seed: Callab
     if plan == "balanced":
         return balanced_seats(policies, seats, episodes, seed(0))
     if plan == "paired":
-        return paired_seats(policies, seats, episodes)
+        return paired_seats(policies, seats, episodes, seed(0))
     return rotate_seats(policies, seats, episodes)
 
 
@@ -72,23 +72,27 @@ def rotate_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
     return [[(e * seats + s + e // shift_every) % policies for s in range(seats)] for e in range(episodes)]
 
 
-def paired_seats(policies: int, seats: int, episodes: int) -> list[list[int]]:
+def paired_seats(policies: int, seats: int, episodes: int, seed: int) -> list[list[int]]:
     """Paired seating (see the module docstring) of policies 0 (A) and 1 (B) and the opponents after
     them: the first episode of each pair, then the same with A and B swapped.
 
-    With opponents, the first episodes are ``rotate_seats`` over [subject, *opponents] with A as the
-    subject, keeping only the seat maps that hold the subject (there are maps without it when the
-    policies outnumber the seats): the subject takes every seat equally often, against every opponent.
-    Without opponents, A and B play each other: the first episodes are ``rotate_seats`` over [A, B]
-    and the second swaps them (the chess engines' game pair, each opening played with both colours);
-    in a game of one seat each plays it alone."""
+    With opponents, the first episodes are the ``balanced`` schedule of [subject, *opponents] with A
+    as the subject, keeping the matches that hold the subject (there are matches without it when the
+    policies outnumber the seats): in every cycle of P matches the subject takes every seat once, and
+    meets the opponents as evenly as the schedule makes the pairs meet (in a game of two seats, each
+    opponent in both seats: the subject's half of a double round robin). Without opponents, A and B
+    play each other: the first episodes are ``rotate_seats`` over [A, B] and the second swaps them
+    (the chess engines' game pair, each opening played with both colours). In a game of one seat each
+    plays it alone."""
     pairs = (episodes + 1) // 2
     opponents = policies - 2
-    if opponents == 0 and seats > 1:
+    if seats == 1:  # each version plays alone: there is no seat for an opponent
+        firsts = [[0]] * pairs
+    elif opponents == 0:
         firsts = rotate_seats(2, seats, pairs)
-    else:  # the subject (0) is in at least one of every `opponents + 1` rotated maps
-        rotated = rotate_seats(opponents + 1, seats, (pairs + 1) * (opponents + 1))
-        firsts = [[0 if index == 0 else index + 1 for index in seat_map] for seat_map in rotated if 0 in seat_map]
+    else:  # the subject (0) is in `seats` of every `opponents + 1` matches (all of them when it is no more)
+        schedule = balanced_seats(opponents + 1, seats, (pairs + 1) * (opponents + 1), seed)
+        firsts = [[0 if index == 0 else index + 1 for index in seat_map] for seat_map in schedule if 0 in seat_map]
     swap = {0: 1, 1: 0}
     maps = [[first, [swap.get(index, index) for index in first]] for first in firsts[:pairs]]
     return [seat_map for pair in maps for seat_map in pair][:episodes]
