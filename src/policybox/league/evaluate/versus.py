@@ -3,10 +3,11 @@
 **Paired episodes.** A versus run is a tournament with ``paired`` seating
 (``policybox.league.play.seating``), whose entrants are A, B and the opponents (``against``). Pair k is two episodes
 with the same seed (from the run's seed and k) and the same seat map, except that the seats A holds
-in the first are B's in the second. Over pairs the seat maps rotate (``rotate_seats`` over
-[subject, *against]) so that the subject takes every seat equally often. Without opponents A and B
-play each other, and the second episode of a pair swaps their seats: the chess engines' game pair,
-each opening played with both colours (in a game of one seat, each plays it alone).
+in the first are B's in the second. Over pairs the seat maps follow the subject's matches in the
+``balanced`` schedule of [subject, *against], so that it takes every seat equally often and meets
+the opponents as evenly as the seats allow. Without opponents A and B play each other, and the
+second episode of a pair swaps their seats: the chess engines' game pair, each opening played with
+both colours (in a game of one seat, each plays it alone).
 
 **The paired difference** of pair k is B's score minus A's: a side's score is the mean reward of
 the agents it held in the pair's episodes (the summary's episode score). Every reward counts as the
