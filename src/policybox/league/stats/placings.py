@@ -35,24 +35,25 @@ class Stages:
 
 def stages(matches: Sequence[Sequence[Sequence[str]]]) -> Stages:
     """Encode placings (each a list of groups of names, best first) as stages."""
-    names = sorted({name for match in matches for group in match for name in group})
-    index = {name: i for i, name in enumerate(names)}
-    name_of = np.array([index[name] for match in matches for group in match for name in group], dtype=np.int64)
-    place_of = np.array([p for match in matches for p, group in enumerate(match) for _ in group], dtype=np.int64)
-    per_match = np.array([sum(map(len, match)) for match in matches], dtype=np.int64)
+    seen: dict[str, int] = {}
+    first_seen = np.array([seen.setdefault(n, len(seen)) for match in matches for group in match for n in group])
+    names = sorted(seen)
+    name_of = np.argsort(np.argsort(list(seen)))[first_seen].astype(np.int64)  # ids by sorted name
+    group_size = np.array([len(group) for match in matches for group in match], dtype=np.int64)
     groups = np.array([len(match) for match in matches], dtype=np.int64)
-    match_of = np.repeat(np.arange(len(matches)), per_match)
+    first_stage = np.cumsum(groups) - groups
+    stage_match = np.repeat(np.arange(len(matches)), groups)
+    place_of = np.repeat(np.arange(len(group_size)) - first_stage[stage_match], group_size)
+    match_of = np.repeat(stage_match, group_size)
     if (np.diff(np.sort(match_of * len(names) + name_of)) == 0).any():
         raise ValueError("a match places a name twice")
-    # a member placed at p is in the sets of its match's stages 0..p
-    first_stage = np.cumsum(groups) - groups
+    # a member placed at p is in the sets of its match's stages 0..p; entries sorted by stage, then name
     repeat = place_of + 1
     member = np.repeat(np.arange(len(name_of)), repeat)
-    offset = np.arange(len(member)) - np.repeat(np.cumsum(repeat) - repeat, repeat)
-    order = np.lexsort((name_of[member], first_stage[match_of[member]] + offset))
-    member, offset = member[order], offset[order]
-    entry_stage = first_stage[match_of[member]] + offset
-    entry_won = (offset == place_of[member]).astype(float)
+    stage = first_stage[match_of[member]] + np.arange(len(member)) - np.repeat(np.cumsum(repeat) - repeat, repeat)
+    order = np.argsort(stage * len(names) + name_of[member], kind="stable")
+    member, entry_stage = member[order], stage[order]
+    entry_won = (entry_stage == first_stage[match_of[member]] + place_of[member]).astype(float)
     kinds, stage_kind, kind_count = distinct(entry_stage, name_of[member], entry_won, len(names))
     return Stages(
         names=names,
@@ -60,7 +61,7 @@ def stages(matches: Sequence[Sequence[Sequence[str]]]) -> Stages:
         entry_stage=entry_stage,
         entry_name=name_of[member],
         entry_won=entry_won,
-        stage_match=np.repeat(np.arange(len(matches)), groups),
+        stage_match=stage_match,
         stage_kind=stage_kind,
         wins=np.bincount(name_of[member], entry_won, minlength=len(names)),
         kind_entry=np.nonzero(kinds[:, 1:] >= 0)[0],
@@ -71,15 +72,18 @@ def stages(matches: Sequence[Sequence[Sequence[str]]]) -> Stages:
 
 def distinct(entry_stage: np.ndarray, entry_name: np.ndarray, entry_won: np.ndarray, names: int):
     """The distinct stages, as rows (group size, the set's names ascending, -1 padding), each stage's
-    row, and each row's count."""
+    row, and each row's count. Rows are compared as one integer each, built column by column (and
+    renumbered densely whenever the next column would overflow it)."""
     size = np.bincount(entry_stage)
-    drawn = np.bincount(entry_stage, entry_won).astype(np.int64)
     start = np.cumsum(size) - size
     rows = np.full((len(size), 1 + size.max()), -1, dtype=np.int64)
-    rows[:, 0] = drawn
+    rows[:, 0] = np.bincount(entry_stage, entry_won).astype(np.int64)
     rows[entry_stage, 1 + np.arange(len(entry_stage)) - start[entry_stage]] = entry_name
-    order = np.lexsort(rows.T[::-1])
-    new = np.concatenate([[True], (rows[order[1:]] != rows[order[:-1]]).any(axis=1)])
-    stage_kind = np.empty(len(rows), dtype=np.int64)
-    stage_kind[order] = np.cumsum(new) - 1
-    return rows[order[new]], stage_kind, np.bincount(stage_kind).astype(float)
+    base = max(names, int(rows[:, 0].max())) + 2
+    key = np.zeros(len(rows), dtype=np.int64)
+    for column in rows.T:
+        if key.max() >= np.iinfo(np.int64).max // base - 1:
+            key = np.unique(key, return_inverse=True)[1].ravel()
+        key = key * base + column + 1
+    _, first, stage_kind, count = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
+    return rows[first], stage_kind.ravel(), count.astype(float)
