@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
+from policybox.league.stats import plackett_luce
 from policybox.league.stats.placings import stages
 from policybox.league.stats.plackett_luce import final_ranking, fit, uncertain_pairs
 
@@ -125,6 +126,8 @@ def test_edge_cases():
     assert [row.rank_probabilities for row in final_ranking([[["solo"]]]).names] == [[1.0]]
     with pytest.raises(ValueError):
         final_ranking([[["a"], ["a"]]])
+    with pytest.raises(ValueError):
+        final_ranking([[["a"], ["b"]]], level=1.0)
 
 
 def test_every_placing_shape_encodes_one_stage_per_group():
@@ -133,3 +136,14 @@ def test_every_placing_shape_encodes_one_stage_per_group():
     assert len(data.stage_match) == 3 + 1 + 2
     assert data.wins.sum() == sum(len(group) for match in matches for group in match)
     assert data.names == ["a", "b", "c", "d"]
+
+
+def test_resampling_blocks_of_matches_spreads_as_resampling_matches(monkeypatch):
+    """Beyond BLOCKS matches the bootstrap resamples random blocks of matches: its spread matches
+    the bootstrap that resamples each match (BLOCKS raised above the matches) within 15%."""
+    data = stages(simulate({n: i / 4 for i, n in enumerate("abcdef")}, 6000, 3, seed=8))
+    theta = fit(data)
+    blocked = plackett_luce.bootstrap(data, theta, 1000, seed=1).std(axis=0)
+    monkeypatch.setattr(plackett_luce, "BLOCKS", 10_000)
+    single = plackett_luce.bootstrap(data, theta, 1000, seed=1).std(axis=0)
+    assert np.abs(blocked / single - 1).max() < 0.15

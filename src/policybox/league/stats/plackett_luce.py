@@ -22,8 +22,9 @@ gradient below 1e-9 per match, over the distinct stages (``placings``).
 from the full fit -- the linearised (estimating-function) bootstrap of Hu and Kalbfleisch (2000): the
 resample's score at the full fit, solved against the full fit's information. All resamples are one
 matrix product and one solve. Up to ``BLOCKS`` matches each match is resampled on its own; beyond,
-the matches are dealt at random (fixed seed) into ``BLOCKS`` blocks and the blocks are resampled --
-the same mean and covariance as resampling matches, at a cost that does not grow with the matches.
+the matches are dealt at random (fixed seed) into ``BLOCKS`` blocks and the blocks are resampled:
+the resampled score then has, on average over the deal, the covariance that resampling the matches
+gives it, at a cost that does not grow with the matches.
 """
 
 from __future__ import annotations
@@ -99,8 +100,8 @@ def bootstrap(data: Stages, theta: np.ndarray, resamples: int, seed: int, prior:
     scores = np.bincount(block_of_entry * n + data.entry_name, terms, minlength=blocks * n).reshape(blocks, n)
     picks = rng.integers(0, blocks, size=(resamples, blocks))
     counts = np.bincount((picks + blocks * np.arange(resamples)[:, None]).ravel(), minlength=resamples * blocks)
-    gradient = counts.reshape(resamples, blocks).astype(float) @ scores + prior_gradient(theta, prior)
-    steps = np.linalg.solve(information(data, theta, p, prior), gradient.T).T
+    slope = counts.reshape(resamples, blocks).astype(float) @ scores + prior_gradient(theta, prior)
+    steps = np.linalg.solve(information(data, theta, p, prior), slope.T).T
     refit = theta + steps
     return refit - refit.mean(axis=1, keepdims=True)
 
@@ -140,6 +141,8 @@ def final_ranking(
 ) -> FinalRanking:
     """Rank the names of ``matches`` (each a placing: groups of names, best first) by a Plackett-Luce
     fit, with bootstrap intervals, rank probabilities and groups of names the data cannot order."""
+    if resamples < 1 or not 0 < level < 1:
+        raise ValueError(f"need resamples >= 1 and 0 < level < 1, got {resamples} and {level}")
     rule = group_rule(level, resamples)
     if not matches:
         return FinalRanking(names=[], matches=0, resamples=resamples, level=level, rule=rule)
