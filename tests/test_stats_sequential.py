@@ -69,6 +69,16 @@ def test_peeking_after_every_pair_keeps_the_error_at_alpha(kind):
     assert low <= test.alpha
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_peeking_keeps_the_other_error_at_beta(kind):
+    """The same for the other side: when B is better by the effect, reading after every pair and
+    stopping at the first ``B not better`` is wrong in at most beta of runs."""
+    test = SequentialTest(alpha=0.05, beta=0.05, effect=0.5)
+    verdict = test.running(draws(kind, 0.5, RUNS, 10 * test.fixed_pairs(), seed=6)).verdict
+    low, _ = interval(int((verdict == -1).any(axis=1).sum()), RUNS)
+    assert low <= test.beta
+
+
 def test_the_test_needs_fewer_pairs_than_the_fixed_test_on_average():
     test = SequentialTest(effect=0.2)
     for mean in (0.0, 0.2):
