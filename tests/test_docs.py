@@ -109,6 +109,8 @@ LADDER = Block("ladder.md", "A ladder from the command line", "bash", 0)
 LADDER_API = Block("ladder.md", "From Python", "python", 0)
 SERVE = Block("web.md", "The web page", "bash", 0)
 CHECKS = Block("architecture.md", "Checks", "bash", 0)
+VERSUS = Block("versus.md", "Is B better than A? `policybox versus`", "bash", 0)
+VERSUS_API = Block("versus.md", "From Python", "python", 0)
 RAY_START = Block("scale.md", "Running on a real cluster", "bash", 0)
 RAY_EVALUATE = Block("scale.md", "Running on a real cluster", "bash", 1)
 POSTGRES_INIT = Block("scale.md", "A ladder on a cluster, with PostgreSQL", "bash", 0)
@@ -128,8 +130,10 @@ RUN = {
     LADDER: "test_the_ladder_example",
     LADDER_API: "test_the_ladder_python_api_example",
     CHECKS: "test_the_checks_pass",
+    VERSUS_API: "test_the_versus_python_example",
 }
 CHECKED = {
+    VERSUS: "test_versus.py::test_a_better_bot_is_found_better_in_a_mettagrid_arena runs this command, with --steps 30",
     NN_INSTALL: "an install into the venv: the README's test command installs the same extra and pin",
     EVALUATE_CUP: "60 episodes of 1,000 steps take minutes; the main job and the Python API run evaluate",
     SERVE: "ladder serve runs until Ctrl-C; test_a_ladder_in_five_commands runs token and serve",
@@ -225,6 +229,18 @@ def test_python_api_example(tmp_path):
     assert episode.startswith("[0.0, 0.0, 0.0, 0.0] policybox-logs/") and (tmp_path / "policybox-logs").is_dir()
     assert spread.startswith("[('agent_0', -") and "'agent_2'" in spread
     assert refused.startswith("refused: unknown policy shorthand 'no_such_policy'")
+
+
+def test_the_versus_python_example(tmp_path):
+    """The versus page's Python example as written, from a folder that holds the repository's examples:
+    the walker is found better than noop."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    run = subprocess.run(
+        [sys.executable, "-c", block(*VERSUS_API)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.startswith("B better "), run.stdout
+    assert json.loads((tmp_path / "ab" / "versus.json").read_text())["verdict"] == "B better"
 
 
 def test_pettingzoo_example(tmp_path):

@@ -98,7 +98,7 @@ def test_state_agrees_with_the_vectorised_run_and_its_interval_with_its_verdict(
     for n in (1, MIN_PAIRS - 1, MIN_PAIRS, 30, 200):
         state = test.state(list(diffs[:n]))
         assert state.pairs == n and state.estimate == pytest.approx(diffs[:n].mean())
-        assert state.llr == pytest.approx(run.statistic[0, n - 1])
+        assert state.statistic == pytest.approx(run.statistic[0, n - 1])
         assert (state.verdict == "B better") == (state.low > 0)
         shown_not_better = n >= MIN_PAIRS and state.high <= 0.5 * diffs[:n].std(ddof=1)
         assert (state.verdict == "B not better") == (shown_not_better and state.low <= 0)

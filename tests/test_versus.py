@@ -170,7 +170,7 @@ def test_a_test_resumed_at_other_levels_or_a_lower_cap_is_refused(tmp_path):
     held = {
         "a": "noop", "b": "random", "against": [], "verdict": "undecided", "pairs": 0, "episodes": 0, "played": 0,
         "max_episodes": 100, "estimate": None, "low": None, "high": None, "alpha": 0.05, "beta": 0.05,
-        "effect": 0.2, "llr": 0.0, "bounds": [-13.0, 13.0], "failures": {"noop": 0, "random": 0}, "incomplete": 0,
+        "effect": 0.2, "statistic": 0.0, "bounds": [-13.0, 13.0], "failures": {"noop": 0, "random": 0}, "incomplete": 0,
     }  # fmt: skip
     (out / "versus.json").write_text(json.dumps(held))
     code, output = versus_here("noop", "random", "--alpha", "0.1", "--out", str(out))

@@ -440,7 +440,8 @@ def _test_line(state: TestState) -> str:
     """The live line: pairs, the estimate of B - A and its interval, the statistic against its bounds."""
     return (
         f"pairs {state.pairs} ({2 * state.pairs} episodes) · B − A {state.estimate:+.4g} "
-        f"[{state.low:.4g}, {state.high:.4g}] · statistic {state.llr:.3g} in ({state.lower:.3g}, {state.upper:.3g})"
+        f"[{state.low:.4g}, {state.high:.4g}] · "
+        f"statistic {state.statistic:.3g} in ({state.lower:.3g}, {state.upper:.3g})"
     )
 
 

@@ -75,7 +75,7 @@ class VersusResult(BaseModel):
     alpha: float
     beta: float
     effect: float = Field(description="The effect the test finds with probability 1 - beta, in sds of B - A")
-    llr: float | None = Field(description="The test statistic; null: infinite (every difference the same)")
+    statistic: float | None = Field(description="The test statistic; null: infinite (every difference the same)")
     bounds: tuple[float, float] = Field(
         description="The statistic's bounds: B not better at or below the first, B better at or above the second"
     )
@@ -262,7 +262,7 @@ def versus_result(tournament: Tournament, watch: Watch, played: int, incomplete:
         alpha=watch.test.alpha,
         beta=watch.test.beta,
         effect=watch.test.effect,
-        llr=finite(state.llr),
+        statistic=finite(state.statistic),
         bounds=(state.lower, state.upper),
         failures=watch.failures,
         incomplete=incomplete,

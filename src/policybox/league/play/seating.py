@@ -109,7 +109,7 @@ def random_seats(policies: int, seats: int, episode: int, seed: int) -> list[int
 
 def balanced_seats(policies: int, seats: int, episodes: int, seed: int) -> list[list[int]]:
     """For every episode, the index of the policy in each seat (see the module docstring)."""
-    if seats >= policies:
+    if seats >= policies or seats == 1:  # one seat: each match one name, in turn
         return rotate_seats(policies, seats, episodes)
     order = list(range(policies))
     random.Random(seed).shuffle(order)

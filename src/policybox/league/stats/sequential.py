@@ -43,9 +43,9 @@ errors below their levels however it is read (``tests/test_stats_sequential.py``
 its interval never contradicts its verdict. The price: its 90th percentile of pairs is about 1.25
 times the fixed test's.
 
-The state's ``llr`` is the test statistic in standard-deviation units, the standardised sum
-``n * m / s``; ``B better`` is ``llr > upper`` with ``upper = u(n, alpha)``, and ``B not better``
-is ``llr <= lower`` with ``lower = effect * n - u(n, beta)``. When every difference so far is the
+The state's ``statistic`` is the test statistic in standard-deviation units, the standardised sum
+``n * m / s``; ``B better`` is ``statistic > upper`` with ``upper = u(n, alpha)``, and ``B not better``
+is ``statistic <= lower`` with ``lower = effect * n - u(n, beta)``. When every difference so far is the
 same value (``s = 0``, e.g. two copies of a bot in a deterministic game) the statistic is +inf for a
 positive value and -inf otherwise.
 """
@@ -76,7 +76,7 @@ class TestState:
     estimate: float  # mean difference B - A (nan before the first pair)
     low: float  # anytime-valid lower bound at level 1 - alpha (-inf before MIN_PAIRS)
     high: float  # anytime-valid upper bound at level 1 - beta (+inf before MIN_PAIRS)
-    llr: float  # the test statistic: the standardised sum n * mean / sd
+    statistic: float  # the test statistic: the standardised sum n * mean / sd
     lower: float  # B not better at or below it: effect * n - u(n, beta)
     upper: float  # B better at or above it: u(n, alpha)
     verdict: Verdict
@@ -122,7 +122,7 @@ class SequentialTest:
         last = {field: float(getattr(run, field)[0, -1]) for field in ("estimate", "low", "high", "lower", "upper")}
         return TestState(
             pairs=n,
-            llr=float(run.statistic[0, -1]),
+            statistic=float(run.statistic[0, -1]),
             verdict=VERDICTS[int(run.verdict[0, -1]) + 1],
             **last,
         )
