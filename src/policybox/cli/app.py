@@ -17,6 +17,7 @@ from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.cli.tables import show_episode, show_summary
 from policybox.episode import assign_policies, default_log_dir, run_episode
+from policybox.errors import SpecError
 from policybox.files.setup_scripts import prepared_for_now
 from policybox.inert import shown
 from policybox.league.evaluate.results_folder import REPORT_FILE, load_summary, play_tournament
@@ -29,7 +30,7 @@ from policybox.league.ranking import RankBy
 from policybox.league.views.summary import Summary
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.settings import DEFAULT_AGENTS, REPLAY_SUFFIX, EpisodeSettings, agent_count
-from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
 
 app = typer.Typer(
@@ -61,7 +62,7 @@ def _root(
 def run(
     ctx: typer.Context,
     policies: Annotated[list[str], typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)],
-    episode: dict,
+    episode: dict[str, Any],
     ladder: Annotated[
         Path | None,
         typer.Option(
@@ -125,8 +126,8 @@ def run(
     if out is not None:
         try:
             write_atomically(out, result.model_dump_json(indent=2))
-        except StorageFull as full:
-            unwritten.append(full)
+        except StorageFull as kept_out:
+            unwritten.append(kept_out)
         except OSError as exc:  # shown above, so the episode is not lost; say why the file is missing
             errors.print(error_line(f"could not write --out {out}: {exc.strerror}"), soft_wrap=True)
             raise typer.Exit(2) from None
@@ -179,7 +180,7 @@ def _played(
 @with_episode_options
 def evaluate(
     ctx: typer.Context,
-    episode: dict,
+    episode: dict[str, Any],
     tournament_file: Annotated[
         Path | None,
         typer.Argument(
@@ -280,7 +281,7 @@ TOURNAMENT_KEYS = {
 
 
 def _tournament_values(
-    ctx: typer.Context, tournament_file: Path | None, episode: dict
+    ctx: typer.Context, tournament_file: Path | None, episode: dict[str, Any]
 ) -> tuple[dict[str, Any], set[str]]:
     """The tournament's values -- the file's, overridden by every option given on the command line --
     and the names of those that came from the file."""
