@@ -31,9 +31,10 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policybox.errors import SpecError
 from policybox.league.ranking import RankBy
 from policybox.settings import EpisodeSettings
-from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.spec import PolicySpec, parse_policy_arg
 
 Seating = Literal["rotate", "random"]
 
