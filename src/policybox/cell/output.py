@@ -31,6 +31,7 @@ class CappedFd(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
+    # RawIOBase.write takes any buffer (and may return None); TextIOWrapper only ever gives this one bytes.
     def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
         size = len(data)
         keep = bytes(data[: self._budget.remaining])
