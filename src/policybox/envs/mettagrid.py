@@ -386,17 +386,18 @@ def _lazy_observation_class() -> type:
             self.agent_id = agent_id
             self.talk = talk
             self._build: Callable[[], list[ObservationToken]] | None = build
-            self._tokens: Sequence[ObservationToken] = ()
+            self._tokens: Sequence[ObservationToken] | None = None
 
         @property
         def tokens(self) -> Sequence[ObservationToken]:
-            if self._build is not None:
+            if self._tokens is None:
+                assert self._build is not None  # dropped only once the tokens are built
                 self._tokens, self._build = self._build(), None
             return self._tokens
 
         @tokens.setter
         def tokens(self, value: Sequence[ObservationToken]) -> None:
-            self._tokens, self._build = value, None
+            self._tokens = value
 
     return LazyAgentObservation
 
