@@ -7,7 +7,6 @@ takes over (``policybox.cli``: stop every process it started, say what was kept)
 
 import os
 import signal
-import sys
 
 
 def _exit_now(signum: int, frame: object) -> None:
@@ -24,4 +23,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -16,7 +16,7 @@ from typing import Any
 
 import policybox
 from policybox.envs import ActionSink, ConfigError, EnvHost, GameRequest, InvalidAction
-from policybox.errors import PolicyboxError
+from policybox.errors import PolicyboxError, SpecError
 from policybox.host.diagnosis import unavailable
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
@@ -35,7 +35,7 @@ from policybox.settings import (
     env_family,
     zygote_preload,
 )
-from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import StorageFull, writing
 from policybox.threads import cell_threads
 from policybox.wire import FrameType

@@ -23,7 +23,9 @@ MARK = "POLICYBOX-PROBE "
 
 
 class SandboxProbe:
-    def __init__(self, *env_info: object, host_pid: int, udp_port: int, secret_name: str, outside: str, **kwargs):
+    def __init__(
+        self, *env_info: object, host_pid: int, udp_port: int, secret_name: str, outside: str, **kwargs: object
+    ) -> None:
         checks = {
             "uid": _attempt(lambda: Path(f"/proc/{host_pid}/environ").read_bytes(), "read the host's environ"),
             "network": _attempt(lambda: _send_udp(udp_port), "sent a UDP packet to the host"),

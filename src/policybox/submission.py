@@ -116,7 +116,8 @@ def private_folder(root: Path, error: type[PolicyboxError] = SpecError) -> Path:
 
 
 def _sha256(file: BinaryIO) -> str:
-    return hashlib.file_digest(file, "sha256").hexdigest()
+    # file_digest reads with readinto, which every binary file has but typeshed's BinaryIO does not declare.
+    return hashlib.file_digest(file, "sha256").hexdigest()  # type: ignore[arg-type]
 
 
 def move_into_place(staging: Path, target: Path) -> None:
@@ -160,12 +161,13 @@ def _check_central_directory(file: BinaryIO, given: str, limits: ZipLimits) -> N
     The end record is found with zipfile's own reader (``_EndRecData``: private, but the one the
     ZipFile class uses; it reads the last 64 KiB, never more)."""
     try:
-        end = zipfile._EndRecData(file)  # noqa: SLF001 -- see the docstring
+        end = zipfile._EndRecData(file)  # type: ignore[attr-defined]  # noqa: SLF001 -- private, see the docstring
     except OSError:
         end = None
     if not end:
         raise SpecError(f"submission {given} is not a zip file")
-    entries, size = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]  # noqa: SLF001
+    entries = end[zipfile._ECD_ENTRIES_TOTAL]  # type: ignore[attr-defined]  # noqa: SLF001
+    size = end[zipfile._ECD_SIZE]  # type: ignore[attr-defined]  # noqa: SLF001
     if entries > limits.max_entries:
         raise TooLarge(f"submission {given} holds {entries} entries, more than {limits.max_entries}")
     if size > (cap := limits.max_entries * CENTRAL_BYTES_PER_ENTRY + CENTRAL_SLACK):

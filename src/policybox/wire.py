@@ -96,7 +96,8 @@ def decode_json(frame: Frame) -> dict[str, Any]:
         raise ProtocolError(f"{frame.type.name} frame does not hold valid UTF-8 JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ProtocolError(f"{frame.type.name} frame holds JSON {type(value).__name__}, expected an object")
-    return _valid_text(value)
+    valid: dict[str, Any] = _valid_text(value)
+    return valid
 
 
 def _valid_text(value: Any) -> Any:

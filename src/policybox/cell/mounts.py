@@ -35,6 +35,10 @@ SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def _encoded(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()
+
+
 def unshare(flags: int) -> None:
     if _libc.unshare(flags) != 0:
         errno = ctypes.get_errno()
@@ -42,8 +46,7 @@ def unshare(flags: int) -> None:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    encode = lambda text: None if text is None else text.encode()  # noqa: E731
-    if _libc.mount(encode(source), encode(target), encode(fstype), flags, encode(data)) != 0:
+    if _libc.mount(_encoded(source), target.encode(), _encoded(fstype), flags, _encoded(data)) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
 

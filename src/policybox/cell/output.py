@@ -31,6 +31,7 @@ class CappedFd(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
+    # RawIOBase.write takes any buffer (and may return None); TextIOWrapper only ever gives this one bytes.
     def write(self, data: bytes | bytearray | memoryview) -> int:  # type: ignore[override]
         size = len(data)
         keep = bytes(data[: self._budget.remaining])
@@ -47,8 +48,13 @@ class CappedFd(io.RawIOBase):
 def cap_output(limit_bytes: int) -> None:
     budget = _Budget(limit_bytes)
     for name, fd in (("stdout", 1), ("stderr", 2)):
+        # typeshed wants the buffer of a TextIOWrapper to be readable too (read, name); this stream only writes.
         stream = io.TextIOWrapper(
-            CappedFd(fd, budget), encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=True
+            CappedFd(fd, budget),  # type: ignore[type-var]
+            encoding="utf-8",
+            errors="backslashreplace",
+            line_buffering=True,
+            write_through=True,
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)

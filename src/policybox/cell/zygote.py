@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import sys
+from typing import Any
 
 from policybox.cell.__main__ import die_with_parent, run_cell
 
@@ -62,7 +63,8 @@ def serve(control: socket.socket) -> None:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     while True:
-        ready, _, _ = select.select([control, wake_read], [], [])
+        readers: list[socket.socket | int] = [control, wake_read]
+        ready, _, _ = select.select(readers, [], [])
         if wake_read in ready:
             os.read(wake_read, 4096)
             _report_exits(control)
@@ -87,7 +89,7 @@ def _report_exits(control: socket.socket) -> None:
         control.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
-def _fork_cell(request: dict, fds: list[int], control: socket.socket, wake: tuple[int, int]) -> int:
+def _fork_cell(request: dict[str, Any], fds: list[int], control: socket.socket, wake: tuple[int, int]) -> int:
     cell_fd, output_fd = fds
     zygote_pid = os.getpid()
     pid = os.fork()

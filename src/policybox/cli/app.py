@@ -17,6 +17,7 @@ from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.cli.tables import show_episode, show_summary
 from policybox.episode import assign_policies, default_log_dir, run_episode
+from policybox.errors import SpecError
 from policybox.files.setup_scripts import prepared_for_now
 from policybox.inert import shown
 from policybox.league.evaluate.results_folder import REPORT_FILE, load_summary, play_tournament
@@ -24,12 +25,13 @@ from policybox.league.evaluate.results_folder import Progress as EvaluationProgr
 from policybox.league.ladder import rerun
 from policybox.league.ladder.folder import LadderFolder
 from policybox.league.play.backends import Backend, ray_backend
-from policybox.league.play.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
+from policybox.league.play.seating import Seating
+from policybox.league.play.tournament import Tournament, entrants, game_file_relative_to, load_tournament_file
 from policybox.league.ranking import RankBy
 from policybox.league.views.summary import Summary
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.settings import DEFAULT_AGENTS, REPLAY_SUFFIX, EpisodeSettings, agent_count
-from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
 
 if TYPE_CHECKING:  # versus's modules (scipy) are imported by versus only
@@ -65,7 +67,7 @@ def _root(
 def run(
     ctx: typer.Context,
     policies: Annotated[list[str], typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)],
-    episode: dict,
+    episode: dict[str, Any],
     ladder: Annotated[
         Path | None,
         typer.Option(
@@ -129,8 +131,8 @@ def run(
     if out is not None:
         try:
             write_atomically(out, result.model_dump_json(indent=2))
-        except StorageFull as full:
-            unwritten.append(full)
+        except StorageFull as kept_out:
+            unwritten.append(kept_out)
         except OSError as exc:  # shown above, so the episode is not lost; say why the file is missing
             errors.print(error_line(f"could not write --out {out}: {exc.strerror}"), soft_wrap=True)
             raise typer.Exit(2) from None
@@ -183,7 +185,7 @@ def _played(
 @with_episode_options
 def evaluate(
     ctx: typer.Context,
-    episode: dict,
+    episode: dict[str, Any],
     tournament_file: Annotated[
         Path | None,
         typer.Argument(
@@ -284,7 +286,7 @@ TOURNAMENT_KEYS = {
 
 
 def _tournament_values(
-    ctx: typer.Context, tournament_file: Path | None, episode: dict
+    ctx: typer.Context, tournament_file: Path | None, episode: dict[str, Any]
 ) -> tuple[dict[str, Any], set[str]]:
     """The tournament's values -- the file's, overridden by every option given on the command line --
     and the names of those that came from the file."""
@@ -366,7 +368,7 @@ def _show_summary(board: Summary) -> None:
 @app.command()
 @with_episode_options
 def versus(
-    episode: dict,
+    episode: dict[str, Any],
     a: Annotated[str, typer.Argument(metavar="A", help="The base version: a -p SPEC (see --against).")],
     b: Annotated[str, typer.Argument(metavar="B", help="The version tested against it: a -p SPEC.")],
     against: Annotated[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.live import Live
@@ -15,7 +15,7 @@ from policybox.cli.common import POLICY_HELP, console, guarded
 from policybox.cli.options import with_episode_options
 from policybox.inert import shown
 from policybox.league.play.backends import Backend
-from policybox.league.play.tournament import Seating
+from policybox.league.play.seating import Seating
 from policybox.league.ranking import RankBy
 from policybox.league.web import UPLOAD_CAP, MiB
 from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
@@ -46,7 +46,7 @@ def _open(folder: Path, read_only: bool = False) -> LadderFolder:
 @with_episode_options
 def init(
     folder: DIR,
-    episode: dict,
+    episode: dict[str, Any],
     db: Annotated[
         str | None,
         typer.Option(
@@ -245,7 +245,9 @@ def run_ladder(
     )
 
 
-def _run_with_progress(ladder: LadderFolder, matches, workers, backend, ray_address) -> run_loop.Progress:
+def _run_with_progress(
+    ladder: LadderFolder, matches: int | None, workers: int | None, backend: Backend, ray_address: str | None
+) -> run_loop.Progress:
     from policybox.league.ladder import run_loop
 
     with Live(Text(""), console=console, transient=True, auto_refresh=False) as live:

@@ -237,6 +237,7 @@ def with_episode_options(command: Callable[..., None]) -> Callable[..., None]:
         return command(episode=episode, **kwargs)
 
     parameters = [*own, *EPISODE_OPTIONS]
+    # inspect reads a function's __signature__ when it has one; typeshed does not declare the attribute.
     wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     del wrapper.__wrapped__  # typer must read the new signature, not the command's own

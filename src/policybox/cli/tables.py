@@ -22,6 +22,7 @@ from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
 
 if TYPE_CHECKING:
+    from policybox.league.ranking import Rating, Reward
     from policybox.league.views import board
 
 NAME_WIDTH = 16  # of a policy name in a table; the full name is listed below when it is longer
@@ -187,7 +188,7 @@ def _standings(summary: Summary, names: _Names) -> Table:
             "—" if entry.rank is None else str(entry.rank),
             names.cell(entry.policy),
             rating(entry.rating if entry.reward else None),
-            _reward_cell(entry),
+            _reward(entry.reward),
             entry.versus_next or "",
             str(entry.episodes),
             Text(str(entry.forfeits), style="red" if entry.forfeits else ""),
@@ -196,16 +197,9 @@ def _standings(summary: Summary, names: _Names) -> Table:
     return table
 
 
-def rating(value) -> str:
+def rating(value: Rating | None) -> str:
     """A rating as every standings table shows it: its ordinal, the number the rows are sorted by."""
     return "—" if value is None else f"{value.ordinal:.2f}"
-
-
-def _reward_cell(entry) -> str:
-    if entry.reward is None:
-        return "—"
-    low, high = entry.reward.ci95
-    return f"{number(entry.reward.mean)} [{number(low)}, {number(high)}]"
 
 
 def number(value: float) -> str:
@@ -321,7 +315,7 @@ def show_standings(console: Console, standings: board.Standings) -> None:
             console.print(shown(newer, "yellow"), soft_wrap=True)
 
 
-def _reward(reward) -> str:
+def _reward(reward: Reward | None) -> str:
     if reward is None:
         return "—"
     low, high = reward.ci95

@@ -18,14 +18,17 @@ import hashlib
 import importlib.util
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from policybox.envs.base import ConfigError, GameRequest, InvalidAction
 from policybox.storage import StorageFull, writing
+
+if TYPE_CHECKING:
+    from mettagrid.simulator.interface import ObservationToken, VisibleTalk
 
 ACTION = struct.Struct("<hh")
 NO_VIBE = -1
@@ -192,7 +195,7 @@ def cell_setup(policy_env: Any) -> dict[str, Any]:
     }
 
 
-def encode_observation(observation: Any, token_shape: tuple[int, int], talk: bool) -> bytes:
+def encode_observation(observation: Any, token_shape: tuple[int, ...], talk: bool) -> bytes:
     """The observation payload of a MettaGrid ``AgentObservation`` built by MettaGrid itself (the
     caller runs the game): its tokens' raw rows, the empty rows after them, and its talk."""
     buffer = np.full(token_shape, 0xFF, dtype=np.uint8)
@@ -353,7 +356,7 @@ class MettaGridHost:
         never ends, so its replay is completed here, as the game's end would have. On a full disk:
         StorageFull, and no file left.
         """
-        if self._replay_writer is None:
+        if self._replay_writer is None or self._replay is None:
             return
         if not self._replay_writer.get_completed_replays():
             self._replay_writer.on_episode_end()
@@ -377,20 +380,23 @@ def _lazy_observation_class() -> type:
     from mettagrid.simulator.interface import AgentObservation
 
     class LazyAgentObservation(AgentObservation):
-        def __init__(self, agent_id: int, talk: tuple, build: Any) -> None:  # noqa: D107 - see the class
+        def __init__(  # noqa: D107 - see the class
+            self, agent_id: int, talk: tuple[VisibleTalk, ...], build: Callable[[], list[ObservationToken]]
+        ) -> None:
             self.agent_id = agent_id
             self.talk = talk
-            self._build = build
-            self._tokens: list | None = None
+            self._build: Callable[[], list[ObservationToken]] | None = build
+            self._tokens: Sequence[ObservationToken] | None = None
 
         @property
-        def tokens(self) -> list:
+        def tokens(self) -> Sequence[ObservationToken]:
             if self._tokens is None:
+                assert self._build is not None  # dropped only once the tokens are built
                 self._tokens, self._build = self._build(), None
             return self._tokens
 
         @tokens.setter
-        def tokens(self, value: list) -> None:
+        def tokens(self, value: Sequence[ObservationToken]) -> None:
             self._tokens = value
 
     return LazyAgentObservation
@@ -441,7 +447,7 @@ class MettaGridCell:
         ``bytes``). Its tokens are built the first time a policy reads them, so a policy that never
         does (random, noop, many scripted ones) does not pay for them; one that does gets exactly
         the list MettaGrid's ``SimulationAgent.observation`` builds."""
-        talk: tuple = ()
+        talk: tuple[VisibleTalk, ...] = ()
         if self._talk:
             from mettagrid.simulator.interface import Location, VisibleTalk
 
@@ -451,7 +457,7 @@ class MettaGridCell:
             )
         return _lazy_observation_class()(agent_id, talk, lambda: self._tokens(payload))
 
-    def _tokens(self, payload: bytes) -> list[Any]:
+    def _tokens(self, payload: bytes) -> list[ObservationToken]:
         from mettagrid.simulator.interface import ObservationToken
 
         raw = np.frombuffer(payload, dtype=np.uint8, count=self._token_bytes).reshape(self._token_shape)

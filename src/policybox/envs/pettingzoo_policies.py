@@ -26,7 +26,7 @@ class RandomPolicy:
     """Samples its action space -- seeded per agent by policybox, so an episode replays exactly --
     and only legal moves when the game gives an ``action_mask`` (in the observation or the info)."""
 
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, **kwargs: Any) -> None:
+    def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any], **kwargs: Any) -> None:
         self.action_space = action_space
 
     def act(self, observation: Any, info: dict[str, Any] | None = None) -> Any:
@@ -40,7 +40,7 @@ class FallbackPolicy:
     """Plays the PettingZoo family's fallback action every step: the first legal action under an
     ``action_mask``, else the action space's zero (e.g. MPE's "no action")."""
 
-    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space, **kwargs: Any) -> None:
+    def __init__(self, observation_space: spaces.Space[Any], action_space: spaces.Space[Any], **kwargs: Any) -> None:
         self.action_space = action_space
 
     def act(self, observation: Any, info: dict[str, Any] | None = None) -> Any:

@@ -42,6 +42,7 @@ PYTHON_SCALARS = {int: (PY_INT, INT64), float: (PY_FLOAT, FLOAT64), bool: (PY_BO
 PYTHON_TAGS = dict(PYTHON_SCALARS.values())
 ACTION_INT = np.dtype("<i8")
 
+KeyPath = tuple[str | int, ...]  # a leaf's place in its space: Dict keys and Tuple indices, outermost first
 _ABSENT = object()  # the walker's "no value": decoding builds the tree instead of splitting one
 
 
@@ -49,11 +50,11 @@ class UnsupportedSpace(ConfigError):
     """A space the codec cannot carry (Text, Graph, Sequence, OneOf, custom classes)."""
 
 
-def _where(path: tuple) -> str:
+def _where(path: KeyPath) -> str:
     return f" at {''.join(f'[{key!r}]' for key in path)}" if path else ""
 
 
-def _unsupported(space: Any, path: tuple) -> UnsupportedSpace:
+def _unsupported(space: Any, path: KeyPath) -> UnsupportedSpace:
     return UnsupportedSpace(f"{space!r}{_where(path)} is not supported: the codec carries {SUPPORTED} spaces")
 
 
@@ -63,9 +64,9 @@ def _child(value: Any, key: Any) -> Any:
 
 def _map_leaves(
     space: Any,
-    leaf: Callable[[Any, Any, tuple], Any],
+    leaf: Callable[[Any, Any, KeyPath], Any],
     value: Any = _ABSENT,
-    path: tuple = (),
+    path: KeyPath = (),
     error: type[Exception] = ValueError,
 ) -> Any:
     """``leaf(space, value, path)`` for each leaf in the space's order, in a tree shaped like the space.
@@ -107,7 +108,7 @@ def describe_space(space: Any) -> dict[str, Any]:
     return _describe(space, ())
 
 
-def _describe(space: Any, path: tuple) -> dict[str, Any]:
+def _describe(space: Any, path: KeyPath) -> dict[str, Any]:
     kind = type(space)
     if kind is spaces.Box:
         low, high = _bound(space.low), _bound(space.high)
@@ -137,7 +138,7 @@ def _bound(array: np.ndarray) -> Any:
     return first.item() if np.all(array == first) else array.tolist()
 
 
-def space_from_description(d: dict[str, Any]) -> spaces.Space:
+def space_from_description(d: dict[str, Any]) -> spaces.Space[Any]:
     """The space ``describe_space`` described (equal to it; its seed is not carried)."""
     kind = d.get("type")
     if kind == "Box":
@@ -205,7 +206,7 @@ class _Reader:
 # Observations: exact, trusted
 
 
-def _encode_leaf(out: bytearray, space: Any, value: Any, path: tuple) -> None:
+def _encode_leaf(out: bytearray, space: Any, value: Any, path: KeyPath) -> None:
     dtype, shape = space.dtype, space.shape
     kind = type(value)
     if kind is np.ndarray and value.dtype == dtype and value.shape == shape:
@@ -228,7 +229,7 @@ def _encode_leaf(out: bytearray, space: Any, value: Any, path: tuple) -> None:
         raise ValueError(f"observation{_where(path)} is a {kind.__name__}, which cannot be carried exactly for {space}")
 
 
-def _encode_self_described(out: bytearray, value: np.ndarray | np.generic, path: tuple) -> None:
+def _encode_self_described(out: bytearray, value: np.ndarray | np.generic, path: KeyPath) -> None:
     if value.dtype.kind not in NUMERIC_KINDS:
         raise ValueError(f"observation{_where(path)} has dtype {value.dtype}: only numeric and bool values are carried")
     tag = ARRAY if isinstance(value, np.ndarray) else SCALAR
@@ -263,7 +264,7 @@ def _action_layout(space: Any) -> tuple[np.dtype, tuple[int, ...]]:
     return (ACTION_INT, ()) if type(space) is spaces.Discrete else (space.dtype, space.shape)
 
 
-def _encode_action_leaf(out: bytearray, space: Any, value: Any, path: tuple) -> None:
+def _encode_action_leaf(out: bytearray, space: Any, value: Any, path: KeyPath) -> None:
     if type(space) is spaces.Discrete:
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             raise InvalidAction(f"expected an integer for {space}{_where(path)}, got {type(value).__name__}")
@@ -275,7 +276,7 @@ def _encode_action_leaf(out: bytearray, space: Any, value: Any, path: tuple) -> 
     out += _exact_array(value, space, path).tobytes()
 
 
-def _exact_array(value: Any, space: Any, path: tuple) -> np.ndarray:
+def _exact_array(value: Any, space: Any, path: KeyPath) -> np.ndarray:
     """``value`` as an array of the leaf's dtype and shape, or InvalidAction if that changes a value."""
     dtype, shape = space.dtype, space.shape
     try:
@@ -304,7 +305,7 @@ def _same_values(source: np.ndarray, converted: np.ndarray) -> bool:
     return np.array_equal(back, source) and np.array_equal(converted < 0, source < 0)
 
 
-def _parse_action_leaf(reader: _Reader, space: Any, path: tuple) -> Any:
+def _parse_action_leaf(reader: _Reader, space: Any, path: KeyPath) -> Any:
     if type(space) is spaces.Discrete:
         return reader.unpack(INT64)
     array = reader.array(space.dtype, space.shape)

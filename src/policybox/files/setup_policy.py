@@ -47,7 +47,13 @@ class SetupScript:
     """Runs ``script`` (relative to ``folder``) in ``folder`` (relative to the version's files) of a copy of them."""
 
     def __init__(
-        self, *env_info: object, script: str, folder: str, timeout_s: float, workdir: str | None = None, **kwargs
+        self,
+        *env_info: object,
+        script: str,
+        folder: str,
+        timeout_s: float,
+        workdir: str | None = None,
+        **kwargs: object,
     ) -> None:
         self._script, self._folder, self._timeout_s = script, folder, timeout_s
         self._workdir = Path(workdir or os.getcwd())  # the scratch folder, unless there is none (--sandbox off)

@@ -41,8 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from policybox.errors import SpecError
 from policybox.files.packing import pack_to, relocate, unpack_from, with_paths
-from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.submission import private_folder
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
@@ -114,7 +115,8 @@ def _files(tar_file: BinaryIO, folders: set[str]) -> list[list[str | int]]:
     with tarfile.open(fileobj=tar_file, mode="r:") as tar:
         for member in tar:
             source = tar.extractfile(member) if member.isfile() else None
-            content = hashlib.file_digest(source, "sha256").hexdigest() if source else ""
+            # extractfile gives a BufferedReader; typeshed says IO[bytes], which lacks the readinto file_digest uses.
+            content = hashlib.file_digest(source, "sha256").hexdigest() if source else ""  # type: ignore[arg-type]
             entries.append([_unnamed(PurePosixPath(member.name), folders), member.type.decode(), member.mode, content])
     return entries
 

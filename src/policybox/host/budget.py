@@ -52,6 +52,7 @@ MIB = 1024 * 1024
 DEFAULT_SHARE = 0.8
 LIMIT_FILES = {"v1": "memory.limit_in_bytes", "v2": "memory.max"}
 NAME = "budget"
+CgroupVersion = Literal["v1", "v2"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Budget:
     over them, or, with no ``version``, divided among the cells that run at once."""
 
     limit: int
-    version: Literal["v1", "v2"] | None = None
+    version: CgroupVersion | None = None
     folder: Path | None = None
 
     def cell_limit(self, wanted: int, cells: int) -> int:
@@ -144,7 +145,8 @@ def _mem_available() -> int:
 def _make(limit: int) -> Budget:
     """A budget cgroup in this process's v2 cgroup (where children may limit memory), else in its v1
     memory cgroup; a divided budget where neither can be made."""
-    for version, parent in (("v2", v2_memory_parent()), ("v1", v1_parent("memory"))):
+    parents: tuple[tuple[CgroupVersion, Path | None], ...] = (("v2", v2_memory_parent()), ("v1", v1_parent("memory")))
+    for version, parent in parents:
         if parent is None:
             continue
         stale = parent / f"{PREFIX}{os.getpid()}-{NAME}"  # of a dead process that had this pid

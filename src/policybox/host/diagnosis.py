@@ -102,7 +102,8 @@ def _probe_report(log: Path) -> dict[str, str | None]:
         return {}
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith(MARK):
-            return json.loads(line[len(MARK) :])
+            report: dict[str, str | None] = json.loads(line[len(MARK) :])
+            return report
     return {}
 
 

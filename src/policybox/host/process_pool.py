@@ -89,18 +89,20 @@ class _Cell:
             self.outbox = memoryview(b"".join(data))[sent:]
         self.in_flight, self.sent_ns = seq, time.monotonic_ns()
 
-    def on_writable(self, step: int | None) -> None:
-        """Send more of the outbox; the time this takes is the cell's, as it reads at its own pace."""
+    def on_writable(self, step: int | None) -> bool:
+        """Send more of the outbox; whether it is empty now (all sent, or the cell crashed). The time
+        this takes is the cell's, as it reads at its own pace."""
         assert self.outbox is not None
         try:
             sent = self.process.sock.send(self.outbox)
         except BlockingIOError:
-            return
+            return False
         except OSError as exc:
             self.outbox = None
             self.crashed(step, f"could not send to the cell ({exc})")
-            return
+            return True
         self.outbox = self.outbox[sent:] if sent < len(self.outbox) else None
+        return self.outbox is None
 
     def on_readable(self, step: int | None) -> None:
         """Take in whatever the cell sent; frames answer the request in flight or are violations."""
@@ -147,7 +149,7 @@ class _Cell:
         minimum = ready.get("minimum_action_timeout_ms", 0)
         self.record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
         claims = _layer_statuses(ready.get("sandbox"))
-        checked = verified_statuses(self.process.pid, self.plan, claims) if self.plan else {}
+        checked: dict[Layer, str] = verified_statuses(self.process.pid, self.plan, claims) if self.plan else {}
         statuses = {**self.process.sandbox.statuses, **checked}
         self.record.sandbox = {layer: statuses[layer] for layer in Layer if layer in statuses}
         if not statuses.get(Layer.MEMORY, "").startswith(ACTIVE):
@@ -308,7 +310,7 @@ class ProcessPool:
         self._cells.append(cell)
         self._poller.register(cell.process.sock, select.EPOLLIN)
         self._by_fd[cell.process.sock.fileno()] = cell
-        record.sandbox = dict(sandbox.statuses)
+        record.sandbox = {layer: status for layer, status in sandbox.statuses.items()}  # a Layer is a str
         record.memory = sandbox.memory
 
     def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> list[Reply | None]:
@@ -359,8 +361,8 @@ class ProcessPool:
             for fd, events in self._poller.poll(remaining):
                 cell = self._by_fd[fd]
                 if events & select.EPOLLOUT and cell.outbox is not None:
-                    cell.on_writable(step)
-                    if cell.outbox is None and cell.record.playing:
+                    emptied = cell.on_writable(step)
+                    if emptied and cell.record.playing:
                         self._poller.modify(fd, select.EPOLLIN)
                 if events & ~select.EPOLLOUT:
                     cell.on_readable(step)
@@ -412,6 +414,7 @@ class ProcessPool:
             self._poller.close()
             self._output.close()
             for cell in self._cells:
-                cell.record.log_note = self._output.cut_short.get(cell.record.log_path)
+                log = cell.record.log_path
+                cell.record.log_note = None if log is None else self._output.cut_short.get(log)
             if self._scratch is not None:
                 self._leftovers = self._scratch.close()

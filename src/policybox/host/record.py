@@ -31,7 +31,7 @@ class AgentRecord:
     timeouts: int = 0
     invalid_actions: int = 0
     minimum_action_timeout_ms: int = 0
-    latencies_ns: array = field(default_factory=lambda: array("q"))  # 8 bytes a step, not a Python int
+    latencies_ns: array[int] = field(default_factory=lambda: array("q"))  # 8 bytes a step, not a Python int
     sandbox: dict[str, str] = field(default_factory=dict)
     memory: MemoryLimit | None = None  # its cell's memory limit in force
     playing: bool = True  # whether the policy still gets observations (no terminal failure, still in the game)

@@ -257,7 +257,7 @@ class _Walk:
                 info = os.fstat(child)
             except OSError:
                 child, info = None, None
-            if info is not None and (info.st_dev, info.st_ino) != (folder.dev, folder.ino):
+            if child is not None and info is not None and (info.st_dev, info.st_ino) != (folder.dev, folder.ino):
                 self.problem(f"{self.where(stack[:depth], folder.name)}: replaced during removal; left alone")
                 if depth:
                     stack[depth - 1].left.add(folder.name)

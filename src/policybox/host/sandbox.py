@@ -35,7 +35,7 @@ HOST_SIDE = {Layer.ENVIRONMENT, Layer.MEMORY, Layer.PROCESSES, Layer.CPU}
 def wanted_layers(level: SandboxLevel, seccomp: bool) -> list[Layer]:
     if level == SandboxLevel.OFF:
         return []
-    layers = [layer for layer in Layer if layer != Layer.SECCOMP]
+    layers: list[Layer] = [layer for layer in Layer if layer != Layer.SECCOMP]
     return [*layers, Layer.SECCOMP] if seccomp or level == SandboxLevel.STRICT else layers
 
 
@@ -112,7 +112,7 @@ class CellSandbox:
         if layers:
             self.scratch = root / f"agent-{agent_id}"
             self.scratch.mkdir(mode=0o700)
-            if self.uid is not None:
+            if self.uid is not None and self.gid is not None:
                 os.chown(self.scratch, self.uid, self.gid)
         if Layer.ENVIRONMENT in layers:
             self.statuses[Layer.ENVIRONMENT] = ACTIVE  # applied by the launcher, from environment()

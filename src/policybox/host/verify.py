@@ -20,10 +20,10 @@ from policybox.sandbox import ACTIVE, CELL_REPORTED, Layer, SandboxPlan
 Check = Callable[[Path, SandboxPlan], tuple[bool, str]]  # (confirmed, what /proc shows)
 
 
-def verified_statuses(pid: int, plan: SandboxPlan, claims: dict[str, str]) -> dict[str, str]:
+def verified_statuses(pid: int, plan: SandboxPlan, claims: dict[str, str]) -> dict[Layer, str]:
     """Each layer of ``plan`` the cell applied: its claim where /proc confirms it, else why not."""
     proc = Path(f"/proc/{pid}")
-    statuses = {}
+    statuses: dict[Layer, str] = {}
     for layer in plan.layers:
         claim = claims.get(layer)
         if claim is None:

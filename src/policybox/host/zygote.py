@@ -123,7 +123,7 @@ class Zygote:
         data = self._control.recv(MAX_MESSAGE)
         if not data:
             raise ZygoteError(f"the zygote has exited (code {self._popen.poll()})")
-        message = json.loads(data)
+        message: dict[str, Any] = json.loads(data)
         if "exited" in message:
             self._exits[int(message["exited"])] = int(message["code"])
         return message

@@ -38,7 +38,8 @@ from policybox.files.setup_scripts import prepared
 from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
 from policybox.league.play.backends import Backend, open_runner
 from policybox.league.play.runner import EpisodeJob, EpisodeRunner, play_all
-from policybox.league.play.tournament import Seating, Tournament, entrants
+from policybox.league.play.seating import Seating
+from policybox.league.play.tournament import Tournament, entrants
 from policybox.league.ranking import RankBy
 from policybox.league.views.summary import Summary, summarize
 from policybox.results import EpisodeRecord, EpisodeResult

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from policybox.errors import SpecError
 from policybox.league.evaluate.journal import RESULTS, read_records
 from policybox.league.evaluate.results_folder import play_tournament
 from policybox.league.play.backends import Backend
@@ -48,7 +49,7 @@ from policybox.league.play.tournament import Tournament, entrants
 from policybox.league.stats.sequential import SequentialTest, TestState
 from policybox.results import AgentResult, EpisodeRecord
 from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
-from policybox.spec import PolicySpec, SpecError
+from policybox.spec import PolicySpec
 from policybox.storage import write_atomically
 
 VERSUS_FILE = "versus.json"

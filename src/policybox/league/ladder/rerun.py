@@ -17,10 +17,11 @@ from typing import Any
 
 from sqlalchemy import and_, select
 
+from policybox.errors import SpecError
 from policybox.league.ladder.database import names, versions
 from policybox.league.ladder.folder import LadderFolder
 from policybox.settings import EpisodeSettings
-from policybox.spec import PolicySpec, SpecError
+from policybox.spec import PolicySpec
 
 VERSION_REF = re.compile(r"(?P<name>[a-z0-9][a-z0-9_-]{0,39})@v(?P<number>[0-9]{1,9})")
 

@@ -22,7 +22,10 @@ def open_runner(
     cells sharing one memory budget), or on the Ray cluster at ``ray_address`` (or a Ray started for
     the run; default: one per CPU of the cluster)."""
     if backend == "ray":
-        return ray_backend().RayEpisodes(workers if most is None else min(workers or most, most), ray_address)
+        ray_backend()  # Ray is installed, or a ConfigError says how to install it
+        from policybox.league.play.ray_backend import RayEpisodes
+
+        return RayEpisodes(workers if most is None else min(workers or most, most), ray_address)
     if ray_address is not None:
         raise ConfigError("--ray-address is for --backend ray")
     count = max(1, min(workers or os.cpu_count() or 1, most or workers or os.cpu_count() or 1))

@@ -138,7 +138,8 @@ class RayEpisodes:
     def submit(self, job: EpisodeJob) -> Future[str]:
         """The episode as a Ray task: Ray itself replaces lost workers and nodes and retries it."""
         _refuse_replays(job.settings)
-        return _episode.remote(job.model_dump_json(), self._packed(job.specs)).future()
+        result: Future[str] = _episode.remote(job.model_dump_json(), self._packed(job.specs)).future()
+        return result
 
     def _packed(self, specs: list[PolicySpec]) -> dict[str, Any]:
         """The bundles of the specs that need files, by ``spec_key``: packed on first use, then reused."""

@@ -23,11 +23,11 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policybox.errors import SpecError
 from policybox.league.play.seating import Plan, seat_maps
-from policybox.league.play.seating import Seating as Seating  # where the league imports it from
 from policybox.league.ranking import RankBy
 from policybox.settings import EpisodeSettings
-from policybox.spec import PolicySpec, SpecError, parse_policy_arg
+from policybox.spec import PolicySpec, parse_policy_arg
 
 
 class Entrant(BaseModel):

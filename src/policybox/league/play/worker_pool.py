@@ -63,16 +63,16 @@ class _Worker:
             ours.close()
             raise
         self.connection = Connection(ours.detach())
-        self.pending: dict[Any, Future] = {}
+        self.pending: dict[Any, Future[Any]] = {}
         self.alive = True
         self._lock = threading.Lock()
         self.connection.send(start)
         self._reader = threading.Thread(target=self._read, name=f"policybox-worker-{self.process.pid}", daemon=True)
         self._reader.start()
 
-    def ask(self, key: Any, message: tuple[Any, ...]) -> Future:
+    def ask(self, key: Any, message: tuple[Any, ...]) -> Future[Any]:
         """Send ``message``; the future of its reply, keyed ``key`` (a job's, or "check")."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         with self._lock:
             if not self.alive:
                 future.set_exception(WorkerLost(f"worker {self.process.pid} is gone"))
@@ -154,7 +154,7 @@ class LocalWorkers:
     def __enter__(self) -> LocalWorkers:
         return self
 
-    def __exit__(self, exc_type: object, *exc: object) -> None:
+    def __exit__(self, exc_type: object = None, *exc: object) -> None:
         self.close(interrupted=exc_type is not None)
 
     def check(self, specs: list[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
@@ -162,7 +162,8 @@ class LocalWorkers:
         the machinery's failure: it is replaced and the check tried again."""
         for attempt in range(1, MAX_CHECKS + 1):
             try:
-                return self._live(0).ask("check", ("check", specs, settings, agents)).result()
+                self._live(0).ask("check", ("check", specs, settings, agents)).result()
+                return
             except WorkerLost:
                 if attempt == MAX_CHECKS:
                     raise
@@ -176,7 +177,7 @@ class LocalWorkers:
         worker; its outcome."""
         return self._ask("setup", (stored, settings, out, timeout_s))
 
-    def _ask(self, kind: str, payload: Any) -> Future:
+    def _ask(self, kind: str, payload: Any) -> Future[Any]:
         index = min(range(self.count), key=lambda i: len(self._live(i).pending))
         self._jobs += 1
         return self._live(index).ask(self._jobs, (kind, self._jobs, payload))

@@ -70,7 +70,9 @@ def stages(matches: Sequence[Sequence[Sequence[str]]]) -> Stages:
     )
 
 
-def distinct(entry_stage: np.ndarray, entry_name: np.ndarray, entry_won: np.ndarray, names: int):
+def distinct(
+    entry_stage: np.ndarray, entry_name: np.ndarray, entry_won: np.ndarray, names: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct stages, as rows (group size, the set's names ascending, -1 padding), each stage's
     row, and each row's count. Rows are compared as one integer each, built column by column (and
     renumbered densely whenever the next column would overflow it)."""

@@ -52,12 +52,12 @@ def kind_probabilities(data: Stages, theta: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def prior_gradient(theta: np.ndarray, prior: float) -> np.ndarray:
-    return prior * (1 - 2 / (1 + np.exp(-theta)))
+    return np.asarray(prior * (1 - 2 / (1 + np.exp(-theta))))
 
 
 def gradient(data: Stages, theta: np.ndarray, p: np.ndarray, prior: float) -> np.ndarray:
     expected = np.bincount(data.kind_name, data.kind_weight[data.kind_entry] * p, minlength=len(theta))
-    return data.wins - expected + prior_gradient(theta, prior)
+    return np.asarray(data.wins - expected + prior_gradient(theta, prior))
 
 
 def information(data: Stages, theta: np.ndarray, p: np.ndarray, prior: float) -> np.ndarray:
@@ -68,7 +68,7 @@ def information(data: Stages, theta: np.ndarray, p: np.ndarray, prior: float) ->
     diagonal = np.bincount(data.kind_name, data.kind_weight[data.kind_entry] * p, minlength=n)
     sigma = 1 / (1 + np.exp(-theta))
     matrix = np.diag(diagonal + 2 * prior * sigma * (1 - sigma)) - outer
-    return matrix if prior > 0 else matrix + 1.0 / n  # no prior: pin the free constant (mean step 0)
+    return np.asarray(matrix if prior > 0 else matrix + 1.0 / n)  # no prior: pin the free constant (mean step 0)
 
 
 def fit(data: Stages, prior: float = PRIOR_MATCHES, iterations: int = 100) -> np.ndarray:
@@ -78,7 +78,7 @@ def fit(data: Stages, prior: float = PRIOR_MATCHES, iterations: int = 100) -> np
         p, _ = kind_probabilities(data, theta)
         slope = gradient(data, theta, p, prior)
         if np.abs(slope).max() <= TOLERANCE * max(data.matches, 1):
-            return theta - theta.mean()
+            return np.asarray(theta - theta.mean())
         step = np.linalg.solve(information(data, theta, p, prior), slope)
         theta = theta + step * min(1.0, MAX_STEP / max(np.abs(step).max(), 1e-300))
     raise RuntimeError("the Plackett-Luce fit did not converge")
@@ -103,7 +103,7 @@ def bootstrap(data: Stages, theta: np.ndarray, resamples: int, seed: int, prior:
     slope = counts.reshape(resamples, blocks).astype(float) @ scores + prior_gradient(theta, prior)
     steps = np.linalg.solve(information(data, theta, p, prior), slope.T).T
     refit = theta + steps
-    return refit - refit.mean(axis=1, keepdims=True)
+    return np.asarray(refit - refit.mean(axis=1, keepdims=True))
 
 
 class NameRank(BaseModel):

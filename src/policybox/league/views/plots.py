@@ -38,7 +38,10 @@ def interval_plot(rows: Sequence[Interval], title: str = "reward, mean and 95% i
     hi = max(row.high for row in rows)
     lo, hi = (lo - 0.5, hi + 0.5) if math.isclose(lo, hi) else (lo, hi)
     span = WIDTH - LABEL - 60
-    x = lambda value: LABEL + 10 + (value - lo) / (hi - lo) * span  # noqa: E731 - the axis, once
+
+    def x(value: float) -> float:  # the axis, once
+        return LABEL + 10 + (value - lo) / (hi - lo) * span
+
     height = 40 + ROW * len(rows)
     parts = [_title(title)]
     for index, row in enumerate(rows):
@@ -108,8 +111,13 @@ def rating_history(points: Sequence[tuple[int, float, float]], title: str = "rat
     lows, highs = [p[1] - p[2] for p in points], [p[1] + p[2] for p in points]
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
     y0, y1 = min(lows), max(highs) if max(highs) > min(lows) else min(lows) + 1
-    x = lambda v: left + (v - x0) / (x1 - x0) * (WIDTH - left - 20)  # noqa: E731
-    y = lambda v: height - bottom - (v - y0) / (y1 - y0) * (height - bottom - 30)  # noqa: E731
+
+    def x(v: float) -> float:
+        return left + (v - x0) / (x1 - x0) * (WIDTH - left - 20)
+
+    def y(v: float) -> float:
+        return height - bottom - (v - y0) / (y1 - y0) * (height - bottom - 30)
+
     band = [f"{x(m):.1f},{y(hi):.1f}" for (m, _, _), hi in zip(points, highs, strict=True)]
     band += [f"{x(m):.1f},{y(lo):.1f}" for (m, _, _), lo in reversed(list(zip(points, lows, strict=True)))]
     line = " ".join(f"{x(m):.1f},{y(mu):.1f}" for m, mu, _ in points)
