@@ -733,7 +733,7 @@ def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
             select(*store.SUMMARY, names.c.name, qualifications.c.setup_output)
             .join(names, names.c.id == versions.c.name_id)
             .outerjoin(qualifications, qualifications.c.version_id == versions.c.id)
-            .where(versions.c.state.in_(["qualifying", "rejected"]))
+            .where(versions.c.state.in_([VersionState.QUALIFYING, VersionState.REJECTED]))
             .order_by(versions.c.id)
         ).all()
 
@@ -749,8 +749,8 @@ def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
         )
 
     return Queue(
-        qualifying=[shown(r) for r in rows if r.state == "qualifying"],
-        rejected=[shown(r) for r in rows if r.state == "rejected"],
+        qualifying=[shown(r) for r in rows if r.state == VersionState.QUALIFYING],
+        rejected=[shown(r) for r in rows if r.state == VersionState.REJECTED],
     )
 
 

@@ -56,6 +56,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from policybox.errors import PolicyboxError
+from policybox.lines import first_line
 from policybox.storage import Resource, StorageFull, what_ran_out
 
 SCHEMA_VERSION_KEY = "schema_version"
@@ -480,7 +481,7 @@ def transaction(engine: Engine) -> Iterator[Connection]:
 def _user_error(engine: Engine, exc: OperationalError) -> PolicyboxError:
     if _is_disk_full(exc):
         return _full(engine)
-    reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+    reason = first_line(str(exc.orig).strip()) if exc.orig is not None else str(exc)
     return LadderError(f"the ladder's database {shown(engine)} cannot be used: {reason}")
 
 

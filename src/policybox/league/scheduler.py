@@ -51,7 +51,7 @@ from policybox.league.setup import SetupOutcome
 from policybox.league.tournament import episode_seed
 from policybox.league.versions import Stored
 from policybox.league.worker_pool import LocalWorkers
-from policybox.lines import clip
+from policybox.lines import clip, first_line
 from policybox.results import EpisodeResult
 
 # What a database raises when it refuses one match's or version's data (a value it cannot hold, a
@@ -410,5 +410,5 @@ def _retired_in(connection, seats: list[int]) -> str | None:
 def _refused(what: str, exc: Exception) -> str:
     """The platform's reason for a record the database refused: the first line of its message."""
     orig = getattr(exc, "orig", None) or exc
-    lines = str(orig).strip().splitlines() or [type(orig).__name__]
-    return f"the database refused {what}: {clip(lines[0], 300)}"
+    line = first_line(str(orig).strip()) or type(orig).__name__
+    return f"the database refused {what}: {clip(line, 300)}"

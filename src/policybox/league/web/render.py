@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
-from policybox.league.board import first_line
+from policybox.lines import first_line
 
 TEMPLATES = Path(__file__).parent / "templates"
 API = "/api/"
