@@ -46,7 +46,7 @@ from policybox.league import life, matchmaking, ranking, retention, store
 from policybox.league.backends import Backend, open_runner, shared_budget
 from policybox.league.database import LadderError, transaction
 from policybox.league.ladder import HOUR, LOGS, REPLAYS, Ladder, LadderSettings
-from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, is_users
+from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, failure, play_again
 from policybox.league.setup import SetupOutcome
 from policybox.league.tournament import episode_seed
 from policybox.league.versions import Stored
@@ -228,9 +228,7 @@ class _Loop:
         try:
             outcome = future.result()
         except Exception as exc:
-            if is_users(exc):
-                raise
-            if work.attempts < MAX_ATTEMPTS:
+            if play_again(exc, work.attempts):
                 self._set_up(work)
             else:
                 self.qualifying.discard(work.version.id)
@@ -304,9 +302,7 @@ class _Loop:
             try:
                 result = EpisodeResult.model_validate_json(future.result())
             except Exception as exc:
-                if is_users(exc):
-                    raise
-                self._failed(work, f"{type(exc).__name__}: {exc}")
+                self._failed(work, exc)
                 continue
             if isinstance(work, _Match):
                 self.finished[work.id] = result
@@ -318,16 +314,17 @@ class _Loop:
             retention.prune(self.ladder)  # the files of matches older than the latest kept ones
         self.progress.in_flight = len(self.in_flight)
 
-    def _failed(self, work: _Match | _Qualification, why: str) -> None:
-        """The machinery failed it (a lost worker, a zygote that died): played again, or after
-        ``MAX_ATTEMPTS`` a void match -- never counted against a policy."""
-        if work.attempts < MAX_ATTEMPTS:
+    def _failed(self, work: _Match | _Qualification, exc: Exception) -> None:
+        """Its future raised ``exc``: the user's error is raised (``play_again``); the machinery's (a
+        lost worker, a zygote that died) plays it again, or after ``MAX_ATTEMPTS`` makes a void match
+        -- never counted against a policy."""
+        if play_again(exc, work.attempts):
             self._submit(work)
         elif isinstance(work, _Match):
-            self.finished[work.id] = why
+            self.finished[work.id] = failure(exc)
         else:
             self.qualifying.discard(work.version.id)  # still queued: the next turn tries it again
-            self.progress.note = f"{work.version.label}'s qualification failed {MAX_ATTEMPTS} times: {why}"
+            self.progress.note = f"{work.version.label}'s qualification failed {MAX_ATTEMPTS} times: {failure(exc)}"
 
     def _store_in_order(self) -> None:
         while self.order and self.order[0] in self.finished:
