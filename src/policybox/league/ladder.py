@@ -217,7 +217,7 @@ class Ladder:
             check_shorthands([spec], self.settings.settings)  # before anything is copied
             if check:
                 check_builds(spec, self.settings.episode_settings, self.settings.agents, Path(scratch))  # in a cell
-            kept = versions.store_spec(spec, kept_in)
+            kept = versions.keep_spec(spec, kept_in)
         try:
             return self._add(name, source, kept, team)
         except IntegrityError:  # another submission of this name was stored at the same moment

@@ -49,7 +49,7 @@ from policybox.inert import inert
 from policybox.league.harvest import HarvestRefused, harvest
 from policybox.league.packing import spec_roots, with_paths
 from policybox.league.setup_runner import COPY, SWEEP_S
-from policybox.league.versions import Stored, store_spec
+from policybox.league.versions import Stored, keep_spec
 from policybox.results import Failure
 from policybox.sandbox import SandboxLevel
 from policybox.spec import PolicySpec
@@ -182,7 +182,7 @@ def prepared(
 
 
 def _prepare(spec: PolicySpec, settings: EpisodeSettings, folder: Path, timeout_s: float) -> SetupOutcome:
-    stored = store_spec(spec, folder / VERSIONS)
+    stored = keep_spec(spec, folder / VERSIONS)
     out = folder / stored.digest
     if not out.is_dir():
         return run_setup(stored, settings, out, timeout_s)
