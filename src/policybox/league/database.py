@@ -467,9 +467,23 @@ def _tables(connection: Connection) -> set[str]:
 def transaction(engine: Engine) -> Iterator[Connection]:
     """One transaction: committed whole, or rolled back whole. A server that cannot be reached is a
     LadderError; a full disk is StorageFull (the transaction rolled back, the database intact)."""
+    with _translated(engine), engine.begin() as connection:
+        yield connection
+
+
+@contextlib.contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """One connection for reads (what the views show: ``policybox.league.reads``), never committed,
+    its errors translated as ``transaction``'s are: a database that cannot be used is one LadderError."""
+    with _translated(engine), engine.connect() as connection:
+        yield connection
+
+
+@contextlib.contextmanager
+def _translated(engine: Engine) -> Iterator[None]:
+    """The database's errors a user meets, as policybox's: a LadderError or StorageFull."""
     try:
-        with engine.begin() as connection:
-            yield connection
+        yield
     except OperationalError as exc:
         raise _user_error(engine, exc) from None
     except DBAPIError as exc:

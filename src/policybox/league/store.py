@@ -1,4 +1,5 @@
-"""Every read and write of a ladder's database: names, versions, qualification, matches, ratings.
+"""Every write of a ladder's database, and what the run loop, submissions and tokens read: names,
+versions, qualification, matches, ratings, teams. What the views read is ``policybox.league.reads``.
 
 Each function takes an open connection, so the caller decides what one transaction holds: a match
 is stored with its seats, every rating it changed and every counter of its versions in one

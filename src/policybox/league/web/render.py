@@ -68,6 +68,11 @@ async def database_unusable(request: Request, exc: Exception) -> Response:
     return error(request, 503, "the ladder's database cannot be used at the moment: try again later")
 
 
+async def not_found(request: Request, exc: Exception) -> Response:
+    """What a page asked for is not there (``NotFound``: a name, a match, a replay): 404 with its message."""
+    return error(request, 404, str(exc))
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     """The app's handler of every HTTPException (a 404 for a path no route has among them)."""
     assert isinstance(exc, HTTPException)
