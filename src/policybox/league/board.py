@@ -234,13 +234,11 @@ class RatingPoint(BaseModel):
     rating: Rating
 
 
-class Opponent(BaseModel):
+class Opponent(ranking.Tally):
+    """A name's record against another name, over their matches (``ranking.head_to_head``)."""
+
     name: str
     matches: int = 0
-    wins: int = 0
-    draws: int = 0
-    losses: int = 0
-    margin: float = Field(default=0.0, description="Mean of its score minus the opponent's")
 
 
 class SeatRecord(BaseModel):
@@ -367,20 +365,12 @@ def _history(connection: Connection, ids: dict[int, int]) -> list[RatingPoint]:
 
 
 def _opponents(connection: Connection, ids: dict[int, int]) -> list[Opponent]:
-    rows = reads.meetings(connection, ids)
-    found: dict[str, Opponent] = {}
-    margins: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        record = found.setdefault(r.name, Opponent(name=r.name))
-        result = ranking.compare(ranking.Outcome(r.score, r.forfeited), ranking.Outcome(r.their_score, r.their_forfeit))
-        record.matches += 1
-        record.wins += result > 0
-        record.draws += result == 0
-        record.losses += result < 0
-        margins[r.name].append(r.score - r.their_score)
-    for name, record in found.items():
-        record.margin = sum(margins[name]) / len(margins[name])
-    return sorted(found.values(), key=lambda o: o.name)
+    """Its record against each other name it met, by name (``ranking.head_to_head``)."""
+    tallies = ranking.head_to_head(
+        (r.name, ranking.Outcome(r.score, r.forfeited), ranking.Outcome(r.their_score, r.their_forfeit))
+        for r in reads.meetings(connection, ids)
+    )
+    return [Opponent(name=name, matches=t.played, **t.model_dump()) for name, t in sorted(tallies.items())]
 
 
 def _seat_records(connection: Connection, ids: dict[int, int]) -> list[SeatRecord]:

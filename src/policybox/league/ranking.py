@@ -13,6 +13,8 @@ these functions; none recomputes a rule of its own.
 - ``rank_by="reward"`` orders every episode by the game's reward alone.
 - **An episode's order**: by that rule, then by episode score (a policy's mean agent reward), higher
   first; scores within ``DRAW_TOLERANCE`` tie.
+- **Head-to-head** (``head_to_head``): one side against another over the episodes both played, each
+  a win, a draw or a loss by the episode's order (``compare``), and the mean margin of their scores.
 - **Ratings**: OpenSkill's Plackett-Luce model (default parameters), one update per episode with
   every policy present as a team of one, placed as above. An episode with one policy present tells
   nothing about skill and changes nothing.
@@ -36,9 +38,10 @@ these functions; none recomputes a rule of its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 from openskill.models import PlackettLuce
@@ -128,6 +131,42 @@ def compare(a: Outcome, b: Outcome) -> int:
         return int(b.forfeited) - int(a.forfeited)
     margin = a.score - b.score
     return 0 if abs(margin) <= DRAW_TOLERANCE else (1 if margin > 0 else -1)
+
+
+class Tally(BaseModel):
+    """One side's record against another, over the episodes (a ladder's: matches) both played in, by the
+    ranking rule (``head_to_head``)."""
+
+    wins: int = 0
+    draws: int = Field(default=0, description="Both forfeited, or episode scores equal within 1e-9")
+    losses: int = 0
+    margin: float = Field(default=0.0, description="Mean of its episode score minus the other's")
+
+    @property
+    def played(self) -> int:
+        return self.wins + self.draws + self.losses
+
+
+Side = TypeVar("Side", bound=Hashable)
+
+
+def head_to_head(meetings: Iterable[tuple[Side, Outcome, Outcome]]) -> dict[Side, Tally]:
+    """Each side's tally from its meetings, each given as (the side, its outcome, the other's outcome in
+    that episode); the sides in the order they first met."""
+    results: dict[Side, list[int]] = defaultdict(list)
+    margins: dict[Side, list[float]] = defaultdict(list)
+    for side, mine, theirs in meetings:
+        results[side].append(compare(mine, theirs))
+        margins[side].append(mine.score - theirs.score)
+    return {
+        side: Tally(
+            wins=sum(result > 0 for result in found),
+            draws=sum(result == 0 for result in found),
+            losses=sum(result < 0 for result in found),
+            margin=math.fsum(margins[side]) / len(found),
+        )
+        for side, found in results.items()
+    }
 
 
 class Rated(Protocol):

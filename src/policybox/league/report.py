@@ -57,14 +57,11 @@ class Row(BaseModel):
 
 
 class Meeting(BaseModel):
-    """One row's record against another, by the ranking rule."""
+    """One row's record against another, by the ranking rule (the summary's or the board's)."""
 
     name: str
     opponent: str
-    played: int
-    wins: int
-    draws: int
-    losses: int
+    record: ranking.Tally
 
 
 class Rejection(BaseModel):
@@ -126,9 +123,7 @@ def _tournament_data(folder: Path) -> ReportData:
     tournament, summary = load_tournament(folder), load_summary(folder)
     stats = differing_stats(summary.policies, STATS_SHOWN)
     meetings = [
-        Meeting(name=a, opponent=b, played=r.episodes, wins=r.wins, draws=r.draws, losses=r.losses)
-        for a, row in summary.head_to_head.items()
-        for b, r in row.items()
+        Meeting(name=a, opponent=b, record=r) for a, row in summary.head_to_head.items() for b, r in row.items()
     ]
     return ReportData(
         kind="tournament",
@@ -174,11 +169,7 @@ def _ladder_data(ladder: Ladder) -> ReportData:
     conduct = {entry.name: entry for entry in board.conduct(ladder)}
     queue = board.queue(ladder, private_for=set())  # public: each reason's first line
     seats = ladder.settings.agents
-    meetings = [
-        Meeting(name=name, opponent=o.name, played=o.matches, wins=o.wins, draws=o.draws, losses=o.losses)
-        for name, page in pages.items()
-        for o in page.head_to_head
-    ]
+    meetings = [Meeting(name=n, opponent=o.name, record=o) for n, page in pages.items() for o in page.head_to_head]
     return ReportData(
         kind="ladder",
         folder=ladder.folder.name,
@@ -257,9 +248,9 @@ def _plots(data: ReportData) -> Plots:
     intervals = [plots.Interval(row.name, row.reward.mean, *row.reward.ci95) for row in data.rows if row.reward]
     met = {meeting.name for meeting in data.head_to_head}
     cells = {
-        (m.name, m.opponent): ((m.wins - m.losses) / m.played, f"{m.wins}-{m.draws}-{m.losses}")
+        (m.name, m.opponent): ((r.wins - r.losses) / r.played, f"{r.wins}-{r.draws}-{r.losses}")
         for m in data.head_to_head
-        if m.played
+        if (r := m.record).played
     }
     timed = [(row.name, row.latency) for row in data.rows if row.latency is not None and row.played]
     return Plots(
