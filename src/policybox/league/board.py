@@ -76,6 +76,11 @@ class Standing(BaseModel):
     latest: Latest | None = None
     superseded: list[int] = Field(default_factory=list, description="Its versions replaced by a newer qualified one")
 
+    @property
+    def entry(self) -> ranking.Entry:
+        """What placing it reads (``ranking.placed``): ranked only in a state ``life.ranked`` allows."""
+        return ranking.Entry(self.name, self.rating, self.reward, life.ranked(self.state))
+
 
 class Standings(BaseModel):
     rank_by: str
@@ -94,18 +99,9 @@ def standings(ladder: Ladder, private_for: set[str] | None = None) -> Standings:
             for name in reads.names_in_order(connection)
         ]
         played = reads.played(connection)
-    entries = [
-        ranking.Entry(row.name, row.rating if row.matches else None, row.reward, life.ranked(row.state)) for row in rows
-    ]
-    placed = ranking.place(entries)
-    for place in placed:
-        rows[place.index].rank, rows[place.index].versus_next = place.rank, place.versus_next
     settings = ladder.settings
     return Standings(
-        rank_by=settings.rank_by,
-        rule=ranking.RULES[settings.rank_by],
-        matches=played,
-        rows=[rows[place.index] for place in placed],
+        rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=ranking.placed(rows)
     )
 
 

@@ -83,6 +83,11 @@ class PolicySummary(BaseModel):
         default_factory=dict, description="Mean over its agent results of each per-agent stat the game reports"
     )
 
+    @property
+    def entry(self) -> ranking.Entry:
+        """What placing it reads (``ranking.placed``)."""
+        return ranking.Entry(self.policy, self.rating, self.reward)
+
 
 class Summary(BaseModel):
     """A tournament's leaderboard; the module docstring gives the methods."""
@@ -125,7 +130,7 @@ def summarize(
         _policy_summary(key, spec, [o[key] for o in outcomes if key in o], agents[key], ratings[key], seat_count)
         for key, spec in policies
     ]
-    entries = _placed(entries)
+    entries = ranking.placed(entries)
     order = [entry.policy for entry in entries]
     return Summary(
         rank_by=rank_by,
@@ -239,14 +244,6 @@ def differing_stats(policies: list[PolicySummary], count: int) -> list[str]:
 
     stats = sorted({name for entry in policies for name in entry.stats}, key=lambda n: (-spread(n), n))
     return [name for name in stats if spread(name) > 0][:count]
-
-
-def _placed(entries: list[PolicySummary]) -> list[PolicySummary]:
-    """The entries in standings order, each with its rank and ``vs next`` (``ranking.place``)."""
-    placed = ranking.place([ranking.Entry(e.policy, e.rating, e.reward) for e in entries])
-    for place in placed:
-        entries[place.index].rank, entries[place.index].versus_next = place.rank, place.versus_next
-    return [entries[place.index] for place in placed]
 
 
 def _mean_stats(agents: list[AgentResult]) -> dict[str, float]:
