@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-import jinja2
 from pydantic import BaseModel, Field
 
 import policybox
@@ -31,6 +30,7 @@ from policybox.league.evaluation import REPORT_FILE, TOURNAMENT_FILE, load_summa
 from policybox.league.ladder import FOLDER_FILE, Ladder
 from policybox.league.ranking import Rating, Reward
 from policybox.league.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
+from policybox.league.templating import environment
 from policybox.storage import write_atomically
 
 STATS_SHOWN = 8
@@ -216,20 +216,10 @@ def _now() -> str:
 # ---------------------------------------------------------------------------------------------
 # The page
 
-# Autoescape is set here, explicitly, for every template: text a policy controls is data.
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.PackageLoader("policybox.league", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-_TEMPLATES.filters["number"] = plots.number
-
 
 def render(data: ReportData) -> str:
-    """The report's HTML page: ``data`` and its plots."""
-    page = _TEMPLATES.get_template("report.html.j2")
+    """The report's HTML page: ``data`` and its plots (``templating``'s environment: autoescape on)."""
+    page = environment.get_template("report.html.j2")
     return page.render(data=data, plots=_plots(data), version=policybox.__version__)
 
 
