@@ -334,6 +334,17 @@ def void(connection: Connection, match_id: int, reason: str) -> None:
     connection.execute(matches.update().where(matches.c.id == match_id).values(state="void", reason=reason[:2000]))
 
 
+def oldest_kept(connection: Connection, keep: int) -> int:
+    """The id from which stored matches keep their files (``retention``): the lowest of the ``keep``
+    latest stored (played or void) matches' -- 0 when fewer are stored; past the latest when ``keep``
+    is 0."""
+    stored = matches.c.state != "scheduled"
+    if keep == 0:
+        return (connection.execute(select(func.max(matches.c.id)).where(stored)).scalar() or 0) + 1
+    query = select(matches.c.id).where(stored).order_by(matches.c.id.desc()).offset(keep - 1).limit(1)
+    return connection.execute(query).scalar() or 0
+
+
 # ---------------------------------------------------------------------------------------------
 # A played match, in one transaction
 
