@@ -26,9 +26,9 @@ from pathlib import Path
 
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
-from policybox.league import store
-from policybox.league.database import transaction
-from policybox.league.ladder import SQLITE_FILE
+from policybox.league.ladder import store
+from policybox.league.ladder.database import transaction
+from policybox.league.ladder.folder import SQLITE_FILE
 
 GAMES = {"arena": "arena", "connect-four": "pettingzoo:pettingzoo.classic.connect_four_v3:env"}
 PER = 1000

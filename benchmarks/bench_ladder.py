@@ -10,7 +10,7 @@
 
 * ``policybox evaluate``: ``play_tournament`` of ``--matches`` episodes, seats rotated;
 * ``ladder run``: a fresh ladder, the two versions submitted and stored as qualified (their
-  validation episodes are not played: qualification is not timed), then ``scheduler.run(ladder,
+  validation episodes are not played: qualification is not timed), then ``run_loop.run(ladder,
   matches=N, workers=W)``; on SQLite and on PostgreSQL.
 
 Match *i* of the ladder has the seed of episode *i* of the tournament (checked). Each repetition
@@ -69,14 +69,18 @@ sys.path[:0] = [str(BENCH), str(ROOT / "tests")]
 import postgres  # noqa: E402  (tests/postgres.py: the test suite's PostgreSQL server)
 from bench_episode import interleaved  # noqa: E402
 
-from policybox.episode import EpisodeSettings, run_episode  # noqa: E402
-from policybox.league import board, database, matchmaking, ranking, scheduler, store  # noqa: E402
-from policybox.league.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions  # noqa: E402
-from policybox.league.evaluation import play_tournament  # noqa: E402
-from policybox.league.ladder import Ladder, LadderSettings  # noqa: E402
-from policybox.league.tournament import Tournament, entrants, episode_seed  # noqa: E402
-from policybox.league.versions import Stored  # noqa: E402
-from policybox.league.worker_pool import LocalWorkers  # noqa: E402
+from policybox.episode import run_episode  # noqa: E402
+from policybox.settings import EpisodeSettings  # noqa: E402
+from policybox.league import ranking  # noqa: E402
+from policybox.league.ladder import database, matchmaking, run_loop, store  # noqa: E402
+from policybox.league.views import board  # noqa: E402
+from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions  # noqa: E402
+from policybox.league.evaluate.results_folder import play_tournament  # noqa: E402
+from policybox.ladder import Ladder  # noqa: E402
+from policybox.league.ladder.folder import LadderSettings  # noqa: E402
+from policybox.league.play.tournament import Tournament, entrants, episode_seed  # noqa: E402
+from policybox.files.version_files import Stored  # noqa: E402
+from policybox.league.play.worker_pool import LocalWorkers  # noqa: E402
 from policybox.spec import parse_policy_arg  # noqa: E402
 
 console = Console(width=120)
@@ -148,7 +152,7 @@ def _timed_check(runner: LocalWorkers, *args: Any) -> None:
 
 
 LocalWorkers.check = _timed_check  # type: ignore[method-assign]
-scheduler.transaction = _timed_transaction  # type: ignore[assignment]
+run_loop.transaction = _timed_transaction  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +282,7 @@ def ladder_run(databases: Databases, kind: str, count: int, steps: int, workers:
         ):
             qualify(ladder)
             run = _measured(
-                lambda pace: scheduler.run(
+                lambda pace: run_loop.run(
                     ladder, matches=count, workers=workers, on_progress=lambda progress: pace.saw(progress.played)
                 ),
                 databases,
@@ -628,7 +632,7 @@ def next_match(ladder: Ladder) -> list[int] | None:
     with database.transaction(ladder.engine) as connection:
         index = store.matches_scheduled(connection)
         return matchmaking.choose(
-            store.candidates(connection, ladder.settings.agents), scheduler.matchmaking_rules(ladder.settings), index
+            store.candidates(connection, ladder.settings.agents), run_loop.matchmaking_rules(ladder.settings), index
         )
 
 
@@ -684,7 +688,7 @@ class Instant:
 
 def driver(databases: Databases, ladder: Ladder, sample: dict[str, Any], count: int, slots: int) -> tuple[Run, int]:
     """``ladder run``'s loop for ``count`` more matches with instant episodes; its time and matches stored."""
-    loop = scheduler._Loop(ladder, Instant(sample, slots), count, lambda progress: None)
+    loop = run_loop._Loop(ladder, Instant(sample, slots), count, lambda progress: None)
     return _measured(lambda pace: loop.run(), databases), loop.progress.played
 
 

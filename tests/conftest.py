@@ -15,7 +15,8 @@ import postgres
 import psutil
 import pytest
 
-from policybox.episode import EpisodeSettings, run_episode
+from policybox.episode import run_episode
+from policybox.settings import EpisodeSettings
 from policybox.results import EpisodeResult
 
 POLICIES = Path(__file__).parent / "policies"

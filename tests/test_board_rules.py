@@ -25,9 +25,10 @@ from starlette.testclient import TestClient
 from test_ladder import WANDERER, activate, api_ladder
 from test_web import bot_zip
 
-from policybox.league import database, life, ranking, report
-from policybox.league.database import names, versions
-from policybox.league.ladder import Ladder
+from policybox.league import ranking, report
+from policybox.league.ladder import database, life
+from policybox.league.ladder.database import names, versions
+from policybox.ladder import Ladder
 from policybox.league.web.app import make_app
 from policybox.lines import FULL_TEXT, MARKER, clip, first_line
 
@@ -333,7 +334,7 @@ def test_an_old_schema_ladder_is_migrated_to_superseded(tmp_path, database_url):
             .join(names, names.c.id == versions.c.name_id)
             .order_by(names.c.name, versions.c.number)
         ).all()
-        from policybox.league import store
+        from policybox.league.ladder import store
 
         candidates = {c.version_id for c in store.candidates(connection, 4)}
     assert [tuple(row) for row in states] == [

@@ -16,10 +16,10 @@ from pathlib import Path
 import psutil
 from conftest import policy
 
-from policybox.episode import EpisodeSettings
-from policybox.league.evaluation import load_summary, play_tournament
-from policybox.league.journal import read_records
-from policybox.league.tournament import Tournament, entrants
+from policybox.settings import EpisodeSettings
+from policybox.league.evaluate.results_folder import load_summary, play_tournament
+from policybox.league.evaluate.journal import read_records
+from policybox.league.play.tournament import Tournament, entrants
 
 SEEDED = policy("seeded_random.py:SeededRandom")
 STATEFUL = policy("stateful.py:Stateful")
@@ -159,7 +159,7 @@ def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
 def _playing_worker(process: psutil.Process) -> bool:
     """A worker process in the middle of an episode: its zygote has cells."""
     try:
-        return "policybox.league.worker" in " ".join(process.cmdline()) and any(
+        return "policybox.league.play.worker" in " ".join(process.cmdline()) and any(
             z.children() for z in process.children()
         )
     except psutil.Error:

@@ -20,7 +20,7 @@ import pytest
 from conftest import policy
 
 import policybox
-from policybox.episode import EpisodeSettings
+from policybox.settings import EpisodeSettings
 from policybox.host.cgroup import kill_cgroup_parent
 from policybox.results import AgentStatus, EpisodeRecord, EpisodeResult
 from policybox.storage import Resource, StorageFull, what_ran_out

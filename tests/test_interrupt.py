@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from policybox.league.journal import read_records
+from policybox.league.evaluate.journal import read_records
 
 README = Path(__file__).parents[1] / "README.md"
 EPISODES = 40

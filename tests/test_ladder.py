@@ -22,9 +22,9 @@ import pytest
 from conftest import policy
 from sqlalchemy import func, select
 
-from policybox.league import board
-from policybox.league.database import match_seats, matches, names, ratings, versions
-from policybox.league.ladder import Ladder
+from policybox.league.views import board
+from policybox.league.ladder.database import match_seats, matches, names, ratings, versions
+from policybox.ladder import Ladder
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 GAME = str(EXAMPLES / "moves.yaml")
@@ -232,7 +232,7 @@ def test_another_ladders_database_and_a_newer_schema_are_refused(tmp_path):
     other = ladder_command("status", str(second))
     assert other.returncode == 2 and "is the database of another ladder" in other.stderr
     with Ladder.open(first) as ladder, ladder.engine.begin() as connection:
-        from policybox.league.database import meta
+        from policybox.league.ladder.database import meta
 
         connection.execute(meta.update().where(meta.c.key == "schema_version").values(value="99"))
     newer = ladder_command("status", str(first))
@@ -259,8 +259,8 @@ def api_ladder(folder: Path, database: str | None = None, **settings) -> Ladder:
 
 def activate(ladder: Ladder, name: str) -> None:
     """Let a version play without its qualification (to test what happens to one that fails later)."""
-    from policybox.league import store
-    from policybox.league.database import transaction
+    from policybox.league.ladder import store
+    from policybox.league.ladder.database import transaction
 
     with transaction(ladder.engine) as connection:
         version = store.latest_version(connection, name)
@@ -295,7 +295,7 @@ def test_a_lost_worker_never_counts_against_a_policy_and_its_match_is_played_aga
         while time.monotonic() < give_up and not killed:
             for child in psutil.Process().children():
                 try:
-                    playing = "policybox.league.worker" in " ".join(child.cmdline()) and any(
+                    playing = "policybox.league.play.worker" in " ".join(child.cmdline()) and any(
                         z.children() for z in child.children()
                     )
                 except psutil.Error:
@@ -327,7 +327,7 @@ def test_a_lost_worker_never_counts_against_a_policy_and_its_match_is_played_aga
 def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, database_url):
     """A ladder made at schema version 1 (before teams existed) opens with this policybox: migrated to
     the current version in one transaction, every match, version and rating as it was."""
-    from policybox.league import database
+    from policybox.league.ladder import database
 
     folder = tmp_path / "cup"
     with api_ladder(folder, database_url) as ladder:
@@ -461,7 +461,7 @@ def test_a_setup_script_runs_once_in_a_cell_at_qualification_and_a_failing_one_r
 def test_a_ladder_with_replays_keeps_each_matchs_replay_and_refuses_what_cannot_write_them(tmp_path):
     from test_replays import load_replay
 
-    from policybox.league.database import LadderError
+    from policybox.league.ladder.database import LadderError
 
     with api_ladder(tmp_path / "cup", replays=True) as ladder:
         ladder.submit("walker", WANDERER)

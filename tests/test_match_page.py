@@ -18,8 +18,9 @@ from test_ladder import WANDERER, activate, api_ladder, ladder_command
 from policybox import EpisodeSettings, LadderSettings
 from policybox.envs import moves as moves_file
 from policybox.ladder import Ladder as PublicLadder
-from policybox.league import board, ranking
-from policybox.league.database import LadderError
+from policybox.league import ranking
+from policybox.league.views import board
+from policybox.league.ladder.database import LadderError
 from policybox.league.web.app import make_app
 from policybox.results import EpisodeResult
 
@@ -66,7 +67,7 @@ def _get(folder: Path, path: str) -> dict:
 def _stored(folder: Path, match_id: int) -> EpisodeResult:
     from sqlalchemy import select
 
-    from policybox.league.database import matches
+    from policybox.league.ladder.database import matches
 
     with PublicLadder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
         row = connection.execute(select(matches.c.result).where(matches.c.id == match_id)).scalar_one()

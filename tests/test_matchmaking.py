@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from policybox.league.matchmaking import Candidate, Rules, choose
+from policybox.league.ladder.matchmaking import Candidate, Rules, choose
 
 RULES = Rules(seats=2, versions_per_match=2, placement=3, seating="rotate", seed=7)
 

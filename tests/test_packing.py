@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from conftest import POLICIES
 
-import policybox.league.packing as packing
+import policybox.files.packing as packing
 from policybox.envs.mettagrid import ACTION, NO_VIBE
-from policybox.league.packing import Bundle, PackingError, pack, relocate, spec_roots, unpack
+from policybox.files.packing import Bundle, PackingError, pack, relocate, spec_roots, unpack
 from policybox.spec import parse_policy_arg
 
 BOT = "from weighting import Weights  # from the python_path folder\n\n\nclass Bot(Weights):\n    pass\n"
@@ -224,7 +224,7 @@ def test_a_loser_of_the_race_uses_the_winners_folder(driver, tmp_path, monkeypat
 UNPACKER = """
 import pickle, sys
 from pathlib import Path
-from policybox.league.packing import unpack
+from policybox.files.packing import unpack
 bundle = pickle.loads(Path(sys.argv[1]).read_bytes())
 print("ready", flush=True)
 sys.stdin.readline()

@@ -16,7 +16,7 @@ from conftest import policy
 from typer.testing import CliRunner
 
 from policybox.cli import app
-from policybox.league.evaluation import evaluate
+from policybox.league.evaluate.results_folder import evaluate
 from policybox.results import AgentStatus, EpisodeResult
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # pettingzoo.classic's own warning

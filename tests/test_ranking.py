@@ -8,8 +8,8 @@ from conftest import policy
 from test_summary import entry, record
 
 from policybox.league import ranking
-from policybox.league.evaluation import evaluate
-from policybox.league.summary import summarize
+from policybox.league.evaluate.results_folder import evaluate
+from policybox.league.views.summary import summarize
 from policybox.results import AgentStatus, Failure
 from policybox.spec import PolicySpec
 

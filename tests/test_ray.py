@@ -18,11 +18,12 @@ import ray
 from conftest import POLICIES, descendants
 from ray.cluster_utils import Cluster
 
-from policybox.episode import EpisodeSettings
-from policybox.league import packing, ray_backend
-from policybox.league.evaluation import episode_job, evaluate, play_tournament
-from policybox.league.journal import read_records
-from policybox.league.tournament import Tournament, entrants
+from policybox.settings import EpisodeSettings
+from policybox.files import packing
+from policybox.league.play import ray_backend
+from policybox.league.evaluate.results_folder import episode_job, evaluate, play_tournament
+from policybox.league.evaluate.journal import read_records
+from policybox.league.play.tournament import Tournament, entrants
 from policybox.results import EpisodeRecord, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
 
@@ -191,7 +192,7 @@ def test_a_ladder_runs_on_the_cluster_and_each_match_is_what_the_engine_plays_he
 
     from policybox.episode import run_episode
     from policybox.ladder import Ladder, LadderSettings
-    from policybox.league.database import match_seats, matches
+    from policybox.league.ladder.database import match_seats, matches
 
     bot = tmp_path / "bot"
     shutil.copytree(POLICIES, bot, ignore=shutil.ignore_patterns("__pycache__"))

@@ -1,4 +1,4 @@
-"""One path to a ladder's database: the views' reads (``database.reading``, ``policybox.league.reads``)
+"""One path to a ladder's database: the views' reads (``database.reading``, ``policybox.league.ladder.reads``)
 translate a database that cannot be used as a write does (one LadderError: a 503 on the web page, exit 2
 on the command line), and what is not there is a NotFound (a 404 on the web page)."""
 
@@ -10,9 +10,10 @@ from starlette.testclient import TestClient
 from test_ladder import api_ladder, ladder_command
 
 from policybox.errors import NotFound, PolicyboxError
-from policybox.league import board, database
-from policybox.league.database import LadderError, reading, transaction
-from policybox.league.ladder import Ladder
+from policybox.league.ladder import database
+from policybox.league.views import board
+from policybox.league.ladder.database import LadderError, reading, transaction
+from policybox.ladder import Ladder
 from policybox.league.web.app import make_app
 
 

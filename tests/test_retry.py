@@ -7,10 +7,10 @@ from concurrent.futures import Future
 
 import pytest
 
-from policybox.episode import EpisodeSettings
+from policybox.settings import EpisodeSettings
 from policybox.errors import PolicyboxError
 from policybox.host.zygote import ZygoteError
-from policybox.league.runner import MAX_ATTEMPTS, EpisodeJob, failure, play_again, play_all
+from policybox.league.play.runner import MAX_ATTEMPTS, EpisodeJob, failure, play_again, play_all
 
 
 @pytest.mark.parametrize("exc", [ZygoteError("the zygote died"), RuntimeError("a worker was lost")])

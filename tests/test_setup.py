@@ -24,13 +24,14 @@ import psutil
 import pytest
 from conftest import POLICIES
 
-import policybox.league.setup as setup
+import policybox.files.setup_scripts as setup
 import policybox.submission as submission
-from policybox.episode import EpisodeSettings, PolicyRefused, run_episode
+from policybox.episode import PolicyRefused, run_episode
+from policybox.settings import EpisodeSettings
 from policybox.host.zygote import ZygoteError
-from policybox.league.evaluation import TournamentMismatch, evaluate
-from policybox.league.harvest import HarvestRefused, harvest
-from policybox.league.versions import keep
+from policybox.league.evaluate.results_folder import TournamentMismatch, evaluate
+from policybox.files.harvest import HarvestRefused, harvest
+from policybox.files.version_files import keep
 from policybox.limits import Limits
 from policybox.results import AgentStatus
 from policybox.spec import SpecError

@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from policybox.cli.tables import number, show_summary
-from policybox.league.summary import Summary, summarize
+from policybox.league.views.summary import Summary, summarize
 from policybox.limits import Limits
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure, Latency
 from policybox.spec import PolicySpec

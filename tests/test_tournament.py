@@ -2,8 +2,8 @@
 
 import pytest
 
-from policybox.episode import EpisodeSettings
-from policybox.league.tournament import Tournament, entrants, episode_seed, random_seats, rotate_seats
+from policybox.settings import EpisodeSettings
+from policybox.league.play.tournament import Tournament, entrants, episode_seed, random_seats, rotate_seats
 from policybox.spec import SpecError
 
 

@@ -18,8 +18,9 @@ import pytest
 from conftest import POLICIES
 
 import policybox.submission as submission
-from policybox.episode import EpisodeSettings, run_episode
-from policybox.league.versions import FILES, KEY_FILE, check_name, keep
+from policybox.episode import run_episode
+from policybox.settings import EpisodeSettings
+from policybox.files.version_files import FILES, KEY_FILE, check_name, keep
 from policybox.results import AgentStatus
 from policybox.spec import SpecError
 

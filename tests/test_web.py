@@ -30,10 +30,10 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
 
-from policybox.league import board, plots
-from policybox.league.database import names, owners, versions
-from policybox.league.ladder import Ladder
-from policybox.league.templating import fixed
+from policybox.league.views import board, plots
+from policybox.league.ladder.database import names, owners, versions
+from policybox.ladder import Ladder
+from policybox.league.views.templating import fixed
 from policybox.league.web.app import make_app
 from policybox.league.web.headers import CSP
 from policybox.league.web.upload import file_name

@@ -9,7 +9,8 @@ from conftest import policy
 from typer.testing import CliRunner
 
 from policybox.cli import app
-from policybox.episode import EpisodeSettings, run_episode
+from policybox.episode import run_episode
+from policybox.settings import EpisodeSettings
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.results import AgentStatus
 from policybox.spec import PolicySpec, parse_policy_arg

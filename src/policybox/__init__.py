@@ -19,8 +19,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 _EXPORTS = {
-    "evaluate": "policybox.league.evaluation",
-    "load_summary": "policybox.league.evaluation",
+    "evaluate": "policybox.league.evaluate.results_folder",
+    "load_summary": "policybox.league.evaluate.results_folder",
     "run_episode": "policybox.episode",
     "EpisodeSettings": "policybox.episode",
     "Limits": "policybox.limits",
@@ -29,7 +29,7 @@ _EXPORTS = {
     "EpisodeResult": "policybox.results",
     "AgentResult": "policybox.results",
     "EpisodeRecord": "policybox.results",
-    "Summary": "policybox.league.summary",
+    "Summary": "policybox.league.views.summary",
     "Ladder": "policybox.ladder",
     "LadderSettings": "policybox.ladder",
     "Zygote": "policybox.host.zygote",

@@ -388,13 +388,13 @@ def start_pool(
 
 def check_prepared(specs: Sequence[PolicySpec]) -> None:
     """Refuse a spec that still has a setup script: built without what its script makes, it would fail
-    in ways that blame nobody. ``policybox.league.setup`` runs the script in a cell and gives the spec
+    in ways that blame nobody. ``policybox.files.setup_scripts`` runs the script in a cell and gives the spec
     of its result."""
     for spec in specs:
         if spec.setup_script:
             raise SpecError(
                 f"policy {spec.display_name} has a setup script ({spec.setup_script}) that must run first, in a "
-                "cell: policybox run, evaluate and ladder submit run it; from Python, policybox.league.setup.prepared"
+                "cell: policybox run, evaluate and ladder submit run it; from Python, policybox.files.setup_scripts.prepared"
             )
 
 

@@ -16,22 +16,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from policybox.league import board, retention, scheduler
-from policybox.league.ladder import Ladder as StoredLadder
-from policybox.league.ladder import LadderSettings
+from policybox.league.ladder import retention, run_loop
+from policybox.league.views import board
+from policybox.league.ladder.folder import LadderFolder
+from policybox.league.ladder.folder import LadderSettings
 
 __all__ = ["Ladder", "LadderSettings"]
 
 
-class Ladder(StoredLadder):
+class Ladder(LadderFolder):
     """A ladder (``Ladder.create(DIR, settings)`` or ``Ladder.open(DIR)``): submit, retire, reinstate and
-    rerate (``policybox.league.ladder``), run it, read it and prune it (``policybox.league.scheduler``,
+    rerate (``policybox.league.ladder.folder``), run it, read it and prune it (``policybox.league.ladder.run_loop``,
     ``board``, ``retention``)."""
 
-    def run(self, matches: int | None = None, workers: int | None = None, **backend: Any) -> scheduler.Progress:
+    def run(self, matches: int | None = None, workers: int | None = None, **backend: Any) -> run_loop.Progress:
         """``ladder run``: qualify what is queued and play until stopped, or until ``matches`` are
         stored, played or void (``backend="ray", ray_address=...`` for a cluster); how it went."""
-        return scheduler.run(self, matches, workers, **backend)
+        return run_loop.run(self, matches, workers, **backend)
 
     def standings(self) -> board.Standings:
         """``ladder status``: one row per name, best first."""

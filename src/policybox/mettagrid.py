@@ -36,15 +36,8 @@ from mettagrid.simulator import Action, AgentObservation
 
 from policybox.envs import ConfigError
 from policybox.envs.mettagrid import cell_setup, encode_observation, parse_action
-from policybox.episode import (
-    EpisodeSettings,
-    agent_records,
-    apply_reply,
-    check_shorthands,
-    check_strict,
-    start_pool,
-    zygote_preload,
-)
+from policybox.episode import agent_records, apply_reply, check_shorthands, check_strict, start_pool
+from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.host.record import AgentRecord
 from policybox.host.remove import remove_tree
 from policybox.host.zygote import Zygote

@@ -19,7 +19,7 @@ wins, as in MettaGrid. Relative paths are made absolute here, on the host, becau
 its working folder.
 
 A ``setup_script`` (MettaGrid runs it on the host) is carried, never run, here: it must run once, in
-a cell, in a private copy of the submission before the policy is built (``policybox.league.setup``),
+a cell, in a private copy of the submission before the policy is built (``policybox.files.setup_scripts``),
 and the spec that comes out of that has none. The engine refuses to start a spec that still has one.
 Its checkpoint may be what the script makes, so a spec with a script need not have its ``data_path``
 yet.

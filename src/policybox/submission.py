@@ -101,7 +101,7 @@ def unpack_submission(zip_path: Path, given: str, limits: ZipLimits = ZipLimits(
 def private_folder(root: Path, error: type[PolicyboxError] = SpecError) -> Path:
     """Make (or check) ``root``: ours, mode 700, not a symlink someone planted in /tmp (else ``error``).
 
-    Shared with ``policybox.league.packing``, whose bundles are as untrusted as a zip and unpacked the same way.
+    Shared with ``policybox.files.packing``, whose bundles are as untrusted as a zip and unpacked the same way.
     """
     with contextlib.suppress(FileExistsError):
         root.mkdir(mode=0o700, parents=True)
@@ -271,7 +271,7 @@ def _make_folders(destination: Path, parts: tuple[str, ...]) -> Path:
 def new_file(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
     """A new file with ``mode`` whatever the umask; never an existing file, never through a symlink.
 
-    Shared with ``policybox.league.harvest``, which copies what a setup script made as warily."""
+    Shared with ``policybox.files.harvest``, which copies what a setup script made as warily."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     os.fchmod(fd, mode)
     with os.fdopen(fd, "wb") as file:

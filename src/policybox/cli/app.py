@@ -13,28 +13,21 @@ from rich.table import Table
 
 import policybox
 from policybox.cli.common import POLICY_HELP, check_folder, console, error_line, errors, guarded, show_warning
-from policybox.cli.ladder import ladder_app
+from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.cli.tables import show_episode, show_summary
-from policybox.episode import (
-    DEFAULT_AGENTS,
-    REPLAY_SUFFIX,
-    EpisodeSettings,
-    agent_count,
-    assign_policies,
-    default_log_dir,
-    run_episode,
-)
+from policybox.episode import assign_policies, default_log_dir, run_episode
+from policybox.settings import DEFAULT_AGENTS, REPLAY_SUFFIX, EpisodeSettings, agent_count
 from policybox.inert import shown
-from policybox.league import rerun
-from policybox.league.backends import Backend, ray_backend
-from policybox.league.evaluation import REPORT_FILE, load_summary, play_tournament
-from policybox.league.evaluation import Progress as EvaluationProgress
-from policybox.league.ladder import Ladder
+from policybox.league.ladder import rerun
+from policybox.league.play.backends import Backend, ray_backend
+from policybox.league.evaluate.results_folder import REPORT_FILE, load_summary, play_tournament
+from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
+from policybox.league.ladder.folder import LadderFolder
 from policybox.league.ranking import RankBy
-from policybox.league.setup import prepared_for_now
-from policybox.league.summary import Summary
-from policybox.league.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
+from policybox.files.setup_scripts import prepared_for_now
+from policybox.league.views.summary import Summary
+from policybox.league.play.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
@@ -164,7 +157,7 @@ def _from_ladder(
         for name, value in options.items()
         if name == "replay" or getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
     }
-    with Ladder.open(folder, read_only=True) as opened:
+    with LadderFolder.open(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given)
         specs = [rerun.resolve(opened, text) if rerun.is_version(text) else parse_policy_arg(text) for text in policies]
         return settings, opened.settings.agents, specs
@@ -436,9 +429,9 @@ def doctor(
 
 def _ladder_privacy(folder: Path) -> tuple[Table, bool]:
     """The table of a ladder folder's paths and who may read them; whether all are private."""
-    from policybox.league import private
-    from policybox.league.database import LadderError
-    from policybox.league.ladder import FOLDER_FILE
+    from policybox.league.ladder import private
+    from policybox.league.ladder.database import LadderError
+    from policybox.league.ladder.folder import FOLDER_FILE
 
     if not (folder / FOLDER_FILE).is_file():
         raise LadderError(f"{folder} is not a ladder (it has no {FOLDER_FILE}): give --ladder a ladder's folder")

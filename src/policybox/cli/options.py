@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from policybox.episode import LauncherName, Mode, OnFailure
+from policybox.settings import LauncherName, Mode, OnFailure
 from policybox.limits import Limits
 from policybox.sandbox import SandboxLevel
 

@@ -16,14 +16,14 @@ from rich.table import Table
 from rich.text import Text
 
 from policybox.inert import shown
-from policybox.league.life import VersionState
-from policybox.league.summary import HeadToHead, Summary, differing_stats
+from policybox.league.ladder.life import VersionState
+from policybox.league.views.summary import HeadToHead, Summary, differing_stats
 from policybox.lines import first_line
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
 
 if TYPE_CHECKING:
-    from policybox.league import board
+    from policybox.league.views import board
 
 NAME_WIDTH = 16  # of a policy name in a table; the full name is listed below when it is longer
 LADDER_NAME_WIDTH = 12  # in the ladder's standings, so that every column fits 80 columns
@@ -360,7 +360,7 @@ def show_name(console: Console, page: board.NamePage) -> None:
             f"rating after match {last.match}: {last.rating.mu:.2f} ± {last.rating.sigma:.2f} "
             f"({len(page.history)} points)"
         )
-    from policybox.league.board import MatchList  # only a ladder's pages load the database layer
+    from policybox.league.views.board import MatchList  # only a ladder's pages load the database layer
 
     show_matches(console, MatchList(matches=page.recent), title="recent matches")
     for failure in page.failures:

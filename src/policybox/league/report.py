@@ -2,12 +2,12 @@
 
 ``report_data(DIR)`` gathers what the page shows -- standings, head-to-head, latency, seats, failures,
 and what is left to play or was refused -- as one pydantic model, from the views that already rank:
-``load_summary`` for a tournament's folder (it holds ``tournament.json``), ``policybox.league.board``
+``load_summary`` for a tournament's folder (it holds ``tournament.json``), ``policybox.league.views.board``
 for a ladder's (``ladder.json``). Nothing is ranked here. ``render`` turns it into the page through
 ``templates/report.html.j2``.
 
 The page is one file that works offline and may be shared: its style is inline, its plots are
-``policybox.league.plots``' inline SVG, it holds no script at all (and a Content-Security-Policy that
+``policybox.league.views.plots``' inline SVG, it holds no script at all (and a Content-Security-Policy that
 would refuse one), and it fetches nothing. Every text a policy controls -- names, failure messages,
 stat names -- is escaped by the template's autoescape; the plots escape their own text and are the
 only markup embedded as is. A ladder's rejections show the first line of their reason only: tracebacks
@@ -25,12 +25,13 @@ from pydantic import BaseModel, Field
 
 import policybox
 from policybox.errors import PolicyboxError
-from policybox.league import board, plots, ranking
-from policybox.league.evaluation import REPORT_FILE, TOURNAMENT_FILE, load_summary, load_tournament
-from policybox.league.ladder import FOLDER_FILE, Ladder
+from policybox.league import ranking
+from policybox.league.views import board, plots
+from policybox.league.evaluate.results_folder import REPORT_FILE, TOURNAMENT_FILE, load_summary, load_tournament
+from policybox.league.ladder.folder import FOLDER_FILE, LadderFolder
 from policybox.league.ranking import Rating, Reward
-from policybox.league.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
-from policybox.league.templating import environment
+from policybox.league.views.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
+from policybox.league.views.templating import environment
 from policybox.storage import write_atomically
 
 STATS_SHOWN = 8
@@ -109,7 +110,7 @@ def report_data(folder: Path) -> ReportData:
     if (folder / TOURNAMENT_FILE).is_file():
         return _tournament_data(folder)
     if (folder / FOLDER_FILE).is_file():
-        with Ladder.open(folder, read_only=True) as ladder:
+        with LadderFolder.open(folder, read_only=True) as ladder:
             return _ladder_data(ladder)
     if not folder.is_dir():
         raise PolicyboxError(f"there is no folder {folder}: give a results folder of policybox evaluate or a ladder's")
@@ -163,7 +164,7 @@ def _policy_row(entry: PolicySummary, stats: list[str]) -> Row:
     )
 
 
-def _ladder_data(ladder: Ladder) -> ReportData:
+def _ladder_data(ladder: LadderFolder) -> ReportData:
     standings = board.standings(ladder)
     pages = {row.name: board.name_page(ladder, row.name) for row in standings.rows}  # public: no log tails
     conduct = {entry.name: entry for entry in board.conduct(ladder)}

@@ -13,7 +13,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from policybox.errors import NotFound
-from policybox.league.database import LadderError
+from policybox.league.ladder.database import LadderError
 from policybox.league.web import UPLOAD_CAP, pages, render, upload, viewer
 from policybox.league.web.headers import SecurityHeaders
 from policybox.league.web.site import Site

@@ -1,6 +1,6 @@
 """What a team's uploads may cost the machine that serves the ladder's web page.
 
-Each upload's build check (``policybox.league.build_check``) starts a cell. So that a team cannot
+Each upload's build check (``policybox.league.ladder.build_check``) starts a cell. So that a team cannot
 keep the machine busy with them, a team has one check at a time (another upload meanwhile: 429), and
 its uploads that cannot be built count as its submissions do: ``submissions_per_hour`` refused in any
 hour, and its next upload waits (429, Retry-After). A stored submission is counted by the ladder
@@ -18,7 +18,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterator
 
 from policybox.episode import PolicyRefused
-from policybox.league.ladder import HOUR, TeamLimit
+from policybox.league.ladder.folder import HOUR, TeamLimit
 
 CHECK_BUSY_RETRY_S = 5  # Retry-After for a team whose previous upload is still being checked
 

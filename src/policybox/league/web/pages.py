@@ -1,4 +1,4 @@
-"""The pages: each is one of ``policybox.league.board``'s views, fetched once per request (Datasette's
+"""The pages: each is one of ``policybox.league.views.board``'s views, fetched once per request (Datasette's
 one data function per page) and answered as JSON under ``/api/`` or as HTML rendered from that same
 model, with the plots drawn from it. Nothing here computes what a page shows.
 
@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from policybox.league import board, plots, rules_page
-from policybox.league.ladder import REPLAYS, Ladder
+from policybox.league.views import board, plots, rules
+from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ranking import Reward
 from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
@@ -29,7 +29,7 @@ from policybox.league.web.viewer import Viewer, viewer
 MATCHES_SHOWN = 50
 ASCII_NUMBER = re.compile(r"[0-9]{1,19}")
 
-Data = Callable[[Ladder, Request, Viewer], BaseModel]
+Data = Callable[[LadderFolder, Request, Viewer], BaseModel]
 
 
 def _no_plots(model: Any) -> dict[str, str]:
@@ -75,16 +75,16 @@ class Page:
 # Each page's data: one board call
 
 
-def _standings(ladder: Ladder, request: Request, who: Viewer) -> board.Standings:
+def _standings(ladder: LadderFolder, request: Request, who: Viewer) -> board.Standings:
     return board.standings(ladder, set(who.owned))
 
 
-def _name(ladder: Ladder, request: Request, who: Viewer) -> board.NamePage:
+def _name(ladder: LadderFolder, request: Request, who: Viewer) -> board.NamePage:
     name = request.path_params["name"]
     return board.name_page(ladder, name, private=name in who.owned)
 
 
-def _matches(ladder: Ladder, request: Request, who: Viewer) -> board.MatchList:
+def _matches(ladder: LadderFolder, request: Request, who: Viewer) -> board.MatchList:
     before = request.query_params.get("before")
     if before is None:
         return board.match_list(ladder, MATCHES_SHOWN)
@@ -94,16 +94,16 @@ def _matches(ladder: Ladder, request: Request, who: Viewer) -> board.MatchList:
     return board.match_list(ladder, MATCHES_SHOWN, int(before))
 
 
-def _match(ladder: Ladder, request: Request, who: Viewer) -> board.MatchPage:
+def _match(ladder: LadderFolder, request: Request, who: Viewer) -> board.MatchPage:
     return board.match_page(ladder, request.path_params["match"], private_for=set(who.owned))
 
 
-def _queue(ladder: Ladder, request: Request, who: Viewer) -> board.Queue:
+def _queue(ladder: LadderFolder, request: Request, who: Viewer) -> board.Queue:
     return board.queue(ladder, set(who.owned))
 
 
-def _rules(ladder: Ladder, request: Request, who: Viewer) -> rules_page.Rules:
-    return rules_page.rules(ladder, request.app.state.site.upload_cap)
+def _rules(ladder: LadderFolder, request: Request, who: Viewer) -> rules.Rules:
+    return rules.rules(ladder, request.app.state.site.upload_cap)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,6 +155,6 @@ def replay(request: Request) -> Response:
 
 def starter(request: Request) -> Response:
     """A minimal submission for this ladder's game, which qualifies as it is (``rules_page``)."""
-    body = rules_page.starter_zip(request.app.state.site.reader)
+    body = rules.starter_zip(request.app.state.site.reader)
     headers = {"Content-Disposition": 'attachment; filename="starter.zip"'}
     return Response(body, media_type="application/zip", headers=headers)

@@ -1,6 +1,6 @@
 """How the web app answers: HTML from its Jinja templates, JSON from a view's model, errors as either.
 
-The templates are rendered in ``policybox.league.templating``'s environment, the report's too:
+The templates are rendered in ``policybox.league.views.templating``'s environment, the report's too:
 autoescape on, the same filters.
 """
 
@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
-from policybox.league.templating import environment
+from policybox.league.views.templating import environment
 
 API = "/api/"
 templates = Jinja2Templates(env=environment)

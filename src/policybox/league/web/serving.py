@@ -26,7 +26,7 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from policybox.league.database import LadderError
+from policybox.league.ladder.database import LadderError
 
 RESERVED_DESCRIPTORS = 128  # the database, an upload's files, uvicorn's own, the thread pool's
 HEADERS_CAP = 16 * 1024  # a request's line and headers: more is answered 400 (h11's default, said here)

@@ -11,9 +11,9 @@ from pathlib import Path
 from sqlalchemy.exc import SQLAlchemyError
 
 from policybox.errors import PolicyboxError
-from policybox.league import store
-from policybox.league.database import transaction
-from policybox.league.ladder import Ladder
+from policybox.league.ladder import store
+from policybox.league.ladder.database import transaction
+from policybox.league.ladder.folder import LadderFolder
 from policybox.league.web import UPLOAD_CAP
 from policybox.league.web.checks import BuildChecks
 
@@ -22,8 +22,8 @@ USE_NOTED_EVERY_S = 60.0  # a token's last use is written at most once a minute:
 
 @dataclass
 class Site:
-    reader: Ladder
-    writer: Ladder
+    reader: LadderFolder
+    writer: LadderFolder
     upload_cap: int = UPLOAD_CAP
     _noted: dict[int, float] = field(default_factory=dict)  # token id -> when its use was last written
     build_checks: BuildChecks = field(default_factory=BuildChecks)  # each team's, one at a time (web.checks)
@@ -33,9 +33,9 @@ class Site:
         """The ladder in ``folder``. The writer opens first: it brings an older schema up to date, which
         a read-only engine cannot. (A SQLite reader opens the file read-only: no page can write, and
         in WAL mode no reader waits for ``ladder run``, nor it for them.)"""
-        writer = Ladder.open(folder)
+        writer = LadderFolder.open(folder)
         try:
-            return cls(Ladder.open(folder, read_only=True), writer, upload_cap)
+            return cls(LadderFolder.open(folder, read_only=True), writer, upload_cap)
         except BaseException:
             writer.close()
             raise

@@ -12,7 +12,7 @@ Retry-After when waiting frees it); anything else wrong -- a file that is not a 
 a policy that cannot be built -- 400 with the message. Nothing is stored for any of them, and no file
 of the upload outlives its request.
 
-The build check (``policybox.league.build_check``) starts a cell, in a thread of the server's pool
+The build check (``policybox.league.ladder.build_check``) starts a cell, in a thread of the server's pool
 (the event loop goes on answering), each team's one at a time and within its limits
 (``policybox.league.web.checks``).
 """
@@ -34,8 +34,8 @@ from starlette.responses import RedirectResponse, Response
 
 from policybox.envs import split_env
 from policybox.errors import PolicyboxError
-from policybox.league.ladder import LadderSettings, NotOwner, TeamLimit, Version
-from policybox.league.life import Retired
+from policybox.league.ladder.folder import LadderSettings, NotOwner, TeamLimit, Version
+from policybox.league.ladder.life import Retired
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
 from policybox.league.web.site import Site

@@ -29,8 +29,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from policybox.league import store
-from policybox.league.database import transaction
+from policybox.league.ladder import store
+from policybox.league.ladder.database import transaction
 from policybox.league.web import render
 from policybox.league.web.body import capped
 from policybox.league.web.site import Site

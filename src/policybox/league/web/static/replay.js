@@ -1,5 +1,5 @@
 // A match's replay, played in its page: a MettaGrid match's grid drawn on a canvas from its replay's
-// frames (the player's data-src, /api/matches/ID/replay: policybox.league.replays), or a PettingZoo
+// frames (the player's data-src, /api/matches/ID/replay: policybox.league.views.replays), or a PettingZoo
 // match's moves, its table already in the page, and the board at each step from the page's JSON.
 // Both have play/pause and a step slider. Every text a policy or the game controls -- a seat's name,
 // an action, a board -- is set with textContent or drawn with fillText, never as markup.

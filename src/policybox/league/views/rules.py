@@ -21,8 +21,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from policybox.envs import split_env
-from policybox.league import own_code, ranking
-from policybox.league.ladder import EPISODE_LIMIT_FORMULA, Ladder
+from policybox.league import ranking
+from policybox.league.views import own_code
+from policybox.league.ladder.folder import EPISODE_LIMIT_FORMULA, LadderFolder
 from policybox.spec import SUBMISSION_MANIFEST, SUBMISSION_SPEC
 
 STARTERS = Path(__file__).parent / "starters"
@@ -83,7 +84,7 @@ class Rules(BaseModel):
     starter: str = Field(description="The path of a starter submission that qualifies as it is")
 
 
-def rules(ladder: Ladder, upload_cap: int | None = None) -> Rules:
+def rules(ladder: LadderFolder, upload_cap: int | None = None) -> Rules:
     """This ladder's rules; ``upload_cap`` the web page's request body cap in bytes, if it serves one."""
     settings = ladder.settings
     episode = settings.episode_settings
@@ -130,7 +131,7 @@ def rules(ladder: Ladder, upload_cap: int | None = None) -> Rules:
     )
 
 
-def starter_zip(ladder: Ladder) -> bytes:
+def starter_zip(ladder: LadderFolder) -> bytes:
     """A minimal submission for this ladder's game family, zipped (a few KiB, made in memory)."""
     family, _ = split_env(ladder.settings.settings.env)
     folder = STARTERS / family

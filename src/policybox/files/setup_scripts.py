@@ -3,13 +3,13 @@
 MettaGrid runs a submission's ``setup_script`` on its own host: ``python SCRIPT`` in the submission's
 folder, failing on a non-zero exit or after 300 s. policybox runs it in one cell, under the settings'
 sandbox, limits and launcher (a zygote of the settings' preload), as the version's later cells run:
-the cell's policy is ``policybox.league.setup_runner.SetupScript``, which copies the version's files
+the cell's policy is ``policybox.files.setup_policy.SetupScript``, which copies the version's files
 (bound read-only) into its scratch folder and runs the script in that copy. The script can write
 nowhere else -- the scratch folder is a tmpfs capped by ``--disk-limit-mb`` and ``--disk-limit-files``
 -- and everything it starts is in the cell's cgroup; the runner kills all of it before READY.
 
 After READY, while the cell still lives, the host copies the cell's copy out -- through
-``/proc/<pid>/root``, the one place its tmpfs can be seen from -- with ``policybox.league.harvest``
+``/proc/<pid>/root``, the one place its tmpfs can be seen from -- with ``policybox.files.harvest``
 (hostile files: nothing followed, only plain files and folders, within the same limits) into
 ``out``, in a folder only root may enter; later cells get it read-only, like any policy's files. The
 outcome's spec points there and has no setup script left to run.
@@ -30,33 +30,24 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from policybox.episode import (
-    EpisodeSettings,
-    PolicyRefused,
-    agent_count,
-    agent_records,
-    check_strict,
-    log_tail,
-    open_env,
-    start_pool,
-    zygote_preload,
-)
+from policybox.episode import PolicyRefused, agent_records, check_strict, log_tail, open_env, start_pool
+from policybox.settings import EpisodeSettings, agent_count, zygote_preload
 from policybox.host.process_pool import ProcessPool
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.inert import inert
-from policybox.league.harvest import HarvestRefused, harvest
-from policybox.league.packing import spec_roots, with_paths
-from policybox.league.setup_runner import COPY, SWEEP_S
-from policybox.league.versions import Stored, keep_spec
+from policybox.files.harvest import HarvestRefused, harvest
+from policybox.files.packing import spec_roots, with_paths
+from policybox.files.setup_policy import COPY, SWEEP_S
+from policybox.files.version_files import Stored, keep_spec
 from policybox.results import Failure
 from policybox.sandbox import SandboxLevel
 from policybox.spec import PolicySpec
 from policybox.submission import private_folder
 
 SETUP_TIMEOUT_S = 300.0  # MettaGrid's
-RUNNER = "policybox.league.setup_runner.SetupScript"
+RUNNER = "policybox.files.setup_policy.SetupScript"
 OUTPUT_CHARS = 8000
 REFUSAL_CHARS = 800
 VERSIONS = "versions"

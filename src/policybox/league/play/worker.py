@@ -1,4 +1,4 @@
-"""A worker: a process that plays episodes for a driver, ``python -I -m policybox.league.worker --fd N``.
+"""A worker: a process that plays episodes for a driver, ``python -I -m policybox.league.play.worker --fd N``.
 
 It holds what playing needs between episodes -- one zygote per set of preloaded modules
 (``Player``, which a Ray worker on a node holds too) -- and serves its driver over the socket it
@@ -34,11 +34,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from policybox.episode import EpisodeSettings, check_playable, check_policies, run_episode, zygote_preload
+from policybox.episode import check_playable, check_policies, run_episode
+from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.host.budget import Budget, adopt
 from policybox.host.zygote import Zygote, ZygoteError
-from policybox.league.runner import EpisodeJob
-from policybox.league.setup import run_setup
+from policybox.league.play.runner import EpisodeJob
+from policybox.files.setup_scripts import run_setup
 from policybox.results import EpisodeResult
 from policybox.spec import PolicySpec
 from policybox.storage import writing
@@ -142,7 +143,7 @@ def _terminated(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="policybox.league.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="policybox.league.play.worker", description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     args = parser.parse_args(argv)

@@ -15,11 +15,11 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from policybox.episode import EpisodeSettings
+from policybox.settings import EpisodeSettings
 from policybox.errors import NotFound
-from policybox.league import reads
-from policybox.league.database import reading
-from policybox.league.ladder import Ladder
+from policybox.league.ladder import reads
+from policybox.league.ladder.database import reading
+from policybox.league.ladder.folder import LadderFolder
 from policybox.spec import PolicySpec, SpecError
 
 VERSION_REF = re.compile(r"(?P<name>[a-z0-9][a-z0-9_-]{0,39})@v(?P<number>[0-9]{1,9})")
@@ -37,7 +37,7 @@ def is_version(text: str) -> bool:
     return VERSION_REF.fullmatch(text) is not None
 
 
-def resolve(ladder: Ladder, text: str) -> PolicySpec:
+def resolve(ladder: LadderFolder, text: str) -> PolicySpec:
     """The spec of version ``NAME@vN`` as its matches' cells get it (its stored files, its secrets)."""
     found = VERSION_REF.fullmatch(text)
     if found is None:
@@ -49,7 +49,7 @@ def resolve(ladder: Ladder, text: str) -> PolicySpec:
     return ladder.stored(version_id).spec
 
 
-def episode_settings(ladder: Ladder, given: dict[str, Any]) -> EpisodeSettings:
+def episode_settings(ladder: LadderFolder, given: dict[str, Any]) -> EpisodeSettings:
     """How the ladder plays a match (its episode limit too), with the options in ``given`` (flat, as
     the command line names them) in place of its own."""
     settings = ladder.settings.episode_settings

@@ -1,4 +1,4 @@
-"""The queries the views run: what ``policybox.league.board`` (and a ``NAME@vN`` rerun) read of a ladder's
+"""The queries the views run: what ``policybox.league.views.board`` (and a ``NAME@vN`` rerun) read of a ladder's
 database, each a function of an open connection that returns rows.
 
 ``store`` holds what the run loop, submissions and tokens read and write; this module holds the
@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.league import store
-from policybox.league.database import match_seats, matches, names, qualifications, ratings, versions
-from policybox.league.life import VersionState
+from policybox.league.ladder import store
+from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, versions
+from policybox.league.ladder.life import VersionState
 
 PLAYED = "played"
 

@@ -19,11 +19,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from policybox.episode import REPLAY_SUFFIX
+from policybox.settings import REPLAY_SUFFIX
 from policybox.host.remove import remove_tree
-from policybox.league import store
-from policybox.league.database import transaction
-from policybox.league.ladder import REPLAYS, Ladder
+from policybox.league.ladder import store
+from policybox.league.ladder.database import transaction
+from policybox.league.ladder.folder import REPLAYS, LadderFolder
 
 LOGS = "logs"
 MATCH_FILE = re.compile(r"match-(\d+)(?:" + re.escape(REPLAY_SUFFIX) + ")?")
@@ -45,7 +45,7 @@ class Freed:
         return f"{self.logs} log folders and {self.replays} replays deleted, {mib:.1f} MiB freed{kept}"
 
 
-def prune(ladder: Ladder, keep_logs: int | None = None, keep_replays: int | None = None) -> Freed:
+def prune(ladder: LadderFolder, keep_logs: int | None = None, keep_replays: int | None = None) -> Freed:
     """Delete what the rule does not keep: the files of all but the latest ``keep_logs`` /
     ``keep_replays`` stored matches (default: the ladder's settings)."""
     keep_logs = ladder.settings.keep_logs if keep_logs is None else keep_logs
@@ -72,7 +72,7 @@ def prune(ladder: Ladder, keep_logs: int | None = None, keep_replays: int | None
     return freed
 
 
-def missing(ladder: Ladder, match_id: int) -> tuple[str | None, str | None]:
+def missing(ladder: LadderFolder, match_id: int) -> tuple[str | None, str | None]:
     """What a stored match's page says of its replay and of its log folder when it has none: (why
     no replay, why no logs), each None when the file is there."""
     settings = ladder.settings

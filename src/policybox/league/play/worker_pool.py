@@ -1,6 +1,6 @@
-"""The local backend: worker processes (``policybox.league.worker``) that play a driver's episodes.
+"""The local backend: worker processes (``policybox.league.play.worker``) that play a driver's episodes.
 
-Each worker is ``sys.executable -I -m policybox.league.worker``: a fresh interpreter that never imports the
+Each worker is ``sys.executable -I -m policybox.league.play.worker``: a fresh interpreter that never imports the
 caller's ``__main__`` (so ``policybox.evaluate`` works from a script without a main guard, from
 stdin and from a notebook), in a session of its own (a terminal's Ctrl-C reaches the driver alone,
 never a worker mid-episode), killed by the kernel if the driver dies. One reader thread per worker
@@ -28,14 +28,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from policybox.episode import EpisodeSettings
+from policybox.settings import EpisodeSettings
 from policybox.host.budget import Budget
-from policybox.league.runner import EpisodeJob
+from policybox.league.play.runner import EpisodeJob
 from policybox.spec import PolicySpec
 
 if TYPE_CHECKING:
-    from policybox.league.setup import SetupOutcome
-    from policybox.league.versions import Stored
+    from policybox.files.setup_scripts import SetupOutcome
+    from policybox.files.version_files import Stored
 
 STOP_GRACE_S = 5.0
 MAX_CHECKS = 3  # a worker lost while it checks is replaced; the check is tried this often
@@ -52,7 +52,7 @@ class _Worker:
         ours, theirs = socket.socketpair()
         try:
             with theirs:
-                command = [sys.executable, "-I", "-m", "policybox.league.worker", "--fd", str(theirs.fileno())]
+                command = [sys.executable, "-I", "-m", "policybox.league.play.worker", "--fd", str(theirs.fileno())]
                 self.process = subprocess.Popen(
                     [*command, "--parent-pid", str(os.getpid())],
                     pass_fds=(theirs.fileno(),),
@@ -172,7 +172,7 @@ class LocalWorkers:
         return self._ask("play", job.model_dump_json())
 
     def set_up(self, stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: float) -> Future[SetupOutcome]:
-        """Run ``policybox.league.setup.run_setup(stored, settings, out, timeout_s)`` on the least busy
+        """Run ``policybox.files.setup_scripts.run_setup(stored, settings, out, timeout_s)`` on the least busy
         worker; its outcome."""
         return self._ask("setup", (stored, settings, out, timeout_s))
 

@@ -6,10 +6,10 @@ import os
 from typing import Any, Literal
 
 from policybox.envs import ConfigError
-from policybox.episode import EpisodeSettings
+from policybox.settings import EpisodeSettings
 from policybox.host.budget import Budget, host_budget
-from policybox.league.runner import EpisodeRunner
-from policybox.league.worker_pool import LocalWorkers
+from policybox.league.play.runner import EpisodeRunner
+from policybox.league.play.worker_pool import LocalWorkers
 from policybox.sandbox import SandboxLevel
 
 Backend = Literal["local", "ray"]
@@ -38,11 +38,11 @@ def shared_budget(settings: EpisodeSettings, workers: int) -> Budget | None:
 
 
 def ray_backend() -> Any:
-    """``policybox.league.ray_backend``, imported on demand: Ray is an optional dependency."""
+    """``policybox.league.play.ray_backend``, imported on demand: Ray is an optional dependency."""
     try:
         import ray  # noqa: F401
     except ModuleNotFoundError:
         raise ConfigError("--backend ray needs Ray: pip install 'policybox[ray]'") from None
-    import policybox.league.ray_backend
+    import policybox.league.play.ray_backend
 
-    return policybox.league.ray_backend
+    return policybox.league.play.ray_backend

@@ -5,8 +5,8 @@
 URL (the file is 0600: the URL may hold a password); a SQLite ladder's database is
 ``DIR/ladder.db``. Versions' files are kept under ``DIR/versions`` (root-only, content-addressed),
 agents' logs under ``DIR/logs``. The folder is 0700 and everything directly in it private
-(``policybox.league.private``): no cell, and no other user, reads any of it. ``ladder run`` plays
-it (``policybox.league.scheduler``); what it shows is ``policybox.league.board``'s;
+(``policybox.league.ladder.private``): no cell, and no other user, reads any of it. ``ladder run`` plays
+it (``policybox.league.ladder.run_loop``); what it shows is ``policybox.league.views.board``'s;
 ``policybox.ladder.Ladder`` is all of it in one object.
 """
 
@@ -28,11 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import IntegrityError
 
 from policybox.envs import split_env
-from policybox.episode import EpisodeSettings, check_shorthands
+from policybox.episode import check_shorthands
+from policybox.settings import EpisodeSettings
 from policybox.errors import NotFound, PolicyboxError
-from policybox.league import life, private, store, versions
-from policybox.league.build_check import check_builds
-from policybox.league.database import (
+from policybox.files import version_files
+from policybox.league.ladder import life, private, store
+from policybox.league.ladder.build_check import check_builds
+from policybox.league.ladder.database import (
     SCHEMA_VERSION,
     LadderError,
     connect,
@@ -43,8 +45,8 @@ from policybox.league.database import (
     transaction,
 )
 from policybox.league.ranking import RankBy
-from policybox.league.store import Version
-from policybox.league.tournament import Seating
+from policybox.league.ladder.store import Version
+from policybox.league.play.tournament import Seating
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import write_atomically, writing
 from policybox.submission import MiB, ZipLimits, private_folder
@@ -127,14 +129,14 @@ class LadderSettings(BaseModel):
         return self.settings.model_copy(update={"limits": limits})
 
 
-class Ladder:
+class LadderFolder:
     """An open ladder: its folder, its settings and its database."""
 
     def __init__(self, folder: Path, settings: LadderSettings, database_url: str, engine: Any) -> None:
         self.folder, self.settings, self.database_url, self.engine = folder, settings, database_url, engine
 
     @classmethod
-    def create(cls, folder: str | Path, settings: LadderSettings, database: str | None = None) -> Ladder:
+    def create(cls, folder: str | Path, settings: LadderSettings, database: str | None = None) -> LadderFolder:
         """Make a ladder in ``folder`` (new or empty), its database SQLite in the folder or ``database``
         (a PostgreSQL URL, whose database must be empty)."""
         folder = Path(folder).absolute()  # the versions' specs name their files by absolute paths
@@ -144,7 +146,7 @@ class Ladder:
         engine = connect(url)  # a PostgreSQL driver that is not installed is refused before the folder is made
         with writing(folder, "creating"):
             folder.mkdir(parents=True, exist_ok=True)
-            private.make_private(folder, tell=False)  # the host's alone (policybox.league.private)
+            private.make_private(folder, tell=False)  # the host's alone (policybox.league.ladder.private)
             (folder / LOGS).mkdir(mode=0o700)
             if database is None:  # SQLite gives its -wal and -shm files the database file's mode
                 os.close(os.open(folder / SQLITE_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
@@ -155,7 +157,7 @@ class Ladder:
         return cls(folder, settings, url, engine)
 
     @classmethod
-    def open(cls, folder: str | Path, read_only: bool = False) -> Ladder:
+    def open(cls, folder: str | Path, read_only: bool = False) -> LadderFolder:
         """The ladder in ``folder``; its database's schema brought up to date (unless ``read_only``)."""
         folder = Path(folder).absolute()
         marker = folder / FOLDER_FILE
@@ -186,7 +188,7 @@ class Ladder:
     def close(self) -> None:
         dispose(self.engine)
 
-    def __enter__(self) -> Ladder:
+    def __enter__(self) -> LadderFolder:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -204,9 +206,9 @@ class Ladder:
         qualification instead); the same content as the name's latest version is refused, and so is a
         retired name (``life.Retired``: only ``reinstate`` brings it back). With ``team`` (a submission
         over the web page), the name must be new -- it becomes the team's -- or the team's own."""
-        versions.check_name(name)
+        version_files.check_name(name)
         if team is not None:
-            versions.check_name(team, "team name")
+            version_files.check_name(team, "team name")
         with transaction(self.engine) as connection:  # refused before any file is copied; checked again when stored
             if team is not None:
                 _check_owner(connection, name, team)
@@ -218,13 +220,13 @@ class Ladder:
             check_shorthands([spec], self.settings.settings)  # before anything is copied
             if check:
                 check_builds(spec, self.settings.episode_settings, self.settings.agents, Path(scratch))  # in a cell
-            kept = versions.keep_spec(spec, kept_in)
+            kept = version_files.keep_spec(spec, kept_in)
         try:
             return self._add(name, source, kept, team)
         except IntegrityError:  # another submission of this name was stored at the same moment
             raise SpecError(f"another submission of {name} arrived at the same moment: submit again") from None
 
-    def _add(self, name: str, source: str, kept: versions.Stored, team: str | None) -> Version:
+    def _add(self, name: str, source: str, kept: version_files.Stored, team: str | None) -> Version:
         """Store the version -- checking again, inside the transaction, who owns the name and the
         team's limits (its row locked: parallel submissions are counted one after another)."""
         with transaction(self.engine) as connection:
@@ -243,7 +245,7 @@ class Ladder:
                 store.claim(connection, name, team)
         return version
 
-    def keep(self, version_id: int, kept: versions.Stored) -> None:
+    def keep(self, version_id: int, kept: version_files.Stored) -> None:
         """Keep what a version's cells are given -- its spec with its env values, and where its files
         are -- in a root-only file of the folder: the database (which the web page reads) holds the
         spec with every env value masked."""
@@ -257,7 +259,7 @@ class Ladder:
         write_atomically(path, json.dumps(record))
         path.chmod(0o600)
 
-    def stored(self, version_id: int) -> versions.Stored:
+    def stored(self, version_id: int) -> version_files.Stored:
         """What ``keep`` kept of a version: the spec its cells are given."""
         path = self.folder / "versions" / "specs" / f"{version_id}.json"
         try:
@@ -268,18 +270,18 @@ class Ladder:
                 "the command again"
             ) from None
         files = None if record["files"] is None else Path(record["files"])
-        return versions.Stored(PolicySpec.model_validate(record["spec"]), record["digest"], files)
+        return version_files.Stored(PolicySpec.model_validate(record["spec"]), record["digest"], files)
 
     def token(self, team: str) -> str:
         """A new token with which ``team`` submits over the web page (its first submission of a name
         makes the team that name's owner)."""
-        versions.check_name(team, "team name")
+        version_files.check_name(team, "team name")
         with transaction(self.engine) as connection:
             return store.new_token(connection, team)
 
     def revoke(self, team: str) -> tuple[int, int]:
         """Revoke every token of ``team`` and end every web session made with one: (tokens, sessions)."""
-        versions.check_name(team, "team name")
+        version_files.check_name(team, "team name")
         with transaction(self.engine) as connection:
             if not store.is_team(connection, team):
                 raise NotFound(f"this ladder has no team called {team!r}: policybox ladder tokens DIR lists them")

@@ -3,7 +3,7 @@
 One function per view, each returning a pydantic model: ``ladder status --json`` prints it, the
 terminal tables render it, the web page's JSON API serves it and its HTML pages are rendered from
 it. No view computes anything of its own: the ranking rules are ``policybox.league.ranking``'s; nor
-runs SQL: its queries are ``policybox.league.reads``', each opened with ``database.reading``. What is
+runs SQL: its queries are ``policybox.league.ladder.reads``', each opened with ``database.reading``. What is
 not there -- a name, a match, a replay -- is a ``NotFound`` (a 404 on the web page).
 
 **What a policy wrote is its team's.** Every text a policy controls reaches a view through one of
@@ -13,7 +13,7 @@ reason) -- whole for the names a view is asked to show privately (``private=True
 its first line only: the status, the step, the exception's type and the first line of its message;
 ``own`` for what only the team sees at all (log tails, setup output). A game's fault and an aborted
 episode's reason are stored as one line already (``one_line``). Both make every host path in it
-relative (``policybox.league.own_code``): no view shows where the organiser keeps anything.
+relative (``policybox.league.views.own_code``): no view shows where the organiser keeps anything.
 """
 
 from __future__ import annotations
@@ -24,15 +24,17 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection
 
-from policybox.episode import REPLAY_SUFFIX
+from policybox.settings import REPLAY_SUFFIX
 from policybox.errors import NotFound
-from policybox.league import life, own_code, ranking, reads, replays, rerun, retention, store
-from policybox.league.database import reading
-from policybox.league.ladder import REPLAYS, Ladder
-from policybox.league.life import VersionState
+from policybox.league import ranking
+from policybox.league.ladder import life, reads, rerun, retention, store
+from policybox.league.views import own_code, replays
+from policybox.league.ladder.database import reading
+from policybox.league.ladder.folder import REPLAYS, LadderFolder
+from policybox.league.ladder.life import VersionState
 from policybox.league.ranking import Rating, Reward
-from policybox.league.summary import FailureCause, LatencySummary, failure_causes, latency
-from policybox.league.versions import NAME_PATTERN
+from policybox.league.views.summary import FailureCause, LatencySummary, failure_causes, latency
+from policybox.files.version_files import NAME_PATTERN
 from policybox.lines import FULL_TEXT, first_line
 from policybox.results import EpisodeResult, Failure
 
@@ -89,7 +91,7 @@ class Standings(BaseModel):
     rows: list[Standing] = Field(description="The ranked rows, best first, then the unranked ones (``ranking.place``)")
 
 
-def standings(ladder: Ladder, private_for: set[str] | None = None) -> Standings:
+def standings(ladder: LadderFolder, private_for: set[str] | None = None) -> Standings:
     """One row per name: the ranked ones best first, then the others. ``private_for``: the names whose
     reasons are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with reading(ladder.engine) as connection:
@@ -176,7 +178,7 @@ class Conduct(BaseModel):
     failures: list[FailureCause] = Field(description="How its agents failed, most often first, with the first example")
 
 
-def conduct(ladder: Ladder) -> list[Conduct]:
+def conduct(ladder: LadderFolder) -> list[Conduct]:
     """Step latency and failure causes of each name's playing version (one row per name that has one),
     by the rules of ``evaluate``'s summary. A failure's example is its one line: no log tail."""
     with reading(ladder.engine) as connection:
@@ -306,7 +308,7 @@ class NamePage(BaseModel):
     setups: list[SetupOutput] = Field(default_factory=list, description="Its setup scripts' output: its team's only")
 
 
-def name_page(ladder: Ladder, name: str, private: bool = False) -> NamePage:
+def name_page(ladder: LadderFolder, name: str, private: bool = False) -> NamePage:
     """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures
     (``private``: with its log tails and whole reasons)."""
     if not NAME_PATTERN.fullmatch(name):  # none was stored (and a NUL is no text to PostgreSQL)
@@ -494,7 +496,7 @@ class MatchList(BaseModel):
     matches: list[MatchRow]
 
 
-def match_list(ladder: Ladder, limit: int = 100, before: int | None = None) -> MatchList:
+def match_list(ladder: LadderFolder, limit: int = 100, before: int | None = None) -> MatchList:
     with reading(ladder.engine) as connection:
         return MatchList(matches=match_rows(connection, ladder.settings.rank_by, None, limit, before))
 
@@ -546,7 +548,7 @@ class MatchPage(BaseModel):
     )
 
 
-def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
+def match_page(ladder: LadderFolder, match_id: int, private_for: set[str] | None = None) -> MatchPage:
     """One played match. ``private_for``: the names whose log tails and tracebacks may be shown (None:
     every name's)."""
     if not 0 <= match_id <= ID_MAX:
@@ -607,7 +609,7 @@ def match_page(ladder: Ladder, match_id: int, private_for: set[str] | None = Non
     )
 
 
-def match_replay(ladder: Ladder, match_id: int) -> dict[str, Any]:
+def match_replay(ladder: LadderFolder, match_id: int) -> dict[str, Any]:
     """A played MettaGrid match's kept replay, as the match page's player draws it (``replays``)."""
     page = match_page(ladder, match_id, private_for=set())
     if page.replay_file is None or page.env.get("family") != "mettagrid":
@@ -637,7 +639,7 @@ class Queue(BaseModel):
     rejected: list[QueueRow]
 
 
-def queue(ladder: Ladder, private_for: set[str] | None = None) -> Queue:
+def queue(ladder: LadderFolder, private_for: set[str] | None = None) -> Queue:
     """The versions qualifying and those rejected. ``private_for``: the names whose reasons and setup
     output are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with reading(ladder.engine) as connection:
@@ -676,7 +678,7 @@ class Tokens(BaseModel):
     tokens: list[TokenRow]
 
 
-def tokens(ladder: Ladder) -> Tokens:
+def tokens(ladder: LadderFolder) -> Tokens:
     """Every token the ladder holds, by team."""
     with reading(ladder.engine) as connection:
         rows = store.token_rows(connection)

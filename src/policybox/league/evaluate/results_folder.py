@@ -1,14 +1,14 @@
 """Many isolated episodes of a tournament, played in parallel, into a results folder that survives crashes.
 
 The driver (this process) owns the output folder: it stores the tournament (``tournament.json``),
-appends each finished episode to ``results.jsonl`` (see ``policybox.league.journal``) and writes
-``summary.json``. Episodes are played by worker processes (``policybox.league.worker_pool``: fresh
+appends each finished episode to ``results.jsonl`` (see ``policybox.league.evaluate.journal``) and writes
+``summary.json``. Episodes are played by worker processes (``policybox.league.play.worker_pool``: fresh
 interpreters, each holding one zygote for all its episodes and pinned to one CPU, so that its host
 loop and its cells wake each other on the same core) or by Ray tasks. An episode is a pure function
-of the tournament and its index (``policybox.league.tournament``): which worker plays it, and when, changes
+of the tournament and its index (``policybox.league.play.tournament``): which worker plays it, and when, changes
 nothing in its result.
 
-An entrant with a setup script (``policybox.league.setup``) has it run once, in a cell, before any
+An entrant with a setup script (``policybox.files.setup_scripts``) has it run once, in a cell, before any
 episode, into ``setup/`` in the output folder; its episodes play the result, and a resume reuses it.
 
 A policy's failure is part of its episode's result. A failure of the machinery -- a zygote that
@@ -34,14 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count
-from policybox.league.backends import Backend, open_runner
-from policybox.league.journal import RESULTS, ResultsJournal, read_records
+from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
+from policybox.league.play.backends import Backend, open_runner
+from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
 from policybox.league.ranking import RankBy
-from policybox.league.runner import EpisodeJob, EpisodeRunner, play_all
-from policybox.league.setup import prepared
-from policybox.league.summary import Summary, summarize
-from policybox.league.tournament import Seating, Tournament, entrants
+from policybox.league.play.runner import EpisodeJob, EpisodeRunner, play_all
+from policybox.files.setup_scripts import prepared
+from policybox.league.views.summary import Summary, summarize
+from policybox.league.play.tournament import Seating, Tournament, entrants
 from policybox.results import EpisodeRecord, EpisodeResult
 from policybox.spec import PolicySpec, SpecError
 from policybox.storage import StorageFull, write_atomically, writing

@@ -9,7 +9,7 @@ with the cell's own reason ("no class 'Zigzog' in bot.py; it defines Zigzag") at
 qualification.
 
 A spec with a ``setup_script`` is not built here: what it needs may only exist once its script has
-run, and scripts run at qualification, in the ladder's setup workers (``policybox.league.setup``);
+run, and scripts run at qualification, in the ladder's setup workers (``policybox.files.setup_scripts``);
 its build is checked there. Nor is a bare shorthand (``random``, ``noop``: no checkpoint, no
 keyword arguments), which is the game family's own policy -- ``check_shorthands`` has found it.
 """
@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from policybox.episode import EpisodeSettings, check_policies
+from policybox.episode import check_policies
+from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
 
 

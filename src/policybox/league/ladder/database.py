@@ -158,7 +158,7 @@ versions = Table(
     Column("digest", String(64), nullable=False),
     Column("spec", PolicyJSON, nullable=False),  # its PolicySpec, env values masked (cells get versions/specs/ID.json)
     Column("source", PolicyText, nullable=False),  # what was submitted, as given (env values masked)
-    Column("state", String(16), nullable=False),  # policybox.league.life.VersionState
+    Column("state", String(16), nullable=False),  # policybox.league.ladder.life.VersionState
     Column("reason", PolicyText),  # why it is rejected or suspended
     Column("submitted_at", String(32), nullable=False),
     Column("qualified_at", String(32)),
@@ -473,7 +473,7 @@ def transaction(engine: Engine) -> Iterator[Connection]:
 
 @contextlib.contextmanager
 def reading(engine: Engine) -> Iterator[Connection]:
-    """One connection for reads (what the views show: ``policybox.league.reads``), never committed,
+    """One connection for reads (what the views show: ``policybox.league.ladder.reads``), never committed,
     its errors translated as ``transaction``'s are: a database that cannot be used is one LadderError."""
     with _translated(engine), engine.connect() as connection:
         yield connection

@@ -41,16 +41,17 @@ from pathlib import Path
 
 from sqlalchemy.exc import DataError, IntegrityError
 
-from policybox.episode import REPLAY_SUFFIX
-from policybox.league import life, matchmaking, ranking, retention, store
-from policybox.league.backends import Backend, open_runner, shared_budget
-from policybox.league.database import LadderError, transaction
-from policybox.league.ladder import HOUR, LOGS, REPLAYS, Ladder, LadderSettings
-from policybox.league.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, failure, play_again
-from policybox.league.setup import SetupOutcome
-from policybox.league.tournament import episode_seed
-from policybox.league.versions import Stored
-from policybox.league.worker_pool import LocalWorkers
+from policybox.settings import REPLAY_SUFFIX
+from policybox.league import ranking
+from policybox.league.ladder import life, matchmaking, retention, store
+from policybox.league.play.backends import Backend, open_runner, shared_budget
+from policybox.league.ladder.database import LadderError, transaction
+from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder, LadderSettings
+from policybox.league.play.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, failure, play_again
+from policybox.files.setup_scripts import SetupOutcome
+from policybox.league.play.tournament import episode_seed
+from policybox.files.version_files import Stored
+from policybox.league.play.worker_pool import LocalWorkers
 from policybox.lines import clip, first_line
 from policybox.results import EpisodeResult
 
@@ -101,7 +102,7 @@ class _Qualification:
 
 
 def run(
-    ladder: Ladder,
+    ladder: LadderFolder,
     matches: int | None = None,
     workers: int | None = None,
     backend: Backend = "local",
@@ -133,7 +134,7 @@ def matchmaking_rules(settings: LadderSettings) -> matchmaking.Rules:
 
 
 class _Loop:
-    def __init__(self, ladder: Ladder, runner, limit: int | None, report: Callable[[Progress], None]) -> None:
+    def __init__(self, ladder: LadderFolder, runner, limit: int | None, report: Callable[[Progress], None]) -> None:
         self.ladder, self.runner, self.limit, self.report = ladder, runner, limit, report
         self.settings = ladder.settings
         self.progress = Progress()

@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 
 from policybox.league import ranking
-from policybox.league.tournament import Seating
+from policybox.league.play.tournament import Seating
 
 
 @dataclass(frozen=True)

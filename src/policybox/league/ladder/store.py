@@ -1,5 +1,5 @@
 """Every write of a ladder's database, and what the run loop, submissions and tokens read: names,
-versions, qualification, matches, ratings, teams. What the views read is ``policybox.league.reads``.
+versions, qualification, matches, ratings, teams. What the views read is ``policybox.league.ladder.reads``.
 
 Each function takes an open connection, so the caller decides what one transaction holds: a match
 is stored with its seats, every rating it changed and every counter of its versions in one
@@ -19,8 +19,9 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.league import life, ranking
-from policybox.league.database import (
+from policybox.league import ranking
+from policybox.league.ladder import life
+from policybox.league.ladder.database import (
     match_seats,
     matches,
     names,
@@ -34,7 +35,7 @@ from policybox.league.database import (
     tokens,
     versions,
 )
-from policybox.league.matchmaking import Candidate
+from policybox.league.ladder.matchmaking import Candidate
 from policybox.results import EpisodeResult
 
 PLAYING = life.PLAYING

@@ -1,6 +1,6 @@
 """SetupScript: the policy under which a version's setup script runs, in a cell of its own.
 
-``policybox.league.setup`` starts it, with the version's stored files as its checkpoint (so they are
+``policybox.files.setup_scripts`` starts it, with the version's stored files as its checkpoint (so they are
 bound into the cell read-only). Loading that checkpoint copies the files into ``COPY`` in the cell's
 scratch folder and runs ``python SCRIPT`` with the copy of the script's folder as its working folder
 -- as MettaGrid's ``_run_setup_script`` does on its host -- for at most ``timeout_s``. The script and

@@ -4,7 +4,7 @@
 or ``cogames.toml``, a MettaGrid zip, a YAML/JSON spec file, a shorthand -- and parses and checks it
 under the rules of every other command (``policybox.spec``: each path an entrant's spec names stays
 inside its folder; ``policybox.submission``: a zip is unpacked warily). It packs the spec's files into
-one deterministic tar (``policybox.league.packing``), streamed into an unnamed temporary file of ROOT
+one deterministic tar (``policybox.files.packing``), streamed into an unnamed temporary file of ROOT
 (never held in memory; gone with the process, whatever ends it), and unpacks that into ``ROOT/files/<sha256 of
 the tar>/``: ROOT and ``files`` are 0700, so only root reaches the copy, and a cell reads it once it is
 bound back. The spec it returns points into the copy, so editing or deleting the original afterwards
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from policybox.league.packing import pack_to, relocate, unpack_from, with_paths
+from policybox.files.packing import pack_to, relocate, unpack_from, with_paths
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.submission import private_folder
 

@@ -31,7 +31,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from policybox.episode import EpisodeSettings
+from policybox.settings import EpisodeSettings
 from policybox.league.ranking import RankBy
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 

@@ -7,7 +7,7 @@ backend. A task is a pure function of its job, so where and how often it runs ch
 result.
 
 - **Submissions travel in Ray's object store**, not over a shared filesystem: the driver packs each
-  policy's files once (``policybox.league.packing``: a deterministic tar named by its sha256); a node
+  policy's files once (``policybox.files.packing``: a deterministic tar named by its sha256); a node
   verifies the hash and unpacks it into a root-only folder, and plays the spec relocated there.
   Results name the policy by the driver's spec, never the node's copy.
 - **One zygote per Ray worker process**, kept for all the episodes that process plays; cells die
@@ -33,11 +33,11 @@ from typing import Any
 import ray
 
 from policybox.envs import ConfigError
-from policybox.episode import EpisodeSettings
+from policybox.settings import EpisodeSettings
 from policybox.errors import PolicyboxError
-from policybox.league.packing import Bundle, pack, relocate, unpack
-from policybox.league.runner import MAX_ATTEMPTS, EpisodeJob
-from policybox.league.worker import Player
+from policybox.files.packing import Bundle, pack, relocate, unpack
+from policybox.league.play.runner import MAX_ATTEMPTS, EpisodeJob
+from policybox.league.play.worker import Player
 from policybox.results import EpisodeResult
 from policybox.sandbox import SandboxUnavailable
 from policybox.spec import PolicySpec

@@ -1,4 +1,4 @@
-"""``policybox ladder``: a continuous leaderboard in a folder and a database (see policybox.league.ladder)."""
+"""``policybox ladder``: a continuous leaderboard in a folder and a database (see policybox.league.ladder.folder)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from rich.text import Text
 from policybox.cli import tables
 from policybox.cli.common import POLICY_HELP, console, guarded
 from policybox.cli.options import with_episode_options
-from policybox.episode import DEFAULT_AGENTS, EpisodeSettings, agent_count
+from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 from policybox.inert import shown
-from policybox.league.backends import Backend
+from policybox.league.play.backends import Backend
 from policybox.league.ranking import RankBy
-from policybox.league.tournament import Seating
+from policybox.league.play.tournament import Seating
 from policybox.league.web import UPLOAD_CAP, MiB
 
 if TYPE_CHECKING:
-    from policybox.league import scheduler
-    from policybox.league.ladder import Ladder
+    from policybox.league.ladder import run_loop
+    from policybox.league.ladder.folder import LadderFolder
 
 ladder_app = typer.Typer(
     no_args_is_help=True,
@@ -34,12 +34,12 @@ NAME = Annotated[str, typer.Argument(metavar="NAME", help="A submission's name: 
 JSON = Annotated[bool, typer.Option("--json", help="Print it as JSON instead of a table.")]
 
 
-def _open(folder: Path, read_only: bool = False) -> Ladder:
+def _open(folder: Path, read_only: bool = False) -> LadderFolder:
     """The ladder in ``folder``. The database layer (SQLAlchemy) is imported here, by the ladder's
     commands only: ``policybox run`` and ``evaluate`` start without it."""
-    from policybox.league.ladder import Ladder
+    from policybox.league.ladder.folder import LadderFolder
 
-    return Ladder.open(folder, read_only=read_only)
+    return LadderFolder.open(folder, read_only=read_only)
 
 
 @ladder_app.command()
@@ -121,7 +121,7 @@ def init(
     match has a wall-clock limit: --episode-timeout-s, or by default init_timeout_s + steps x
     act_timeout_ms / 1000 x 0.5 (a bot that thinks for more than half its deadline on average then
     forfeits, disabled, instead of holding a worker)."""
-    from policybox.league.ladder import Ladder, LadderSettings
+    from policybox.league.ladder.folder import LadderFolder, LadderSettings
 
     with guarded("nothing was made"):
         settings = EpisodeSettings.from_options(episode)
@@ -146,7 +146,7 @@ def init(
             keep_logs=keep_logs,
             keep_replays=keep_replays,
         )
-        with Ladder.create(folder, ladder_settings, db) as ladder:
+        with LadderFolder.create(folder, ladder_settings, db) as ladder:
             where = "SQLite in the folder" if db is None else "PostgreSQL"
             database = ladder.engine.url.render_as_string(hide_password=True)
             limit = f"a match's limit {ladder_settings.episode_limit_s:g} s"
@@ -245,12 +245,12 @@ def run_ladder(
     )
 
 
-def _run_with_progress(ladder: Ladder, matches, workers, backend, ray_address) -> scheduler.Progress:
-    from policybox.league import scheduler
+def _run_with_progress(ladder: LadderFolder, matches, workers, backend, ray_address) -> run_loop.Progress:
+    from policybox.league.ladder import run_loop
 
     with Live(Text(""), console=console, transient=True, auto_refresh=False) as live:
 
-        def show(progress: scheduler.Progress) -> None:
+        def show(progress: run_loop.Progress) -> None:
             if not console.is_terminal:
                 return
             minutes = (time.monotonic() - progress.started) / 60
@@ -261,13 +261,13 @@ def _run_with_progress(ladder: Ladder, matches, workers, backend, ray_address) -
             )
             live.update(shown(line + (f" · {progress.note}" if progress.note else "")), refresh=True)
 
-        return scheduler.run(ladder, matches, workers, backend, ray_address, show)
+        return run_loop.run(ladder, matches, workers, backend, ray_address, show)
 
 
 @ladder_app.command()
 def status(folder: DIR, json: JSON = False) -> None:
     """The standings: one row per name (its playing version), best first."""
-    from policybox.league import board
+    from policybox.league.views import board
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
         standings = board.standings(ladder)
@@ -280,7 +280,7 @@ def status(folder: DIR, json: JSON = False) -> None:
 @ladder_app.command()
 def show(folder: DIR, name: NAME, json: JSON = False) -> None:
     """One name: its versions, rating history, head-to-head, seats, recent matches and failures (with log tails)."""
-    from policybox.league import board
+    from policybox.league.views import board
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
         page = board.name_page(ladder, name, private=True)
@@ -297,7 +297,7 @@ def list_matches(
     limit: Annotated[int, typer.Option(min=1, metavar="N", help="The latest N matches.")] = 50,
 ) -> None:
     """The matches played, newest first (a match scheduled but not yet played is not listed)."""
-    from policybox.league import board
+    from policybox.league.views import board
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
         found = board.match_list(ladder, limit)
@@ -339,7 +339,7 @@ def prune(
     """Delete the log folders and replays of all but the latest matches (the ladder's --keep-logs and
     --keep-replays, or these, this once), as `ladder run` does as it plays; say what it freed. The
     database keeps every result and log tail."""
-    from policybox.league import retention
+    from policybox.league.ladder import retention
 
     with guarded("what was deleted is gone; the rest is kept"), _open(folder) as ladder:
         freed = retention.prune(ladder, keep_logs, keep_replays)
@@ -372,7 +372,7 @@ def token(
 def list_tokens(folder: DIR, json: JSON = False) -> None:
     """Every token, by team: its number, when it was made and last used (to the minute), its open web
     sessions. Never the token itself: the ladder keeps only its hash."""
-    from policybox.league import board
+    from policybox.league.views import board
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
         found = board.tokens(ladder)

@@ -3,7 +3,7 @@
 On a cluster, cells run on nodes that cannot see the files a spec names. The driver packs each policy's
 roots (the folder of its class file, its checkpoint, its ``python_path`` folders, its setup script's
 folder) once with ``pack`` (in memory: a Ray object; ``pack_to`` streams the same tar into a file, as
-``policybox.league.versions`` keeps a version without ever holding its files in memory);
+``policybox.files.version_files`` keeps a version without ever holding its files in memory);
 each node checks the content hash and unpacks the bundle with ``unpack`` into a root-only folder named
 by that hash, and plays the spec ``relocate`` points there. Root i is stored as ``i/<its name>``, so a
 checkpoint keeps its file name (a loader may go by its suffix; a policy's display name shows it).

@@ -2,8 +2,8 @@
 
 An episode to play is an ``EpisodeJob`` -- the spec in each seat and the episode's settings (its seed
 and replay among them) and where its logs go -- so that whoever plays it needs nothing else: a
-worker process here (``policybox.league.worker_pool``) or a Ray task on a cluster node
-(``policybox.league.ray_backend``). The driver alone keeps what the episode means (a tournament's
+worker process here (``policybox.league.play.worker_pool``) or a Ray task on a cluster node
+(``policybox.league.play.ray_backend``). The driver alone keeps what the episode means (a tournament's
 episode index and seat keys, a ladder's match) and alone writes results.
 
 A policy's failure is part of its episode's result. A failure of the machinery -- a zygote that
@@ -20,7 +20,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from policybox.episode import EpisodeSettings
+from policybox.settings import EpisodeSettings
 from policybox.errors import PolicyboxError
 from policybox.host.zygote import ZygoteError
 from policybox.results import EpisodeResult

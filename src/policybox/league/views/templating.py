@@ -18,7 +18,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 
 import jinja2
 
-from policybox.league import plots
+from policybox.league.views import plots
 from policybox.lines import first_line
 
 _WIDE = Context(prec=60)  # a quantize never runs out of digits

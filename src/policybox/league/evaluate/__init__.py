@@ -1,0 +1,1 @@
+"""``policybox evaluate``: a tournament played into a results folder that survives crashes."""
