@@ -39,9 +39,9 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import baselines  # noqa: E402
+from policybox.settings import EpisodeSettings  # noqa: E402
 
 from policybox.episode import run_episode  # noqa: E402
-from policybox.settings import EpisodeSettings  # noqa: E402
 from policybox.host.zygote import Zygote  # noqa: E402
 from policybox.results import EpisodeResult  # noqa: E402
 from policybox.spec import PolicySpec  # noqa: E402

@@ -68,19 +68,19 @@ sys.path[:0] = [str(BENCH), str(ROOT / "tests")]
 
 import postgres  # noqa: E402  (tests/postgres.py: the test suite's PostgreSQL server)
 from bench_episode import interleaved  # noqa: E402
+from policybox.settings import EpisodeSettings  # noqa: E402
 
 from policybox.episode import run_episode  # noqa: E402
-from policybox.settings import EpisodeSettings  # noqa: E402
-from policybox.league import ranking  # noqa: E402
-from policybox.league.ladder import database, matchmaking, run_loop, store  # noqa: E402
-from policybox.league.views import board  # noqa: E402
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions  # noqa: E402
-from policybox.league.evaluate.results_folder import play_tournament  # noqa: E402
+from policybox.files.version_files import Stored  # noqa: E402
 from policybox.ladder import Ladder  # noqa: E402
+from policybox.league import ranking  # noqa: E402
+from policybox.league.evaluate.results_folder import play_tournament  # noqa: E402
+from policybox.league.ladder import database, matchmaking, run_loop, store  # noqa: E402
+from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions  # noqa: E402
 from policybox.league.ladder.folder import LadderSettings  # noqa: E402
 from policybox.league.play.tournament import Tournament, entrants, episode_seed  # noqa: E402
-from policybox.files.version_files import Stored  # noqa: E402
 from policybox.league.play.worker_pool import LocalWorkers  # noqa: E402
+from policybox.league.views import board  # noqa: E402
 from policybox.spec import parse_policy_arg  # noqa: E402
 
 console = Console(width=120)

@@ -36,11 +36,11 @@ sys.path.insert(0, str(BENCH))
 
 from bench_episode import interleaved  # noqa: E402
 from busy_policy import Busy1msAct  # noqa: E402
+from policybox.settings import EpisodeSettings, zygote_preload  # noqa: E402
 
 from policybox.envs import pettingzoo  # noqa: E402
 from policybox.envs.pettingzoo_policies import RandomPolicy  # noqa: E402
 from policybox.episode import run_episode  # noqa: E402
-from policybox.settings import EpisodeSettings, zygote_preload  # noqa: E402
 from policybox.host.zygote import Zygote  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)  # pettingzoo.classic's own warning

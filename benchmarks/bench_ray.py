@@ -35,13 +35,13 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from bench_episode import interleaved  # noqa: E402
-
 from policybox.settings import EpisodeSettings  # noqa: E402
-from policybox.league.evaluate.results_folder import episode_job, play_tournament  # noqa: E402
+
 from policybox.league.evaluate.journal import ResultsJournal, read_records  # noqa: E402
+from policybox.league.evaluate.results_folder import episode_job, play_tournament  # noqa: E402
 from policybox.league.play.runner import IN_FLIGHT_PER_WORKER, play_all  # noqa: E402
-from policybox.league.views.summary import summarize  # noqa: E402
 from policybox.league.play.tournament import Tournament, entrants  # noqa: E402
+from policybox.league.views.summary import summarize  # noqa: E402
 
 console = Console()
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import postgres
 import psutil
 import pytest
+from policybox.settings import EpisodeSettings
 
 from policybox.episode import run_episode
-from policybox.settings import EpisodeSettings
 from policybox.results import EpisodeResult
 
 POLICIES = Path(__file__).parent / "policies"

@@ -25,10 +25,10 @@ from starlette.testclient import TestClient
 from test_ladder import WANDERER, activate, api_ladder
 from test_web import bot_zip
 
+from policybox.ladder import Ladder
 from policybox.league import ranking, report
 from policybox.league.ladder import database, life
 from policybox.league.ladder.database import names, versions
-from policybox.ladder import Ladder
 from policybox.league.web.app import make_app
 from policybox.lines import FULL_TEXT, MARKER, clip, first_line
 

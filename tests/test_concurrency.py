@@ -12,9 +12,9 @@ import threading
 
 import pytest
 from conftest import policy
+from policybox.settings import EpisodeSettings
 
 from policybox.episode import run_episode
-from policybox.settings import EpisodeSettings
 from policybox.host.uids import LOCK_DIR_NAME, UID_BASE, UID_COUNT, lease_uid, lease_uids
 from policybox.host.zygote import Zygote
 from policybox.results import AgentStatus, EpisodeResult

@@ -18,8 +18,9 @@ def outcome(result):
 
 @pytest.fixture(scope="module")
 def inline_run(tmp_path_factory):
-    from policybox.episode import assign_policies, run_episode
     from policybox.settings import EpisodeSettings
+
+    from policybox.episode import assign_policies, run_episode
     from policybox.spec import parse_policy_arg
 
     specs = assign_policies([parse_policy_arg(p) for p in LINEUP], 6)

@@ -144,8 +144,9 @@ def test_every_agent_result_lists_its_active_layers(play):
 
 def test_the_probe_sees_through_a_cell_without_sandbox(tmp_path):
     """The doctor's probe really detects breaches: with the sandbox off, it gets through."""
-    from policybox.episode import run_episode
     from policybox.settings import EpisodeSettings
+
+    from policybox.episode import run_episode
     from policybox.host.diagnosis import _probe_report
     from policybox.spec import PolicySpec
 

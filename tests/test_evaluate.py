@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psutil
 from conftest import policy
-
 from policybox.settings import EpisodeSettings
-from policybox.league.evaluate.results_folder import load_summary, play_tournament
+
 from policybox.league.evaluate.journal import read_records
+from policybox.league.evaluate.results_folder import load_summary, play_tournament
 from policybox.league.play.tournament import Tournament, entrants
 
 SEEDED = policy("seeded_random.py:SeededRandom")

@@ -18,9 +18,9 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import policy
+from policybox.settings import EpisodeSettings
 
 import policybox
-from policybox.settings import EpisodeSettings
 from policybox.host.cgroup import kill_cgroup_parent
 from policybox.results import AgentStatus, EpisodeRecord, EpisodeResult
 from policybox.storage import Resource, StorageFull, what_ran_out

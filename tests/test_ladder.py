@@ -22,9 +22,9 @@ import pytest
 from conftest import policy
 from sqlalchemy import func, select
 
-from policybox.league.views import board
-from policybox.league.ladder.database import match_seats, matches, names, ratings, versions
 from policybox.ladder import Ladder
+from policybox.league.ladder.database import match_seats, matches, names, ratings, versions
+from policybox.league.views import board
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 GAME = str(EXAMPLES / "moves.yaml")

@@ -23,9 +23,9 @@ import pytest
 from conftest import POLICIES, policy
 from sqlalchemy import select
 
+from policybox.ladder import Ladder
 from policybox.league.ladder import private
 from policybox.league.ladder.database import match_seats, matches, names, qualifications, versions
-from policybox.ladder import Ladder
 
 SIDE_FILES = ("ladder.db-wal", "ladder.db-shm")
 GAME = str(Path(__file__).parents[1] / "examples" / "moves.yaml")

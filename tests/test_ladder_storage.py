@@ -22,8 +22,8 @@ from sqlalchemy import select, text
 from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
 from test_web_browser import serving
 
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
 from policybox.ladder import Ladder
+from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
 
 
 def attack(name: str) -> str:

@@ -19,8 +19,8 @@ from policybox import EpisodeSettings, LadderSettings
 from policybox.envs import moves as moves_file
 from policybox.ladder import Ladder as PublicLadder
 from policybox.league import ranking
-from policybox.league.views import board
 from policybox.league.ladder.database import LadderError
+from policybox.league.views import board
 from policybox.league.web.app import make_app
 from policybox.results import EpisodeResult
 

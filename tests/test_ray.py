@@ -16,13 +16,13 @@ import psutil
 import pytest
 import ray
 from conftest import POLICIES, descendants
+from policybox.settings import EpisodeSettings
 from ray.cluster_utils import Cluster
 
-from policybox.settings import EpisodeSettings
 from policybox.files import packing
-from policybox.league.play import ray_backend
-from policybox.league.evaluate.results_folder import episode_job, evaluate, play_tournament
 from policybox.league.evaluate.journal import read_records
+from policybox.league.evaluate.results_folder import episode_job, evaluate, play_tournament
+from policybox.league.play import ray_backend
 from policybox.league.play.tournament import Tournament, entrants
 from policybox.results import EpisodeRecord, EpisodeResult
 from policybox.sandbox import SandboxLevel, SandboxUnavailable

@@ -10,10 +10,10 @@ from starlette.testclient import TestClient
 from test_ladder import api_ladder, ladder_command
 
 from policybox.errors import NotFound, PolicyboxError
-from policybox.league.ladder import database
-from policybox.league.views import board
-from policybox.league.ladder.database import LadderError, reading, transaction
 from policybox.ladder import Ladder
+from policybox.league.ladder import database
+from policybox.league.ladder.database import LadderError, reading, transaction
+from policybox.league.views import board
 from policybox.league.web.app import make_app
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 import pytest
-
 from policybox.settings import EpisodeSettings
+
 from policybox.errors import PolicyboxError
 from policybox.host.zygote import ZygoteError
 from policybox.league.play.runner import MAX_ATTEMPTS, EpisodeJob, failure, play_again, play_all

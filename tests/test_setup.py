@@ -23,15 +23,15 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import POLICIES
+from policybox.settings import EpisodeSettings
 
 import policybox.files.setup_scripts as setup
 import policybox.submission as submission
 from policybox.episode import PolicyRefused, run_episode
-from policybox.settings import EpisodeSettings
-from policybox.host.zygote import ZygoteError
-from policybox.league.evaluate.results_folder import TournamentMismatch, evaluate
 from policybox.files.harvest import HarvestRefused, harvest
 from policybox.files.version_files import keep
+from policybox.host.zygote import ZygoteError
+from policybox.league.evaluate.results_folder import TournamentMismatch, evaluate
 from policybox.limits import Limits
 from policybox.results import AgentStatus
 from policybox.spec import SpecError

@@ -26,11 +26,11 @@ from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, st
 from test_setup import BUILD, team
 from test_web import bot_zip, upload
 
-from policybox.league.ladder import store
-from policybox.league.views import board
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
 from policybox.ladder import Ladder
+from policybox.league.ladder import store
+from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
 from policybox.league.ladder.folder import EPISODE_LIMIT_FORMULA, LadderSettings, TeamLimit
+from policybox.league.views import board
 from policybox.league.web.app import make_app
 
 

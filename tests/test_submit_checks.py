@@ -34,8 +34,8 @@ from starlette.testclient import TestClient
 from test_ladder import EXAMPLES, GAME, api_ladder, ladder_command, wait_until
 from test_web_serve import answer_within, free_port
 
-from policybox.league.ladder.database import matches, versions
 from policybox.ladder import Ladder
+from policybox.league.ladder.database import matches, versions
 from policybox.league.web.app import make_app
 
 BOT = (EXAMPLES / "wanderer.py").read_text().replace("class Wanderer(", "class Zigzag(")

@@ -20,8 +20,8 @@ from starlette.testclient import TestClient
 from test_ladder import api_ladder, ladder_command
 from test_web import bot_zip, upload
 
-from policybox.league.ladder import database, store
 from policybox.ladder import Ladder
+from policybox.league.ladder import database, store
 from policybox.league.web.app import make_app
 from policybox.league.web.viewer import COOKIE
 

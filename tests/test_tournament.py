@@ -1,8 +1,8 @@
 """Seating, seeds and the identity of a tournament: pure functions, checked over whole grids."""
 
 import pytest
-
 from policybox.settings import EpisodeSettings
+
 from policybox.league.play.tournament import Tournament, entrants, episode_seed, random_seats, rotate_seats
 from policybox.spec import SpecError
 

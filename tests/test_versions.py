@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES
+from policybox.settings import EpisodeSettings
 
 import policybox.submission as submission
 from policybox.episode import run_episode
-from policybox.settings import EpisodeSettings
 from policybox.files.version_files import FILES, KEY_FILE, check_name, keep
 from policybox.results import AgentStatus
 from policybox.spec import SpecError

@@ -30,9 +30,9 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
 
-from policybox.league.views import board, plots
-from policybox.league.ladder.database import names, owners, versions
 from policybox.ladder import Ladder
+from policybox.league.ladder.database import names, owners, versions
+from policybox.league.views import board, plots
 from policybox.league.views.templating import fixed
 from policybox.league.web.app import make_app
 from policybox.league.web.headers import CSP

@@ -6,11 +6,11 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import policy
+from policybox.settings import EpisodeSettings
 from typer.testing import CliRunner
 
 from policybox.cli import app
 from policybox.episode import run_episode
-from policybox.settings import EpisodeSettings
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.results import AgentStatus
 from policybox.spec import PolicySpec, parse_policy_arg

@@ -17,9 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from policybox.league.ladder import retention, run_loop
+from policybox.league.ladder.folder import LadderFolder, LadderSettings
 from policybox.league.views import board
-from policybox.league.ladder.folder import LadderFolder
-from policybox.league.ladder.folder import LadderSettings
 
 __all__ = ["Ladder", "LadderSettings"]
 

@@ -37,11 +37,11 @@ from mettagrid.simulator import Action, AgentObservation
 from policybox.envs import ConfigError
 from policybox.envs.mettagrid import cell_setup, encode_observation, parse_action
 from policybox.episode import agent_records, apply_reply, check_shorthands, check_strict, start_pool
-from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.host.record import AgentRecord
 from policybox.host.remove import remove_tree
 from policybox.host.zygote import Zygote
 from policybox.sandbox import SandboxLevel
+from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.spec import PolicySpec, SpecError, check_spec, parse_policy_arg
 
 NOOP = "noop"  # MettaGrid's no-op action: what a failed agent plays

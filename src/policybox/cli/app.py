@@ -17,18 +17,18 @@ from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.cli.tables import show_episode, show_summary
 from policybox.episode import assign_policies, default_log_dir, run_episode
-from policybox.settings import DEFAULT_AGENTS, REPLAY_SUFFIX, EpisodeSettings, agent_count
+from policybox.files.setup_scripts import prepared_for_now
 from policybox.inert import shown
-from policybox.league.ladder import rerun
-from policybox.league.play.backends import Backend, ray_backend
 from policybox.league.evaluate.results_folder import REPORT_FILE, load_summary, play_tournament
 from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
+from policybox.league.ladder import rerun
 from policybox.league.ladder.folder import LadderFolder
-from policybox.league.ranking import RankBy
-from policybox.files.setup_scripts import prepared_for_now
-from policybox.league.views.summary import Summary
+from policybox.league.play.backends import Backend, ray_backend
 from policybox.league.play.tournament import Seating, Tournament, entrants, game_file_relative_to, load_tournament_file
+from policybox.league.ranking import RankBy
+from policybox.league.views.summary import Summary
 from policybox.results import AgentStatus, EpisodeResult
+from policybox.settings import DEFAULT_AGENTS, REPLAY_SUFFIX, EpisodeSettings, agent_count
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
 

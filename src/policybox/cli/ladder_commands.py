@@ -13,12 +13,12 @@ from rich.text import Text
 from policybox.cli import tables
 from policybox.cli.common import POLICY_HELP, console, guarded
 from policybox.cli.options import with_episode_options
-from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 from policybox.inert import shown
 from policybox.league.play.backends import Backend
-from policybox.league.ranking import RankBy
 from policybox.league.play.tournament import Seating
+from policybox.league.ranking import RankBy
 from policybox.league.web import UPLOAD_CAP, MiB
+from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 
 if TYPE_CHECKING:
     from policybox.league.ladder import run_loop

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
-from policybox.settings import LauncherName, Mode, OnFailure
 from policybox.limits import Limits
 from policybox.sandbox import SandboxLevel
+from policybox.settings import LauncherName, Mode, OnFailure
 
 DEFAULTS = Limits()
 # What --help shows as each option's value: a word, not a Python type ("<int range>").

@@ -31,18 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policybox.episode import PolicyRefused, agent_records, check_strict, log_tail, open_env, start_pool
-from policybox.settings import EpisodeSettings, agent_count, zygote_preload
+from policybox.files.harvest import HarvestRefused, harvest
+from policybox.files.packing import spec_roots, with_paths
+from policybox.files.setup_policy import COPY, SWEEP_S
+from policybox.files.version_files import Stored, keep_spec
 from policybox.host.process_pool import ProcessPool
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.inert import inert
-from policybox.files.harvest import HarvestRefused, harvest
-from policybox.files.packing import spec_roots, with_paths
-from policybox.files.setup_policy import COPY, SWEEP_S
-from policybox.files.version_files import Stored, keep_spec
 from policybox.results import Failure
 from policybox.sandbox import SandboxLevel
+from policybox.settings import EpisodeSettings, agent_count, zygote_preload
 from policybox.spec import PolicySpec
 from policybox.submission import private_folder
 

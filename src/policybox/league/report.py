@@ -26,10 +26,10 @@ from pydantic import BaseModel, Field
 import policybox
 from policybox.errors import PolicyboxError
 from policybox.league import ranking
-from policybox.league.views import board, plots
 from policybox.league.evaluate.results_folder import REPORT_FILE, TOURNAMENT_FILE, load_summary, load_tournament
 from policybox.league.ladder.folder import FOLDER_FILE, LadderFolder
 from policybox.league.ranking import Rating, Reward
+from policybox.league.views import board, plots
 from policybox.league.views.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
 from policybox.league.views.templating import environment
 from policybox.storage import write_atomically

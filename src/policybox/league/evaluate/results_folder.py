@@ -34,15 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
-from policybox.league.play.backends import Backend, open_runner
-from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
-from policybox.league.ranking import RankBy
-from policybox.league.play.runner import EpisodeJob, EpisodeRunner, play_all
 from policybox.files.setup_scripts import prepared
-from policybox.league.views.summary import Summary, summarize
+from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
+from policybox.league.play.backends import Backend, open_runner
+from policybox.league.play.runner import EpisodeJob, EpisodeRunner, play_all
 from policybox.league.play.tournament import Seating, Tournament, entrants
+from policybox.league.ranking import RankBy
+from policybox.league.views.summary import Summary, summarize
 from policybox.results import EpisodeRecord, EpisodeResult
+from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 from policybox.spec import PolicySpec, SpecError
 from policybox.storage import StorageFull, write_atomically, writing
 

@@ -29,7 +29,6 @@ from sqlalchemy.exc import IntegrityError
 
 from policybox.envs import split_env
 from policybox.episode import check_shorthands
-from policybox.settings import EpisodeSettings
 from policybox.errors import NotFound, PolicyboxError
 from policybox.files import version_files
 from policybox.league.ladder import life, private, store
@@ -44,9 +43,10 @@ from policybox.league.ladder.database import (
     schema_version,
     transaction,
 )
-from policybox.league.ranking import RankBy
 from policybox.league.ladder.store import Version
 from policybox.league.play.tournament import Seating
+from policybox.league.ranking import RankBy
+from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 from policybox.storage import write_atomically, writing
 from policybox.submission import MiB, ZipLimits, private_folder

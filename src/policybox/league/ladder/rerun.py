@@ -15,11 +15,11 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from policybox.settings import EpisodeSettings
 from policybox.errors import NotFound
 from policybox.league.ladder import reads
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LadderFolder
+from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, SpecError
 
 VERSION_REF = re.compile(r"(?P<name>[a-z0-9][a-z0-9_-]{0,39})@v(?P<number>[0-9]{1,9})")

@@ -19,11 +19,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from policybox.settings import REPLAY_SUFFIX
 from policybox.host.remove import remove_tree
 from policybox.league.ladder import store
 from policybox.league.ladder.database import transaction
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
+from policybox.settings import REPLAY_SUFFIX
 
 LOGS = "logs"
 MATCH_FILE = re.compile(r"match-(\d+)(?:" + re.escape(REPLAY_SUFFIX) + ")?")

@@ -41,19 +41,19 @@ from pathlib import Path
 
 from sqlalchemy.exc import DataError, IntegrityError
 
-from policybox.settings import REPLAY_SUFFIX
+from policybox.files.setup_scripts import SetupOutcome
+from policybox.files.version_files import Stored
 from policybox.league import ranking
 from policybox.league.ladder import life, matchmaking, retention, store
-from policybox.league.play.backends import Backend, open_runner, shared_budget
 from policybox.league.ladder.database import LadderError, transaction
 from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder, LadderSettings
+from policybox.league.play.backends import Backend, open_runner, shared_budget
 from policybox.league.play.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, failure, play_again
-from policybox.files.setup_scripts import SetupOutcome
 from policybox.league.play.tournament import episode_seed
-from policybox.files.version_files import Stored
 from policybox.league.play.worker_pool import LocalWorkers
 from policybox.lines import clip, first_line
 from policybox.results import EpisodeResult
+from policybox.settings import REPLAY_SUFFIX
 
 # What a database raises when it refuses one match's or version's data (a value it cannot hold, a
 # constraint or trigger of the operator's): that record is given up, the run goes on. Anything else

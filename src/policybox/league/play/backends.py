@@ -6,11 +6,11 @@ import os
 from typing import Any, Literal
 
 from policybox.envs import ConfigError
-from policybox.settings import EpisodeSettings
 from policybox.host.budget import Budget, host_budget
 from policybox.league.play.runner import EpisodeRunner
 from policybox.league.play.worker_pool import LocalWorkers
 from policybox.sandbox import SandboxLevel
+from policybox.settings import EpisodeSettings
 
 Backend = Literal["local", "ray"]
 

@@ -33,13 +33,13 @@ from typing import Any
 import ray
 
 from policybox.envs import ConfigError
-from policybox.settings import EpisodeSettings
 from policybox.errors import PolicyboxError
 from policybox.files.packing import Bundle, pack, relocate, unpack
 from policybox.league.play.runner import MAX_ATTEMPTS, EpisodeJob
 from policybox.league.play.worker import Player
 from policybox.results import EpisodeResult
 from policybox.sandbox import SandboxUnavailable
+from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
 from policybox.submission import private_folder
 

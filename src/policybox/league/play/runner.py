@@ -20,10 +20,10 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from policybox.settings import EpisodeSettings
 from policybox.errors import PolicyboxError
 from policybox.host.zygote import ZygoteError
 from policybox.results import EpisodeResult
+from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
 
 MAX_ATTEMPTS = 3

@@ -31,8 +31,8 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from policybox.settings import EpisodeSettings
 from policybox.league.ranking import RankBy
+from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, SpecError, parse_policy_arg
 
 Seating = Literal["rotate", "random"]

@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from policybox.episode import check_playable, check_policies, run_episode
-from policybox.settings import EpisodeSettings, zygote_preload
+from policybox.files.setup_scripts import run_setup
 from policybox.host.budget import Budget, adopt
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.league.play.runner import EpisodeJob
-from policybox.files.setup_scripts import run_setup
 from policybox.results import EpisodeResult
+from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.spec import PolicySpec
 from policybox.storage import writing
 

@@ -28,9 +28,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from policybox.settings import EpisodeSettings
 from policybox.host.budget import Budget
 from policybox.league.play.runner import EpisodeJob
+from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
 
 if TYPE_CHECKING:

@@ -24,19 +24,19 @@ from typing import Any
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection
 
-from policybox.settings import REPLAY_SUFFIX
 from policybox.errors import NotFound
+from policybox.files.version_files import NAME_PATTERN
 from policybox.league import ranking
 from policybox.league.ladder import life, reads, rerun, retention, store
-from policybox.league.views import own_code, replays
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ladder.life import VersionState
 from policybox.league.ranking import Rating, Reward
+from policybox.league.views import own_code, replays
 from policybox.league.views.summary import FailureCause, LatencySummary, failure_causes, latency
-from policybox.files.version_files import NAME_PATTERN
 from policybox.lines import FULL_TEXT, first_line
 from policybox.results import EpisodeResult, Failure
+from policybox.settings import REPLAY_SUFFIX
 
 RECENT = 20
 ID_MAX = 2**63 - 1  # the largest id SQLite and PostgreSQL can compare: none above it exists

@@ -20,9 +20,9 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from policybox.league.views import board, plots, rules
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ranking import Reward
+from policybox.league.views import board, plots, rules
 from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
 
