@@ -112,3 +112,17 @@ def test_beyond_the_bootstrap_limit_the_interval_is_the_normal_approximation_and
     bootstrap = ranking.reward(scores[: ranking.BOOTSTRAP_MAX])
     width = from_moments.ci95[1] - from_moments.ci95[0]
     assert bootstrap.ci95[1] - bootstrap.ci95[0] == pytest.approx(width, rel=0.1)
+
+
+def test_head_to_head_tallies_wins_draws_losses_and_the_mean_margin_by_the_ranking_rule():
+    won, lost, forfeited = ranking.Outcome(3.0), ranking.Outcome(1.0), ranking.Outcome(9.0, forfeited=True)
+    tallies = ranking.head_to_head(
+        [("b", lost, won), ("a", won, lost), ("a", forfeited, lost), ("a", forfeited, forfeited), ("a", won, won)]
+    )
+    assert list(tallies) == ["b", "a"]  # in the order each first met
+    assert tallies["a"].model_dump() == {"wins": 1, "draws": 2, "losses": 1, "margin": (2.0 + 8.0 + 0.0 + 0.0) / 4}
+    assert tallies["a"].played == 4 and tallies["b"].played == 1 and tallies["b"].losses == 1
+    # The summary's table and a ladder name's opponents are this tally, with its count under their unit's name.
+    summary = broken_wins()
+    versus = summary.head_to_head["player"]["broken"]
+    assert isinstance(versus, ranking.Tally) and versus.episodes == versus.played == versus.wins == 8

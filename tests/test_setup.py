@@ -28,7 +28,7 @@ import policybox.files.setup_scripts as setup
 import policybox.submission as submission
 from policybox.episode import PolicyRefused, run_episode
 from policybox.files.harvest import HarvestRefused, harvest
-from policybox.files.version_files import store
+from policybox.files.version_files import keep
 from policybox.host.zygote import ZygoteError
 from policybox.league.evaluate.results_folder import TournamentMismatch, evaluate
 from policybox.limits import Limits
@@ -75,7 +75,7 @@ def team(folder: Path, script: str, manifest: str = "cogames.toml") -> Path:
 
 def set_up(tmp_path: Path, script: str, timeout_s: float = 60, name: str = "team_a", **limits):
     """Store a submission with ``script`` and run it: (the stored version, the outcome, ``out``)."""
-    stored = store(str(team(tmp_path / "originals" / name, script)), tmp_path / "versions")
+    stored = keep(str(team(tmp_path / "originals" / name, script)), tmp_path / "versions")
     out = tmp_path / "setups" / stored.digest
     settings = EpisodeSettings(limits=Limits(**limits))
     return stored, setup.run_setup(stored, settings, out, timeout_s), out
@@ -107,7 +107,7 @@ def test_a_setup_script_makes_the_checkpoint_the_policy_then_loads(tmp_path):
     with zipfile.ZipFile(tmp_path / "team_a.zip", "w") as archive:
         for file in sorted(folder.rglob("*")):
             archive.write(file, file.relative_to(folder))
-    stored = store(str(tmp_path / "team_a.zip"), tmp_path / "versions")
+    stored = keep(str(tmp_path / "team_a.zip"), tmp_path / "versions")
     kept = files_under(stored.files)
     out = tmp_path / "setups" / stored.digest
     outcome = setup.run_setup(stored, EpisodeSettings(), out, 60)
@@ -132,7 +132,7 @@ def test_a_setup_script_makes_the_checkpoint_the_policy_then_loads(tmp_path):
 
 @pytest.mark.parametrize(("launcher", "sandbox"), [("spawn", "standard"), ("zygote", "off")])
 def test_the_settings_launcher_and_sandbox_are_used(tmp_path, launcher, sandbox):
-    stored = store(str(team(tmp_path / "team_a", BUILD)), tmp_path / "versions")
+    stored = keep(str(team(tmp_path / "team_a", BUILD)), tmp_path / "versions")
     settings = EpisodeSettings(launcher=launcher, sandbox=sandbox)
     outcome = setup.run_setup(stored, settings, tmp_path / "setups" / stored.digest, 60)
     assert outcome.ok, outcome.output
@@ -142,7 +142,7 @@ def test_the_settings_launcher_and_sandbox_are_used(tmp_path, launcher, sandbox)
 
 
 def test_a_spec_whose_script_has_not_run_is_refused_by_the_engine(tmp_path):
-    stored = store(str(team(tmp_path / "team_a", BUILD)), tmp_path / "versions")
+    stored = keep(str(team(tmp_path / "team_a", BUILD)), tmp_path / "versions")
     with pytest.raises(SpecError, match=r"has a setup script \(.*/setup.py\) that must run first, in a cell"):
         run_episode([stored.spec], EpisodeSettings(steps=1), tmp_path / "logs", agents=1)
 
@@ -188,7 +188,7 @@ def test_writing_outside_its_folder_reaches_nothing_of_the_host(tmp_path, token)
     open_folder = tmp_path / "open"
     open_folder.mkdir(mode=0o777)
     open_folder.chmod(0o777)  # even a folder anyone may write to
-    victim = store(str(team(tmp_path / "originals" / "victim", BUILD)), tmp_path / "versions")
+    victim = keep(str(team(tmp_path / "originals" / "victim", BUILD)), tmp_path / "versions")
     targets = [
         open_folder / "escaped.txt",
         victim.files / "escaped.txt",  # another version's stored copy
@@ -210,7 +210,7 @@ def test_writing_outside_its_folder_reaches_nothing_of_the_host(tmp_path, token)
         for own in ("../../../escaped.txt", "/proc/self/cwd/../../../escaped.txt"):  # its scratch: allowed
             Path(own).write_text("its own")
     """)
-    stored = store(str(team(tmp_path / "originals" / token, script)), tmp_path / "versions")
+    stored = keep(str(team(tmp_path / "originals" / token, script)), tmp_path / "versions")
     kept, victim_kept = files_under(stored.files), files_under(victim.files)
     outcome = setup.run_setup(stored, EpisodeSettings(), tmp_path / "setups" / stored.digest, 60)
     assert outcome.ok, outcome.output

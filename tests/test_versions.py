@@ -19,7 +19,7 @@ from conftest import POLICIES
 
 import policybox.submission as submission
 from policybox.episode import run_episode
-from policybox.files.version_files import FILES, KEY_FILE, check_name, store
+from policybox.files.version_files import FILES, KEY_FILE, check_name, keep
 from policybox.results import AgentStatus
 from policybox.settings import EpisodeSettings
 from policybox.spec import SpecError
@@ -93,7 +93,7 @@ def test_every_spec_form_is_stored_and_plays_from_its_copy_alone(tmp_path):
         "yaml": str(bots / "memo.yaml"),
     }
     root = tmp_path / "versions"
-    stored = {form: store(source, root) for form, source in sources.items()}
+    stored = {form: keep(source, root) for form, source in sources.items()}
     shutil.rmtree(originals)
     shutil.rmtree(tmp_path / "unpacked")  # where the zips were unpacked: gone too
 
@@ -117,10 +117,10 @@ def test_every_spec_form_is_stored_and_plays_from_its_copy_alone(tmp_path):
 
 @pytest.mark.parametrize("text", ["random", "mettagrid.policy.random_agent.RandomMultiAgentPolicy"])
 def test_a_spec_without_files_is_digested_by_its_json(tmp_path, text):
-    first = store(text, tmp_path / "versions")
+    first = keep(text, tmp_path / "versions")
     assert first.files is None and first.spec.class_path == text
-    assert store(text, tmp_path / "versions").digest == first.digest
-    assert store(f"{text},kw.depth=3", tmp_path / "versions").digest != first.digest
+    assert keep(text, tmp_path / "versions").digest == first.digest
+    assert keep(f"{text},kw.depth=3", tmp_path / "versions").digest != first.digest
     assert not (tmp_path / "versions" / FILES).exists()
 
 
@@ -130,15 +130,15 @@ def test_a_spec_without_files_is_digested_by_its_json(tmp_path, text):
 def test_the_same_content_has_the_same_digest_wherever_it_comes_from(tmp_path):
     root = tmp_path / "versions"
     original = team(tmp_path / "team_a")
-    first = store(str(original), root)
-    assert store(str(original), root) == first  # the same copy, reused
-    assert store("team_a", root, base_dir=tmp_path).digest == first.digest  # a relative path
+    first = keep(str(original), root)
+    assert keep(str(original), root) == first  # the same copy, reused
+    assert keep("team_a", root, base_dir=tmp_path).digest == first.digest  # a relative path
     moved = shutil.copytree(original, tmp_path / "elsewhere" / "renamed")
-    assert store(str(moved), root).digest == first.digest  # another folder's name
+    assert keep(str(moved), root).digest == first.digest  # another folder's name
     bot = f"{original}/teambot/policy.py:Packed,data={original}/ckpt/weights.txt"
-    assert store(f"{bot},name=champion", root).digest == store(bot, root).digest  # the operator's name
-    deflated = store(str(zipped(original, tmp_path / "a.zip")), root)
-    stored_zip = store(str(zipped(original, tmp_path / "b.zip", zipfile.ZIP_STORED)), root)
+    assert keep(f"{bot},name=champion", root).digest == keep(bot, root).digest  # the operator's name
+    deflated = keep(str(zipped(original, tmp_path / "a.zip")), root)
+    stored_zip = keep(str(zipped(original, tmp_path / "b.zip", zipfile.ZIP_STORED)), root)
     assert (tmp_path / "a.zip").read_bytes() != (tmp_path / "b.zip").read_bytes()
     assert deflated.digest == stored_zip.digest == first.digest  # a zip made again
     assert len(list((root / FILES).iterdir())) == 5  # copies go by their tar: original, renamed, 2 zips, bot
@@ -158,10 +158,10 @@ def test_the_same_content_has_the_same_digest_wherever_it_comes_from(tmp_path):
 def test_changed_content_has_a_new_digest(tmp_path, change):
     root = tmp_path / "versions"
     original = team(tmp_path / "team_a")
-    before = store(str(original), root)
+    before = keep(str(original), root)
     kept = tree(before.files)
     change(original)
-    after = store(str(original), root)
+    after = keep(str(original), root)
     assert after.digest != before.digest and after.files != before.files
     assert tree(before.files) == kept  # the old version's copy is untouched
 
@@ -169,7 +169,7 @@ def test_changed_content_has_a_new_digest(tmp_path, change):
 def test_editing_or_deleting_the_original_changes_nothing(tmp_path):
     root = tmp_path / "versions"
     original = team(tmp_path / "team_a")
-    version = store(str(original), root)
+    version = keep(str(original), root)
     kept = tree(version.files)
     (original / "ckpt" / "weights.txt").write_text("edited after the submission")
     (original / "teambot" / "policy.py").write_text("raise SystemExit('edited')\n")
@@ -185,15 +185,15 @@ def test_secrets_change_the_digest_but_never_show_in_it(tmp_path):
     root = tmp_path / "versions"
     token = tmp_path / "token"
     token.write_text("1234\n")
-    first = store(f"random,env.TOKEN=@{token}", root)
+    first = keep(f"random,env.TOKEN=@{token}", root)
     assert first.spec.env == {"TOKEN": "1234"} and first.spec.redacted().env == {"TOKEN": "***"}
     token.write_text("1235\n")
     assert first.spec.env == {"TOKEN": "1234"}  # read once: the version keeps its value
-    second = store(f"random,env.TOKEN=@{token}", root)
+    second = keep(f"random,env.TOKEN=@{token}", root)
     assert second.digest != first.digest
-    assert store("random,env.TOKEN=1234", root).digest == first.digest  # the value, however it was given
+    assert keep("random,env.TOKEN=1234", root).digest == first.digest  # the value, however it was given
     # Not a hash of the value an outsider could test guesses against: the store's own key is in it.
-    plain = store("random,env.TOKEN=1234", tmp_path / "another-store")
+    plain = keep("random,env.TOKEN=1234", tmp_path / "another-store")
     assert plain.digest != first.digest
     for guess in ("1234", hashlib.sha256(b"1234").hexdigest()):
         assert guess not in first.digest
@@ -209,7 +209,7 @@ def test_a_manifest_that_climbs_out_is_refused_and_nothing_is_stored(tmp_path):
     folder = team(tmp_path / "team_a", spec_file="cogames.toml")
     (folder / "cogames.toml").write_text('[policy]\nclass_path = "teambot.policy.Packed"\ndata_path = "../x"\n')
     with pytest.raises(SpecError, match="data_path '../x' resolves outside the submission folder"):
-        store(str(folder), tmp_path / "versions")
+        keep(str(folder), tmp_path / "versions")
     assert not (tmp_path / "versions" / FILES).exists()
 
 

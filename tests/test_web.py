@@ -33,9 +33,9 @@ from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, ladder_command
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import names, owners, versions
 from policybox.league.views import board, plots
+from policybox.league.views.templating import fixed
 from policybox.league.web.app import make_app
 from policybox.league.web.headers import CSP
-from policybox.league.web.render import fixed
 from policybox.league.web.upload import file_name
 from policybox.league.web.viewer import COOKIE, Viewer
 from policybox.lines import FULL_TEXT

@@ -31,7 +31,7 @@ from conftest import POLICIES, policy
 from test_ladder import WANDERER, activate, api_ladder, start_run, wait_until
 from test_web import PAYLOAD, bot_zip
 
-from policybox.league.web.render import fixed
+from policybox.league.views.templating import fixed
 from policybox.league.web.viewer import COOKIE
 
 pytest.importorskip("playwright")

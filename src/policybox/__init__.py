@@ -38,6 +38,7 @@ _EXPORTS = {
     "Zygote": "policybox.host.zygote",
     "PolicyboxError": "policybox.errors",
     "SpecError": "policybox.errors",
+    "NotFound": "policybox.errors",
     "ConfigError": "policybox.envs",
     "SandboxUnavailable": "policybox.sandbox",
     "ZygoteError": "policybox.host.zygote",

@@ -1,5 +1,5 @@
-"""PolicyboxError, the base of every error policybox raises on purpose, and SpecError (kept import-light:
-cells import it)."""
+"""PolicyboxError, the base of every error policybox raises on purpose, SpecError and NotFound (kept
+import-light: cells import it)."""
 
 
 class PolicyboxError(Exception):
@@ -9,3 +9,8 @@ class PolicyboxError(Exception):
 
 class SpecError(PolicyboxError, ValueError):
     """A policy spec the user wrote is wrong; the message says what to fix."""
+
+
+class NotFound(PolicyboxError, LookupError):
+    """What was asked for -- a ladder's name, version, team, match or replay -- is not there; the message
+    says what. The web page answers 404; the command line, as for every user error, exit code 2."""

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from policybox.limits import Limits
-from policybox.lines import clip
+from policybox.lines import clip, first_line
 from policybox.spec import PolicySpec
 
 ONE_LINE = 200  # characters of a failure's one line (cut at a word, marked)
@@ -55,7 +55,7 @@ class Failure(BaseModel):
 
     def one_line(self) -> str:
         where = "start-up" if self.step is None else f"step {self.step}"
-        return clip(f"{self.kind} at {where}: {self.message}".splitlines()[0], ONE_LINE)
+        return clip(first_line(f"{self.kind} at {where}: {self.message}"), ONE_LINE)
 
 
 class GameFault(BaseModel):
@@ -80,7 +80,7 @@ class GameFault(BaseModel):
 
     def one_line(self) -> str:
         whose = "" if self.agent is None else f" applying agent {self.agent}'s action"
-        return clip(f"the game raised {self.kind} at step {self.step}{whose}: {self.message}".splitlines()[0], 300)
+        return clip(first_line(f"the game raised {self.kind} at step {self.step}{whose}: {self.message}"), 300)
 
 
 class Latency(BaseModel):

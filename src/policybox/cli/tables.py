@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from policybox.inert import shown
+from policybox.league.ladder.life import VersionState
 from policybox.league.views.summary import HeadToHead, Summary, differing_stats
 from policybox.lines import first_line
 from policybox.results import AgentStatus, EpisodeResult
@@ -294,7 +295,7 @@ def show_standings(console: Console, standings: board.Standings) -> None:
             "—" if row.rank is None else str(row.rank),
             names.cell(row.name),
             str(row.version),
-            shown(row.state, "" if row.state == "active" else "yellow"),
+            shown(row.state, "" if row.state == VersionState.ACTIVE else "yellow"),
             rating(row.rating),
             _reward(row.reward),
             row.versus_next or "",

@@ -34,7 +34,7 @@ from policybox.episode import PolicyRefused, agent_records, check_strict, log_ta
 from policybox.files.harvest import HarvestRefused, harvest
 from policybox.files.packing import spec_roots, with_paths
 from policybox.files.setup_policy import COPY, SWEEP_S
-from policybox.files.version_files import Stored, store_spec
+from policybox.files.version_files import Stored, keep_spec
 from policybox.host.process_pool import ProcessPool
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
@@ -173,7 +173,7 @@ def prepared(
 
 
 def _prepare(spec: PolicySpec, settings: EpisodeSettings, folder: Path, timeout_s: float) -> SetupOutcome:
-    stored = store_spec(spec, folder / VERSIONS)
+    stored = keep_spec(spec, folder / VERSIONS)
     out = folder / stored.digest
     if not out.is_dir():
         return run_setup(stored, settings, out, timeout_s)

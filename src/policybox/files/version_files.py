@@ -1,6 +1,6 @@
 """A submission's files kept as an immutable, content-addressed, root-only copy: a version.
 
-``store`` takes any ``-p`` form -- a ``file.py:Class``, a submission folder with ``policy_spec.json``
+``keep`` takes any ``-p`` form -- a ``file.py:Class``, a submission folder with ``policy_spec.json``
 or ``cogames.toml``, a MettaGrid zip, a YAML/JSON spec file, a shorthand -- and parses and checks it
 under the rules of every other command (``policybox.spec``: each path an entrant's spec names stays
 inside its folder; ``policybox.submission``: a zip is unpacked warily). It packs the spec's files into
@@ -70,14 +70,14 @@ def check_name(name: str, what: str = "submission name") -> str:
     return name
 
 
-def store(source: str, root: Path, base_dir: Path | None = None) -> Stored:
-    """Store the policy ``source`` names (a ``-p`` form, relative to ``base_dir``, default the current
+def keep(source: str, root: Path, base_dir: Path | None = None) -> Stored:
+    """Keep the policy ``source`` names (a ``-p`` form, relative to ``base_dir``, default the current
     folder) under ``root``, the versions folder."""
-    return store_spec(parse_policy_arg(source, base_dir), root)
+    return keep_spec(parse_policy_arg(source, base_dir), root)
 
 
-def store_spec(spec: PolicySpec, root: Path) -> Stored:
-    """Store a checked spec (its paths absolute, as ``parse_policy_arg`` and ``check_spec`` give them)."""
+def keep_spec(spec: PolicySpec, root: Path) -> Stored:
+    """Keep a checked spec (its paths absolute, as ``parse_policy_arg`` and ``check_spec`` give them)."""
     root = private_folder(root).resolve()
     key = _digest_key(root)
     with tempfile.TemporaryFile(dir=root) as tar:  # unnamed: nothing to clean up, however this ends

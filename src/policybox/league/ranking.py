@@ -13,6 +13,8 @@ these functions; none recomputes a rule of its own.
 - ``rank_by="reward"`` orders every episode by the game's reward alone.
 - **An episode's order**: by that rule, then by episode score (a policy's mean agent reward), higher
   first; scores within ``DRAW_TOLERANCE`` tie.
+- **Head-to-head** (``head_to_head``): one side against another over the episodes both played, each
+  a win, a draw or a loss by the episode's order (``compare``), and the mean margin of their scores.
 - **Ratings**: OpenSkill's Plackett-Luce model (default parameters), one update per episode with
   every policy present as a team of one, placed as above. An episode with one policy present tells
   nothing about skill and changes nothing.
@@ -24,7 +26,9 @@ these functions; none recomputes a rule of its own.
 - **Standings** (``place``): ordered by rating ordinal (``mu - 3 * sigma``), then mean reward, then
   name; the ordinal is the number every view shows as the rating. Ordinals within ``DRAW_TOLERANCE``
   share a rank (1, 1, 3). Only a row that may be ranked (a ladder's name whose playing version is
-  active, not retired) and has played is ranked; the others are listed below, unranked, by name.
+  active, not retired) and has played (it has a reward: ``Entry.played``, the one test) is ranked;
+  the others are listed below, unranked, by name. ``placed`` does it to the summary's and the
+  board's rows alike; the report shows the ranks they were given.
 - **vs next**: each ranked row against the next ranked one, on what the ranking compares, the
   rating: its interval mu ± 2 sigma. ``clear`` when the two intervals are separated and the upper
   row's mean reward is not below the lower's; ``overlaps`` when they overlap (the two are not shown
@@ -36,9 +40,10 @@ these functions; none recomputes a rule of its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 from openskill.models import PlackettLuce
@@ -130,6 +135,42 @@ def compare(a: Outcome, b: Outcome) -> int:
     return 0 if abs(margin) <= DRAW_TOLERANCE else (1 if margin > 0 else -1)
 
 
+class Tally(BaseModel):
+    """One side's record against another, over the episodes (a ladder's: matches) both played in, by the
+    ranking rule (``head_to_head``)."""
+
+    wins: int = 0
+    draws: int = Field(default=0, description="Both forfeited, or episode scores equal within 1e-9")
+    losses: int = 0
+    margin: float = Field(default=0.0, description="Mean of its episode score minus the other's")
+
+    @property
+    def played(self) -> int:
+        return self.wins + self.draws + self.losses
+
+
+Side = TypeVar("Side", bound=Hashable)
+
+
+def head_to_head(meetings: Iterable[tuple[Side, Outcome, Outcome]]) -> dict[Side, Tally]:
+    """Each side's tally from its meetings, each given as (the side, its outcome, the other's outcome in
+    that episode); the sides in the order they first met."""
+    results: dict[Side, list[int]] = defaultdict(list)
+    margins: dict[Side, list[float]] = defaultdict(list)
+    for side, mine, theirs in meetings:
+        results[side].append(compare(mine, theirs))
+        margins[side].append(mine.score - theirs.score)
+    return {
+        side: Tally(
+            wins=sum(result > 0 for result in found),
+            draws=sum(result == 0 for result in found),
+            losses=sum(result < 0 for result in found),
+            margin=math.fsum(margins[side]) / len(found),
+        )
+        for side, found in results.items()
+    }
+
+
 class Rated(Protocol):
     mu: float
     sigma: float
@@ -199,13 +240,20 @@ VERSUS_NEXT = (
 
 @dataclass(frozen=True)
 class Entry:
-    """What placing a standings row reads: its rating and reward (None until it has played), and
-    whether it may be ranked at all (a ladder's name whose playing version is not active may not)."""
+    """What placing a standings row reads: its rating (None: not rated), its reward (None until it has
+    played), and whether it may be ranked at all (a ladder's name whose playing version is not active
+    may not)."""
 
     name: str
     rating: Rated | None
     reward: Reward | None
     rankable: bool = True
+
+    @property
+    def played(self) -> bool:
+        """Whether it has played: the one test, for every view -- it has a reward, over at least one
+        episode (a ladder's: a rated match)."""
+        return self.reward is not None
 
 
 @dataclass(frozen=True)
@@ -220,7 +268,7 @@ class Placed:
 def place(entries: Sequence[Entry]) -> list[Placed]:
     """The standings, best first: the ranked rows -- rankable and played -- by ordinal, then mean reward,
     then name, equal ordinals sharing a rank (1, 1, 3); then every other row, unranked, by name."""
-    played = [i for i, e in enumerate(entries) if e.rankable and e.rating is not None and e.reward is not None]
+    played = [i for i, e in enumerate(entries) if e.rankable and e.played and e.rating is not None]
     played.sort(key=lambda i: (-_ordinal(entries[i]), -entries[i].reward.mean, entries[i].name))
     others = sorted(set(range(len(entries))) - set(played), key=lambda i: (entries[i].name, i))
     placed: list[Placed] = []
@@ -231,6 +279,28 @@ def place(entries: Sequence[Entry]) -> list[Placed]:
         following = entries[played[position + 1]] if position + 1 < len(played) else None
         placed.append(Placed(index, rank, None if following is None else versus_next(entries[index], following)))
     return placed + [Placed(index, None, None) for index in others]
+
+
+class Row(Protocol):
+    """A standings row as ``placed`` reads and fills it: the summary's ``PolicySummary``, the board's
+    ``Standing``."""
+
+    rank: int | None
+    versus_next: str | None
+
+    @property
+    def entry(self) -> Entry: ...
+
+
+Placeable = TypeVar("Placeable", bound=Row)
+
+
+def placed(rows: list[Placeable]) -> list[Placeable]:
+    """``rows`` in standings order (``place``), each with its rank and ``vs next`` set."""
+    order = place([row.entry for row in rows])
+    for where in order:
+        rows[where.index].rank, rows[where.index].versus_next = where.rank, where.versus_next
+    return [rows[where.index] for where in order]
 
 
 def _ordinal(entry: Entry) -> float:

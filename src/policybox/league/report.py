@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-import jinja2
 from pydantic import BaseModel, Field
 
 import policybox
@@ -32,6 +31,7 @@ from policybox.league.ladder.folder import FOLDER_FILE, LadderFolder
 from policybox.league.ranking import Rating, Reward
 from policybox.league.views import board, plots
 from policybox.league.views.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
+from policybox.league.views.templating import environment
 from policybox.storage import write_atomically
 
 STATS_SHOWN = 8
@@ -58,14 +58,11 @@ class Row(BaseModel):
 
 
 class Meeting(BaseModel):
-    """One row's record against another, by the ranking rule."""
+    """One row's record against another, by the ranking rule (the summary's or the board's)."""
 
     name: str
     opponent: str
-    played: int
-    wins: int
-    draws: int
-    losses: int
+    record: ranking.Tally
 
 
 class Rejection(BaseModel):
@@ -127,9 +124,7 @@ def _tournament_data(folder: Path) -> ReportData:
     tournament, summary = load_tournament(folder), load_summary(folder)
     stats = differing_stats(summary.policies, STATS_SHOWN)
     meetings = [
-        Meeting(name=a, opponent=b, played=r.episodes, wins=r.wins, draws=r.draws, losses=r.losses)
-        for a, row in summary.head_to_head.items()
-        for b, r in row.items()
+        Meeting(name=a, opponent=b, record=r) for a, row in summary.head_to_head.items() for b, r in row.items()
     ]
     return ReportData(
         kind="tournament",
@@ -175,11 +170,7 @@ def _ladder_data(ladder: LadderFolder) -> ReportData:
     conduct = {entry.name: entry for entry in board.conduct(ladder)}
     queue = board.queue(ladder, private_for=set())  # public: each reason's first line
     seats = ladder.settings.agents
-    meetings = [
-        Meeting(name=name, opponent=o.name, played=o.matches, wins=o.wins, draws=o.draws, losses=o.losses)
-        for name, page in pages.items()
-        for o in page.head_to_head
-    ]
+    meetings = [Meeting(name=n, opponent=o.name, record=o) for n, page in pages.items() for o in page.head_to_head]
     return ReportData(
         kind="ladder",
         folder=ladder.folder.name,
@@ -226,20 +217,10 @@ def _now() -> str:
 # ---------------------------------------------------------------------------------------------
 # The page
 
-# Autoescape is set here, explicitly, for every template: text a policy controls is data.
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.PackageLoader("policybox.league", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-_TEMPLATES.filters["number"] = plots.number
-
 
 def render(data: ReportData) -> str:
-    """The report's HTML page: ``data`` and its plots."""
-    page = _TEMPLATES.get_template("report.html.j2")
+    """The report's HTML page: ``data`` and its plots (``templating``'s environment: autoescape on)."""
+    page = environment.get_template("report.html.j2")
     return page.render(data=data, plots=_plots(data), version=policybox.__version__)
 
 
@@ -258,9 +239,9 @@ def _plots(data: ReportData) -> Plots:
     intervals = [plots.Interval(row.name, row.reward.mean, *row.reward.ci95) for row in data.rows if row.reward]
     met = {meeting.name for meeting in data.head_to_head}
     cells = {
-        (m.name, m.opponent): ((m.wins - m.losses) / m.played, f"{m.wins}-{m.draws}-{m.losses}")
+        (m.name, m.opponent): ((r.wins - r.losses) / r.played, f"{r.wins}-{r.draws}-{r.losses}")
         for m in data.head_to_head
-        if m.played
+        if (r := m.record).played
     }
     timed = [(row.name, row.latency) for row in data.rows if row.latency is not None and row.played]
     return Plots(

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policybox.errors import SpecError
 from policybox.files.setup_scripts import prepared
 from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
 from policybox.league.play.backends import Backend, open_runner
@@ -44,7 +45,7 @@ from policybox.league.ranking import RankBy
 from policybox.league.views.summary import Summary, summarize
 from policybox.results import EpisodeRecord, EpisodeResult
 from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
-from policybox.spec import PolicySpec, SpecError
+from policybox.spec import PolicySpec
 from policybox.storage import StorageFull, write_atomically, writing
 
 TOURNAMENT_FILE = "tournament.json"

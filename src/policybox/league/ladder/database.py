@@ -56,6 +56,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from policybox.errors import PolicyboxError
+from policybox.lines import first_line
 from policybox.storage import Resource, StorageFull, what_ran_out
 
 SCHEMA_VERSION_KEY = "schema_version"
@@ -466,9 +467,23 @@ def _tables(connection: Connection) -> set[str]:
 def transaction(engine: Engine) -> Iterator[Connection]:
     """One transaction: committed whole, or rolled back whole. A server that cannot be reached is a
     LadderError; a full disk is StorageFull (the transaction rolled back, the database intact)."""
+    with _translated(engine), engine.begin() as connection:
+        yield connection
+
+
+@contextlib.contextmanager
+def reading(engine: Engine) -> Iterator[Connection]:
+    """One connection for reads (what the views show: ``policybox.league.ladder.reads``), never committed,
+    its errors translated as ``transaction``'s are: a database that cannot be used is one LadderError."""
+    with _translated(engine), engine.connect() as connection:
+        yield connection
+
+
+@contextlib.contextmanager
+def _translated(engine: Engine) -> Iterator[None]:
+    """The database's errors a user meets, as policybox's: a LadderError or StorageFull."""
     try:
-        with engine.begin() as connection:
-            yield connection
+        yield
     except OperationalError as exc:
         raise _user_error(engine, exc) from None
     except DBAPIError as exc:
@@ -480,7 +495,7 @@ def transaction(engine: Engine) -> Iterator[Connection]:
 def _user_error(engine: Engine, exc: OperationalError) -> PolicyboxError:
     if _is_disk_full(exc):
         return _full(engine)
-    reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+    reason = first_line(str(exc.orig).strip()) if exc.orig is not None else str(exc)
     return LadderError(f"the ladder's database {shown(engine)} cannot be used: {reason}")
 
 

@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 
 from policybox.envs import split_env
 from policybox.episode import check_shorthands
-from policybox.errors import PolicyboxError, SpecError
+from policybox.errors import NotFound, PolicyboxError, SpecError
 from policybox.files import version_files
 from policybox.league.ladder import life, private, store
 from policybox.league.ladder.build_check import check_builds
@@ -43,6 +43,7 @@ from policybox.league.ladder.database import (
     schema_version,
     transaction,
 )
+from policybox.league.ladder.store import Version
 from policybox.league.play.seating import Seating
 from policybox.league.ranking import RankBy
 from policybox.settings import EpisodeSettings
@@ -198,7 +199,7 @@ class LadderFolder:
 
     def submit(
         self, name: str, source: str, base_dir: Path | None = None, team: str | None = None, check: bool = True
-    ) -> store.Version:
+    ) -> Version:
         """``source`` (any -p form) as the next version of ``name``, queued for qualification. Its files
         are copied into the ladder first -- once its policy is built in a cell (``check_builds``: one that
         cannot be built is refused, ``PolicyRefused``; with ``check`` False it is stored, and rejected at
@@ -219,13 +220,13 @@ class LadderFolder:
             check_shorthands([spec], self.settings.settings)  # before anything is copied
             if check:
                 check_builds(spec, self.settings.episode_settings, self.settings.agents, Path(scratch))  # in a cell
-            kept = version_files.store_spec(spec, kept_in)
+            kept = version_files.keep_spec(spec, kept_in)
         try:
             return self._add(name, source, kept, team)
         except IntegrityError:  # another submission of this name was stored at the same moment
             raise SpecError(f"another submission of {name} arrived at the same moment: submit again") from None
 
-    def _add(self, name: str, source: str, kept: version_files.Stored, team: str | None) -> store.Version:
+    def _add(self, name: str, source: str, kept: version_files.Stored, team: str | None) -> Version:
         """Store the version -- checking again, inside the transaction, who owns the name and the
         team's limits (its row locked: parallel submissions are counted one after another)."""
         with transaction(self.engine) as connection:
@@ -283,7 +284,7 @@ class LadderFolder:
         version_files.check_name(team, "team name")
         with transaction(self.engine) as connection:
             if not store.is_team(connection, team):
-                raise SpecError(f"this ladder has no team called {team!r}: policybox ladder tokens DIR lists them")
+                raise NotFound(f"this ladder has no team called {team!r}: policybox ladder tokens DIR lists them")
             return store.revoke(connection, team)
 
     def team_of(self, token: str) -> str | None:
@@ -306,7 +307,7 @@ class LadderFolder:
             self._known(connection, name)
             store.set_retired(connection, name, True)
 
-    def reinstate(self, name: str) -> store.Version:
+    def reinstate(self, name: str) -> Version:
         """Bring a retired ``name`` back and lift its current version's suspension (``life.reinstate``):
         it plays again, and takes submissions. Its current version (else its latest)."""
         with transaction(self.engine) as connection:
@@ -325,7 +326,7 @@ class LadderFolder:
 
     def _known(self, connection: Any, name: str) -> None:
         if store.name_row(connection, name) is None:
-            raise SpecError(f"this ladder has no submission called {name!r}")
+            raise NotFound(f"this ladder has no submission called {name!r}")
 
     # -----------------------------------------------------------------------------------------
     # The one runner
@@ -359,7 +360,7 @@ class LadderFolder:
     # -----------------------------------------------------------------------------------------
     # Audit
 
-    def rerate(self) -> list[tuple[store.Version, tuple[float, float] | None, tuple[float, float] | None]]:
+    def rerate(self) -> list[tuple[Version, tuple[float, float] | None, tuple[float, float] | None]]:
         """Every rating recomputed from the stored matches; each version whose live rating differs, with
         both (none, when the ladder's live ratings are a replay of its results, as they must be)."""
         with transaction(self.engine) as connection:

@@ -31,9 +31,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from policybox.errors import SpecError
 from policybox.league import ranking
 from policybox.results import AgentResult, AgentStatus, EpisodeResult
-from policybox.spec import SpecError
 
 
 class VersionState(StrEnum):

@@ -15,10 +15,9 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, select
-
-from policybox.errors import SpecError
-from policybox.league.ladder.database import names, versions
+from policybox.errors import NotFound, SpecError
+from policybox.league.ladder import reads
+from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LadderFolder
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
@@ -43,14 +42,10 @@ def resolve(ladder: LadderFolder, text: str) -> PolicySpec:
     found = VERSION_REF.fullmatch(text)
     if found is None:
         raise SpecError(f"{text!r} names no version: give NAME@vN, e.g. walker@v1")
-    with ladder.engine.connect() as connection:
-        version_id = connection.execute(
-            select(versions.c.id)
-            .join(names, names.c.id == versions.c.name_id)
-            .where(and_(names.c.name == found["name"], versions.c.number == int(found["number"])))
-        ).scalar()
+    with reading(ladder.engine) as connection:
+        version_id = reads.version_id(connection, found["name"], int(found["number"]))
     if version_id is None:
-        raise SpecError(f"this ladder has no version {text}: policybox ladder status DIR lists its names")
+        raise NotFound(f"this ladder has no version {text}: policybox ladder status DIR lists its names")
     return ladder.stored(version_id).spec
 
 

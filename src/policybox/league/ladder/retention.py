@@ -18,13 +18,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import func, select
 
 from policybox.host.remove import remove_tree
 from policybox.league.ladder import store
-from policybox.league.ladder.database import matches, transaction
+from policybox.league.ladder.database import transaction
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.settings import REPLAY_SUFFIX
 
@@ -54,7 +51,7 @@ def prune(ladder: LadderFolder, keep_logs: int | None = None, keep_replays: int 
     keep_logs = ladder.settings.keep_logs if keep_logs is None else keep_logs
     keep_replays = ladder.settings.keep_replays if keep_replays is None else keep_replays
     with transaction(ladder.engine) as connection:
-        logs_from, replays_from = _oldest_kept(connection, keep_logs), _oldest_kept(connection, keep_replays)
+        logs_from, replays_from = store.oldest_kept(connection, keep_logs), store.oldest_kept(connection, keep_replays)
         playing = {match_id for match_id, _, _ in store.scheduled(connection)}
         qualifying = {(version.name, version.number) for version in store.qualifying(connection)}
     freed = Freed()
@@ -88,16 +85,6 @@ def missing(ladder: LadderFolder, match_id: int) -> tuple[str | None, str | None
     if not (ladder.folder / LOGS / f"match-{match_id:06d}").is_dir():
         logs = f"no longer kept: this ladder keeps the latest {settings.keep_logs} matches' logs (the tails shown stay)"
     return replay, logs
-
-
-def _oldest_kept(connection: Any, keep: int) -> int:
-    """The id from which stored matches keep their files: the lowest of the ``keep`` latest stored
-    (played or void) matches' -- 0 when fewer are stored; past the latest when ``keep`` is 0."""
-    stored = matches.c.state != "scheduled"
-    if keep == 0:
-        return (connection.execute(select(func.max(matches.c.id)).where(stored)).scalar() or 0) + 1
-    query = select(matches.c.id).where(stored).order_by(matches.c.id.desc()).offset(keep - 1).limit(1)
-    return connection.execute(query).scalar() or 0
 
 
 def _entries(folder: Path) -> list[Path]:

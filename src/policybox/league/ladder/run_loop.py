@@ -48,10 +48,10 @@ from policybox.league.ladder import life, matchmaking, retention, store
 from policybox.league.ladder.database import LadderError, transaction
 from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder, LadderSettings
 from policybox.league.play.backends import Backend, open_runner, shared_budget
-from policybox.league.play.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, is_users
+from policybox.league.play.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, failure, play_again
 from policybox.league.play.tournament import episode_seed
 from policybox.league.play.worker_pool import LocalWorkers
-from policybox.lines import clip
+from policybox.lines import clip, first_line
 from policybox.results import EpisodeResult
 from policybox.settings import REPLAY_SUFFIX
 
@@ -229,9 +229,7 @@ class _Loop:
         try:
             outcome = future.result()
         except Exception as exc:
-            if is_users(exc):
-                raise
-            if work.attempts < MAX_ATTEMPTS:
+            if play_again(exc, work.attempts):
                 self._set_up(work)
             else:
                 self.qualifying.discard(work.version.id)
@@ -305,9 +303,7 @@ class _Loop:
             try:
                 result = EpisodeResult.model_validate_json(future.result())
             except Exception as exc:
-                if is_users(exc):
-                    raise
-                self._failed(work, f"{type(exc).__name__}: {exc}")
+                self._failed(work, exc)
                 continue
             if isinstance(work, _Match):
                 self.finished[work.id] = result
@@ -319,16 +315,17 @@ class _Loop:
             retention.prune(self.ladder)  # the files of matches older than the latest kept ones
         self.progress.in_flight = len(self.in_flight)
 
-    def _failed(self, work: _Match | _Qualification, why: str) -> None:
-        """The machinery failed it (a lost worker, a zygote that died): played again, or after
-        ``MAX_ATTEMPTS`` a void match -- never counted against a policy."""
-        if work.attempts < MAX_ATTEMPTS:
+    def _failed(self, work: _Match | _Qualification, exc: Exception) -> None:
+        """Its future raised ``exc``: the user's error is raised (``play_again``); the machinery's (a
+        lost worker, a zygote that died) plays it again, or after ``MAX_ATTEMPTS`` makes a void match
+        -- never counted against a policy."""
+        if play_again(exc, work.attempts):
             self._submit(work)
         elif isinstance(work, _Match):
-            self.finished[work.id] = why
+            self.finished[work.id] = failure(exc)
         else:
             self.qualifying.discard(work.version.id)  # still queued: the next turn tries it again
-            self.progress.note = f"{work.version.label}'s qualification failed {MAX_ATTEMPTS} times: {why}"
+            self.progress.note = f"{work.version.label}'s qualification failed {MAX_ATTEMPTS} times: {failure(exc)}"
 
     def _store_in_order(self) -> None:
         while self.order and self.order[0] in self.finished:
@@ -411,5 +408,5 @@ def _retired_in(connection, seats: list[int]) -> str | None:
 def _refused(what: str, exc: Exception) -> str:
     """The platform's reason for a record the database refused: the first line of its message."""
     orig = getattr(exc, "orig", None) or exc
-    lines = str(orig).strip().splitlines() or [type(orig).__name__]
-    return f"the database refused {what}: {clip(lines[0], 300)}"
+    line = first_line(str(orig).strip()) or type(orig).__name__
+    return f"the database refused {what}: {clip(line, 300)}"

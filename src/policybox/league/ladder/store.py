@@ -1,4 +1,5 @@
-"""Every read and write of a ladder's database: names, versions, qualification, matches, ratings.
+"""Every write of a ladder's database, and what the run loop, submissions and tokens read: names,
+versions, qualification, matches, ratings, teams. What the views read is ``policybox.league.ladder.reads``.
 
 Each function takes an open connection, so the caller decides what one transaction holds: a match
 is stored with its seats, every rating it changed and every counter of its versions in one
@@ -332,6 +333,17 @@ def void(connection: Connection, match_id: int, reason: str) -> None:
     ]
     _count_seats(connection, seats, -1)
     connection.execute(matches.update().where(matches.c.id == match_id).values(state="void", reason=reason[:2000]))
+
+
+def oldest_kept(connection: Connection, keep: int) -> int:
+    """The id from which stored matches keep their files (``retention``): the lowest of the ``keep``
+    latest stored (played or void) matches' -- 0 when fewer are stored; past the latest when ``keep``
+    is 0."""
+    stored = matches.c.state != "scheduled"
+    if keep == 0:
+        return (connection.execute(select(func.max(matches.c.id)).where(stored)).scalar() or 0) + 1
+    query = select(matches.c.id).where(stored).order_by(matches.c.id.desc()).offset(keep - 1).limit(1)
+    return connection.execute(query).scalar() or 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -60,6 +60,21 @@ def is_users(exc: BaseException) -> bool:
     return isinstance(exc, PolicyboxError) and not isinstance(exc, ZygoteError)
 
 
+def play_again(exc: Exception, attempts: int) -> bool:
+    """The retry rule, for a job (an episode, a setup script) whose future raised ``exc`` after
+    ``attempts`` plays: the user's error is raised at once (every later job would fail the same way);
+    the machinery's is played again while fewer than ``MAX_ATTEMPTS`` plays were made (True), else
+    given up (False)."""
+    if is_users(exc):
+        raise exc
+    return attempts < MAX_ATTEMPTS
+
+
+def failure(exc: Exception) -> str:
+    """Why a job given up failed: the machinery's exception, in one line of type and message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def play_all(
     runner: EpisodeRunner,
     jobs: dict[Hashable, EpisodeJob],
@@ -88,10 +103,8 @@ def play_all(
             try:
                 finished(key, EpisodeResult.model_validate_json(future.result()))
             except Exception as exc:
-                if is_users(exc):
-                    raise  # every later episode would fail the same way
-                if attempts[key] < MAX_ATTEMPTS:
+                if play_again(exc, attempts[key]):
                     queue.append(key)
                 else:
-                    incomplete[key] = f"{type(exc).__name__}: {exc}"
+                    incomplete[key] = failure(exc)
     return incomplete

@@ -2,7 +2,9 @@
 
 One function per view, each returning a pydantic model: ``ladder status --json`` prints it, the
 terminal tables render it, the web page's JSON API serves it and its HTML pages are rendered from
-it. No view computes anything of its own: the ranking rules are ``policybox.league.ranking``'s.
+it. No view computes anything of its own: the ranking rules are ``policybox.league.ranking``'s; nor
+runs SQL: its queries are ``policybox.league.ladder.reads``', each opened with ``database.reading``. What is
+not there -- a name, a match, a replay -- is a ``NotFound`` (a 404 on the web page).
 
 **What a policy wrote is its team's.** Every text a policy controls reaches a view through one of
 two functions here, and nowhere else: ``public`` for a message (a failure's message and cause, a
@@ -20,12 +22,13 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection
 
+from policybox.errors import NotFound
 from policybox.files.version_files import NAME_PATTERN
 from policybox.league import ranking
-from policybox.league.ladder import life, rerun, retention, store
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, versions
+from policybox.league.ladder import life, reads, rerun, retention, store
+from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ladder.life import VersionState
 from policybox.league.ranking import Rating, Reward
@@ -34,7 +37,6 @@ from policybox.league.views.summary import FailureCause, LatencySummary, failure
 from policybox.lines import FULL_TEXT, first_line
 from policybox.results import EpisodeResult, Failure
 from policybox.settings import REPLAY_SUFFIX
-from policybox.spec import SpecError
 
 RECENT = 20
 ID_MAX = 2**63 - 1  # the largest id SQLite and PostgreSQL can compare: none above it exists
@@ -76,6 +78,11 @@ class Standing(BaseModel):
     latest: Latest | None = None
     superseded: list[int] = Field(default_factory=list, description="Its versions replaced by a newer qualified one")
 
+    @property
+    def entry(self) -> ranking.Entry:
+        """What placing it reads (``ranking.placed``): ranked only in a state ``life.ranked`` allows."""
+        return ranking.Entry(self.name, self.rating, self.reward, life.ranked(self.state))
+
 
 class Standings(BaseModel):
     rank_by: str
@@ -87,29 +94,17 @@ class Standings(BaseModel):
 def standings(ladder: LadderFolder, private_for: set[str] | None = None) -> Standings:
     """One row per name: the ranked ones best first, then the others. ``private_for``: the names whose
     reasons are shown whole (None: every name's); the others' reasons are cut to their first line."""
-    with ladder.engine.connect() as connection:
+    with reading(ladder.engine) as connection:
         current = store.current_versions(connection)
         rows = [
-            _standing(connection, name, current.get(name), _visible(name, private_for)) for name in _names(connection)
+            _standing(connection, name, current.get(name), _visible(name, private_for))
+            for name in reads.names_in_order(connection)
         ]
-        played = connection.execute(select(func.count()).where(matches.c.state == "played")).scalar_one()
-    entries = [
-        ranking.Entry(row.name, row.rating if row.matches else None, row.reward, life.ranked(row.state)) for row in rows
-    ]
-    placed = ranking.place(entries)
-    for place in placed:
-        rows[place.index].rank, rows[place.index].versus_next = place.rank, place.versus_next
+        played = reads.played(connection)
     settings = ladder.settings
     return Standings(
-        rank_by=settings.rank_by,
-        rule=ranking.RULES[settings.rank_by],
-        matches=played,
-        rows=[rows[place.index] for place in placed],
+        rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=ranking.placed(rows)
     )
-
-
-def _names(connection: Connection) -> list[str]:
-    return [row.name for row in connection.execute(select(names.c.name).order_by(names.c.id))]
 
 
 def _visible(name: str, private_for: set[str] | None) -> bool:
@@ -163,21 +158,14 @@ def _standing(connection: Connection, name: str, current: Any, private: bool) ->
     )
     if latest.number != current.number:
         row.latest = Latest(version=latest.number, state=latest.state, reason=reason(latest.reason, private))
-    row.superseded = list(
-        connection.execute(
-            select(versions.c.number)
-            .where(versions.c.name_id == current.name_id, versions.c.state == VersionState.SUPERSEDED)
-            .order_by(versions.c.number)
-        ).scalars()
-    )
+    row.superseded = reads.superseded(connection, current.name_id)
     return row
 
 
 def _reward(connection: Connection, version: Any) -> Reward | None:
     """Its bootstrap interval while it has few matches (its scores fetched), else from its moments."""
     if version.matches <= ranking.BOOTSTRAP_MAX:
-        scores = connection.execute(select(ratings.c.score).where(ratings.c.version_id == version.id)).scalars().all()
-        return ranking.reward(list(scores))
+        return ranking.reward(reads.scores(connection, version.id))
     return ranking.reward_from_moments(version.matches, version.score_sum, version.score_squares)
 
 
@@ -193,14 +181,9 @@ class Conduct(BaseModel):
 def conduct(ladder: LadderFolder) -> list[Conduct]:
     """Step latency and failure causes of each name's playing version (one row per name that has one),
     by the rules of ``evaluate``'s summary. A failure's example is its one line: no log tail."""
-    with ladder.engine.connect() as connection:
+    with reading(ladder.engine) as connection:
         current = {row.id: row for row in store.current_versions(connection).values()}
-        seats = connection.execute(
-            select(match_seats)
-            .join(matches, matches.c.id == match_seats.c.match_id)
-            .where(match_seats.c.version_id.in_(list(current)), matches.c.state == "played")
-            .order_by(match_seats.c.match_id, match_seats.c.seat)
-        ).all()
+        seats = reads.played_seats(connection, current)
     by_version: dict[int, list[Any]] = defaultdict(list)
     for seat in seats:
         by_version[seat.version_id].append(seat)
@@ -249,13 +232,11 @@ class RatingPoint(BaseModel):
     rating: Rating
 
 
-class Opponent(BaseModel):
+class Opponent(ranking.Tally):
+    """A name's record against another name, over their matches (``ranking.head_to_head``)."""
+
     name: str
     matches: int = 0
-    wins: int = 0
-    draws: int = 0
-    losses: int = 0
-    margin: float = Field(default=0.0, description="Mean of its score minus the opponent's")
 
 
 class SeatRecord(BaseModel):
@@ -331,15 +312,13 @@ def name_page(ladder: LadderFolder, name: str, private: bool = False) -> NamePag
     """Everything about ``name``: its versions, rating history, opponents, seats, matches, failures
     (``private``: with its log tails and whole reasons)."""
     if not NAME_PATTERN.fullmatch(name):  # none was stored (and a NUL is no text to PostgreSQL)
-        raise SpecError(f"this ladder has no submission called {name[:100]!r}")
+        raise NotFound(f"this ladder has no submission called {name[:100]!r}")
     ranked = standings(ladder, None if private else set())  # before this connection: a writer's holds the lock
-    with ladder.engine.connect() as connection:
+    with reading(ladder.engine) as connection:
         row = store.name_row(connection, name)
         if row is None:
-            raise SpecError(f"this ladder has no submission called {name!r}")
-        own = connection.execute(
-            select(*store.SUMMARY, versions.c.source).where(versions.c.name_id == row.id).order_by(versions.c.number)
-        ).all()
+            raise NotFound(f"this ladder has no submission called {name!r}")
+        own = reads.versions_of(connection, row.id)
         ids = {v.id: v.number for v in own}
         standing = next(s for s in ranked.rows if s.name == name)
         return NamePage(
@@ -372,12 +351,6 @@ def _version_info(row: Any, private: bool) -> VersionInfo:
 
 
 def _history(connection: Connection, ids: dict[int, int]) -> list[RatingPoint]:
-    rows = connection.execute(
-        select(ratings.c.match_id, ratings.c.version_id, ratings.c.mu, ratings.c.sigma, matches.c.played_at)
-        .join(matches, matches.c.id == ratings.c.match_id)
-        .where(ratings.c.version_id.in_(list(ids)))
-        .order_by(ratings.c.match_id)
-    )
     return [
         RatingPoint(
             match=r.match_id,
@@ -385,49 +358,22 @@ def _history(connection: Connection, ids: dict[int, int]) -> list[RatingPoint]:
             played_at=r.played_at,
             rating=ranking.rating(ranking.MODEL.rating(mu=r.mu, sigma=r.sigma)),
         )
-        for r in rows
+        for r in reads.rating_history(connection, ids)
     ]
 
 
 def _opponents(connection: Connection, ids: dict[int, int]) -> list[Opponent]:
-    mine = ratings.alias("mine")
-    theirs = ratings.alias("theirs")
-    rows = connection.execute(
-        select(
-            mine.c.score,
-            mine.c.forfeited,
-            theirs.c.score.label("their_score"),
-            theirs.c.forfeited.label("their_forfeit"),
-            names.c.name,
-        )
-        .join(theirs, and_(theirs.c.match_id == mine.c.match_id, theirs.c.version_id != mine.c.version_id))
-        .join(versions, versions.c.id == theirs.c.version_id)
-        .join(names, names.c.id == versions.c.name_id)
-        .where(mine.c.version_id.in_(list(ids)), theirs.c.version_id.not_in(list(ids)))
+    """Its record against each other name it met, by name (``ranking.head_to_head``)."""
+    tallies = ranking.head_to_head(
+        (r.name, ranking.Outcome(r.score, r.forfeited), ranking.Outcome(r.their_score, r.their_forfeit))
+        for r in reads.meetings(connection, ids)
     )
-    found: dict[str, Opponent] = {}
-    margins: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        record = found.setdefault(r.name, Opponent(name=r.name))
-        result = ranking.compare(ranking.Outcome(r.score, r.forfeited), ranking.Outcome(r.their_score, r.their_forfeit))
-        record.matches += 1
-        record.wins += result > 0
-        record.draws += result == 0
-        record.losses += result < 0
-        margins[r.name].append(r.score - r.their_score)
-    for name, record in found.items():
-        record.margin = sum(margins[name]) / len(margins[name])
-    return sorted(found.values(), key=lambda o: o.name)
+    return [Opponent(name=name, matches=t.played, **t.model_dump()) for name, t in sorted(tallies.items())]
 
 
 def _seat_records(connection: Connection, ids: dict[int, int]) -> list[SeatRecord]:
-    rows = connection.execute(
-        select(match_seats.c.seat, match_seats.c.reward)
-        .join(matches, matches.c.id == match_seats.c.match_id)
-        .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played")
-    )
     rewards: dict[int, list[float]] = defaultdict(list)
-    for r in rows:
+    for r in reads.seat_rewards(connection, ids):
         rewards[r.seat].append(r.reward)
     return [
         SeatRecord(seat=s, plays=len(v), mean_reward=sum(v) / len(v) if v else None) for s, v in sorted(rewards.items())
@@ -437,13 +383,6 @@ def _seat_records(connection: Connection, ids: dict[int, int]) -> list[SeatRecor
 def _failures(connection: Connection, ids: dict[int, int], private: bool) -> list[FailureRow]:
     """Its latest failures; for its own team with the log tail and the traceback (which the match's
     stored result holds, up to ``Failure``'s 8000 characters)."""
-    rows = connection.execute(
-        select(match_seats, matches.c.result)
-        .join(matches, matches.c.id == match_seats.c.match_id)
-        .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played", match_seats.c.status != "ok")
-        .order_by(match_seats.c.match_id.desc())
-        .limit(FAILURES_SHOWN)
-    )
     return [
         FailureRow(
             match=r.match_id,
@@ -456,7 +395,7 @@ def _failures(connection: Connection, ids: dict[int, int], private: bool) -> lis
             log_tail=own(r.log_tail, private),
             traceback=_traceback(r.result, r.seat) if private else None,
         )
-        for r in rows
+        for r in reads.failed_seats(connection, ids, FAILURES_SHOWN)
     ]
 
 
@@ -468,27 +407,18 @@ def _traceback(result: dict[str, Any] | None, seat: int) -> own_code.Traceback |
 
 
 def _setups(connection: Connection, ids: dict[int, int]) -> list[SetupOutput]:
-    rows = connection.execute(
-        select(qualifications.c.version_id, qualifications.c.setup_output)
-        .where(qualifications.c.version_id.in_(list(ids)), qualifications.c.setup_output.is_not(None))
-        .order_by(qualifications.c.id.desc())
-    )
-    return [SetupOutput(version=ids[r.version_id], output=own(r.setup_output, True) or "") for r in rows]
+    return [
+        SetupOutput(version=ids[r.version_id], output=own(r.setup_output, True) or "")
+        for r in reads.setup_outputs(connection, ids)
+    ]
 
 
 def _logs(connection: Connection, ids: dict[int, int]) -> list[SeatLog]:
-    rows = connection.execute(
-        select(match_seats)
-        .join(matches, matches.c.id == match_seats.c.match_id)
-        .where(match_seats.c.version_id.in_(list(ids)), matches.c.state == "played")
-        .order_by(match_seats.c.match_id.desc(), match_seats.c.seat)
-        .limit(RECENT)
-    )
     return [
         SeatLog(
             match=r.match_id, version=ids[r.version_id], seat=r.seat, status=r.status, log_tail=own(r.log_tail, True)
         )
-        for r in rows
+        for r in reads.latest_seats(connection, ids, RECENT)
     ]
 
 
@@ -505,16 +435,7 @@ def match_rows(
 ) -> list[MatchRow]:
     """Played matches, newest first (only those of ``version_ids`` if given; ids below ``before``),
     each seat placed by ``rank_by``."""
-    query = select(matches.c.id, matches.c.played_at, matches.c.seed, matches.c.result).where(
-        matches.c.state == "played"
-    )
-    if version_ids is not None:
-        query = query.where(
-            matches.c.id.in_(select(match_seats.c.match_id).where(match_seats.c.version_id.in_(list(version_ids))))
-        )
-    if before is not None:
-        query = query.where(matches.c.id < before)
-    found = connection.execute(query.order_by(matches.c.id.desc()).limit(limit)).all()
+    found = reads.played_matches(connection, version_ids, limit, before)
     seats = _seat_results(connection, [m.id for m in found])
     for m in found:
         placed = placings(EpisodeResult.model_validate(m.result), [seat.name for seat in seats[m.id]], rank_by)
@@ -556,15 +477,8 @@ def _fault_line(result: dict[str, Any] | None) -> str | None:
 
 
 def _seat_results(connection: Connection, match_ids: list[int]) -> dict[int, list[SeatResult]]:
-    rows = connection.execute(
-        select(match_seats, versions.c.number, names.c.name)
-        .join(versions, versions.c.id == match_seats.c.version_id)
-        .join(names, names.c.id == versions.c.name_id)
-        .where(match_seats.c.match_id.in_(match_ids))
-        .order_by(match_seats.c.match_id, match_seats.c.seat)
-    )
     found: dict[int, list[SeatResult]] = {match_id: [] for match_id in match_ids}
-    for r in rows:
+    for r in reads.seats_of(connection, match_ids):
         found[r.match_id].append(
             SeatResult(
                 seat=r.seat,
@@ -583,7 +497,7 @@ class MatchList(BaseModel):
 
 
 def match_list(ladder: LadderFolder, limit: int = 100, before: int | None = None) -> MatchList:
-    with ladder.engine.connect() as connection:
+    with reading(ladder.engine) as connection:
         return MatchList(matches=match_rows(connection, ladder.settings.rank_by, None, limit, before))
 
 
@@ -638,13 +552,11 @@ def match_page(ladder: LadderFolder, match_id: int, private_for: set[str] | None
     """One played match. ``private_for``: the names whose log tails and tracebacks may be shown (None:
     every name's)."""
     if not 0 <= match_id <= ID_MAX:
-        raise SpecError(f"this ladder has no played match {match_id}")
-    with ladder.engine.connect() as connection:
-        row = connection.execute(
-            select(matches).where(and_(matches.c.id == match_id, matches.c.state == "played"))
-        ).first()
+        raise NotFound(f"this ladder has no played match {match_id}")
+    with reading(ladder.engine) as connection:
+        row = reads.played_match(connection, match_id)
         if row is None:
-            raise SpecError(f"this ladder has no played match {match_id}")
+            raise NotFound(f"this ladder has no played match {match_id}")
         seats = _seat_results(connection, [match_id])[match_id]
     result = EpisodeResult.model_validate(row.result)
     placed = placings(result, [seat.name for seat in seats], ladder.settings.rank_by)
@@ -702,11 +614,11 @@ def match_replay(ladder: LadderFolder, match_id: int) -> dict[str, Any]:
     page = match_page(ladder, match_id, private_for=set())
     if page.replay_file is None or page.env.get("family") != "mettagrid":
         why = page.replay_note or "a PettingZoo match's moves are in its page's data"
-        raise SpecError(f"match {match_id} has no MettaGrid replay to play: {why}")
+        raise NotFound(f"match {match_id} has no MettaGrid replay to play: {why}")
     try:
         return replays.mettagrid(ladder.folder / REPLAYS / page.replay_file, [a.name for a in page.agents], page.steps)
     except replays.Unreadable as exc:
-        raise SpecError(f"match {match_id}: {exc}") from None
+        raise NotFound(f"match {match_id}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -730,14 +642,8 @@ class Queue(BaseModel):
 def queue(ladder: LadderFolder, private_for: set[str] | None = None) -> Queue:
     """The versions qualifying and those rejected. ``private_for``: the names whose reasons and setup
     output are shown whole (None: every name's); the others' reasons are cut to their first line."""
-    with ladder.engine.connect() as connection:
-        rows = connection.execute(
-            select(*store.SUMMARY, names.c.name, qualifications.c.setup_output)
-            .join(names, names.c.id == versions.c.name_id)
-            .outerjoin(qualifications, qualifications.c.version_id == versions.c.id)
-            .where(versions.c.state.in_(["qualifying", "rejected"]))
-            .order_by(versions.c.id)
-        ).all()
+    with reading(ladder.engine) as connection:
+        rows = reads.queued(connection)
 
     def shown(r: Any) -> QueueRow:
         private = _visible(r.name, private_for)
@@ -751,8 +657,8 @@ def queue(ladder: LadderFolder, private_for: set[str] | None = None) -> Queue:
         )
 
     return Queue(
-        qualifying=[shown(r) for r in rows if r.state == "qualifying"],
-        rejected=[shown(r) for r in rows if r.state == "rejected"],
+        qualifying=[shown(r) for r in rows if r.state == VersionState.QUALIFYING],
+        rejected=[shown(r) for r in rows if r.state == VersionState.REJECTED],
     )
 
 
@@ -774,7 +680,7 @@ class Tokens(BaseModel):
 
 def tokens(ladder: LadderFolder) -> Tokens:
     """Every token the ladder holds, by team."""
-    with ladder.engine.connect() as connection:
+    with reading(ladder.engine) as connection:
         rows = store.token_rows(connection)
     return Tokens(
         tokens=[

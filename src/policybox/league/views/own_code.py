@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 import policybox
 from policybox.host.sandbox import SCRATCH_PREFIX
 
-# A version's copy (``versions.store``): the 64-hex digest of its bundle, then the root's index.
+# A version's copy (``versions.keep``): the 64-hex digest of its bundle, then the root's index.
 VERSION_FILES = re.compile(r"""[^\s"'<>]*/versions/files/[0-9a-f]{64}/[0-9]+/""")
 # Where policybox and this Python's libraries are installed: frames there are named from inside.
 INSTALLED = sorted(

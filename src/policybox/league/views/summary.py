@@ -47,14 +47,10 @@ class LatencySummary(BaseModel):
     )
 
 
-class HeadToHead(BaseModel):
+class HeadToHead(ranking.Tally):
     """One policy's record against another, over the episodes they both played in (by the ranking rule)."""
 
     episodes: int = 0
-    wins: int = 0
-    draws: int = Field(default=0, description="Both forfeited, or episode scores equal within 1e-9")
-    losses: int = 0
-    margin: float = Field(default=0.0, description="Mean of its episode score minus the other's")
 
 
 class FailureCause(BaseModel):
@@ -86,6 +82,11 @@ class PolicySummary(BaseModel):
     stats: dict[str, float] = Field(
         default_factory=dict, description="Mean over its agent results of each per-agent stat the game reports"
     )
+
+    @property
+    def entry(self) -> ranking.Entry:
+        """What placing it reads (``ranking.placed``)."""
+        return ranking.Entry(self.policy, self.rating, self.reward)
 
 
 class Summary(BaseModel):
@@ -129,7 +130,7 @@ def summarize(
         _policy_summary(key, spec, [o[key] for o in outcomes if key in o], agents[key], ratings[key], seat_count)
         for key, spec in policies
     ]
-    entries = _placed(entries)
+    entries = ranking.placed(entries)
     order = [entry.policy for entry in entries]
     return Summary(
         rank_by=rank_by,
@@ -245,14 +246,6 @@ def differing_stats(policies: list[PolicySummary], count: int) -> list[str]:
     return [name for name in stats if spread(name) > 0][:count]
 
 
-def _placed(entries: list[PolicySummary]) -> list[PolicySummary]:
-    """The entries in standings order, each with its rank and ``vs next`` (``ranking.place``)."""
-    placed = ranking.place([ranking.Entry(e.policy, e.rating, e.reward) for e in entries])
-    for place in placed:
-        entries[place.index].rank, entries[place.index].versus_next = place.rank, place.versus_next
-    return [entries[place.index] for place in placed]
-
-
 def _mean_stats(agents: list[AgentResult]) -> dict[str, float]:
     """Each stat's mean over the agents (a stat an agent does not report counts as 0 for it)."""
     names = sorted({name for agent in agents for name in agent.stats})
@@ -265,27 +258,18 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def _head_to_head(order: list[str], outcomes: list[dict[str, ranking.Outcome]]) -> dict[str, dict[str, HeadToHead]]:
-    """Win, draw and loss counts and the mean score margin for every ordered pair that shared an
-    episode, rows and columns in standings order."""
-    pairs: dict[tuple[str, str], HeadToHead] = defaultdict(HeadToHead)
-    margins: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for episode in outcomes:
-        for a, mine in episode.items():
-            for b, theirs in episode.items():
-                if a != b:
-                    _count(pairs[a, b], ranking.compare(mine, theirs))
-                    margins[a, b].append(mine.score - theirs.score)
-    for pair, record in pairs.items():
-        record.margin = math.fsum(margins[pair]) / len(margins[pair])
-    table = {a: {b: pairs[a, b] for b in order if (a, b) in pairs} for a in order}
+    """Every ordered pair that shared an episode (``ranking.head_to_head``), rows and columns in
+    standings order."""
+    pairs = ranking.head_to_head(
+        ((a, b), mine, theirs)
+        for episode in outcomes
+        for a, mine in episode.items()
+        for b, theirs in episode.items()
+        if a != b
+    )
+    table = {a: {b: _record(pairs[a, b]) for b in order if (a, b) in pairs} for a in order}
     return {a: row for a, row in table.items() if row}
 
 
-def _count(record: HeadToHead, result: int) -> None:
-    record.episodes += 1
-    if result == 0:
-        record.draws += 1
-    elif result > 0:
-        record.wins += 1
-    else:
-        record.losses += 1
+def _record(tally: ranking.Tally) -> HeadToHead:
+    return HeadToHead(episodes=tally.played, **tally.model_dump())

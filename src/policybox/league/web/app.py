@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from policybox.errors import NotFound
 from policybox.league.ladder.database import LadderError
 from policybox.league.web import UPLOAD_CAP, pages, render, upload, viewer
 from policybox.league.web.headers import SecurityHeaders
@@ -48,7 +49,11 @@ def make_app(folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Starlette:
     app = Starlette(
         routes=routes,
         middleware=[Middleware(SecurityHeaders)],
-        exception_handlers={HTTPException: render.http_error, LadderError: render.database_unusable},
+        exception_handlers={
+            HTTPException: render.http_error,
+            NotFound: render.not_found,
+            LadderError: render.database_unusable,
+        },
         lifespan=lifespan,
     )
     app.state.site = site

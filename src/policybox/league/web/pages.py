@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from policybox.errors import SpecError
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ranking import Reward
 from policybox.league.views import board, plots, rules
@@ -52,13 +51,10 @@ class Page:
         return [Route(self.path, self.html, name=self.name), Route(self.api, self.json, name=f"api:{self.name}")]
 
     def model(self, request: Request) -> tuple[BaseModel, Viewer]:
-        """The page's data for whoever asks (404 for a name or match the ladder does not have)."""
+        """The page's data for whoever asks (a name or match the ladder does not have: NotFound, a 404)."""
         site = request.app.state.site
         who = viewer(site, request)
-        try:
-            return self.data(site.reader, request, who), who
-        except SpecError as exc:
-            raise HTTPException(404, str(exc)) from None
+        return self.data(site.reader, request, who), who
 
     def json(self, request: Request) -> Response:
         return render.json(self.model(request)[0])
@@ -144,11 +140,7 @@ PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES]
 
 def replay_frames(request: Request) -> Response:
     """A match's kept MettaGrid replay as the page's player (static/replay.js) draws it: 404 without one."""
-    site = request.app.state.site
-    try:
-        return JSONResponse(board.match_replay(site.reader, request.path_params["match"]))
-    except SpecError as exc:
-        raise HTTPException(404, str(exc)) from None
+    return JSONResponse(board.match_replay(request.app.state.site.reader, request.path_params["match"]))
 
 
 def replay(request: Request) -> Response:

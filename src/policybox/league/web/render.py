@@ -1,44 +1,23 @@
 """How the web app answers: HTML from its Jinja templates, JSON from a view's model, errors as either.
 
-The Jinja environment is built here with autoescape on: Starlette turns it on only for an
-environment it builds itself, and every text a policy controls reaches a template as data.
+The templates are rendered in ``policybox.league.views.templating``'s environment, the report's too:
+autoescape on, the same filters.
 """
 
 from __future__ import annotations
 
 import sys
-from decimal import ROUND_HALF_UP, Context, Decimal
-from pathlib import Path
 from typing import Any
 
-import jinja2
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.templating import Jinja2Templates
 
-from policybox.league.views.board import first_line
+from policybox.league.views.templating import environment
 
-TEMPLATES = Path(__file__).parent / "templates"
 API = "/api/"
-_WIDE = Context(prec=60)  # a quantize never runs out of digits
-
-
-def fixed(value: float | None, places: int = 3) -> str:
-    """``value`` with ``places`` decimals, a tie rounded away from zero -- what JavaScript's
-    ``toFixed`` writes, so that the live standings (``static/standings.js``) read as the page does;
-    a dash for none."""
-    if value is None:
-        return "—"
-    exact = Decimal(value + 0.0)  # -0.0 + 0.0 is 0.0: JavaScript writes no "-0"
-    return str(exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP, context=_WIDE))
-
-
-environment = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
-)
-environment.filters.update(fixed=fixed, first_line=first_line)
 templates = Jinja2Templates(env=environment)
 
 
@@ -66,6 +45,11 @@ async def database_unusable(request: Request, exc: Exception) -> Response:
     the visitor told to come back; the full message, which names the files, on the server's stderr."""
     print(f"policybox ladder serve: {exc}", file=sys.stderr, flush=True)
     return error(request, 503, "the ladder's database cannot be used at the moment: try again later")
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    """What a page asked for is not there (``NotFound``: a name, a match, a replay): 404 with its message."""
+    return error(request, 404, str(exc))
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

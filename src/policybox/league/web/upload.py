@@ -34,8 +34,7 @@ from starlette.responses import RedirectResponse, Response
 
 from policybox.envs import split_env
 from policybox.errors import PolicyboxError
-from policybox.league.ladder import store
-from policybox.league.ladder.folder import LadderSettings, NotOwner, TeamLimit
+from policybox.league.ladder.folder import LadderSettings, NotOwner, TeamLimit, Version
 from policybox.league.ladder.life import Retired
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
@@ -83,12 +82,7 @@ async def submit_api(request: Request) -> Response:
     who = await run_in_threadpool(identify, site, bearer(request))
     if who.team is None:
         raise HTTPException(401, NEEDS_TOKEN, headers={"WWW-Authenticate": "Bearer"})
-    version = await _receive(request, site, who.team)
-    page = str(request.app.url_path_for("name", name=version.name))
-    submitted = Submitted(
-        name=version.name, version=version.number, digest=version.digest, state=version.state, team=who.team, page=page
-    )
-    return render.json(submitted, 201)
+    return render.json(await _receive(request, site, who.team), 201)
 
 
 def submit_page(request: Request) -> Response:
@@ -104,12 +98,12 @@ async def submit_form(request: Request) -> Response:
     try:
         if who.team is None:
             raise HTTPException(401, "log in with your team's token first")
-        version = await _receive(request, site, who.team)
+        submitted = await _receive(request, site, who.team)
     except HTTPException as exc:
         page = render.page(request, "submit.html", _form_context(site, who, exc.detail), exc.status_code)
         page.headers.update(exc.headers or {})  # a limit's Retry-After
         return page
-    return RedirectResponse(request.app.url_path_for("name", name=version.name), 303)
+    return RedirectResponse(submitted.page, 303)
 
 
 def _form_context(site: Site, who: Viewer, message: str | None) -> dict[str, object]:
@@ -117,15 +111,19 @@ def _form_context(site: Site, who: Viewer, message: str | None) -> dict[str, obj
     return {"viewer": who, "json_url": None, "message": message, "cap": size(site.upload_cap), "game": game}
 
 
-async def _receive(request: Request, site: Site, team: str) -> store.Version:
+async def _receive(request: Request, site: Site, team: str) -> Submitted:
     async with capped(request, site.upload_cap).form(max_files=1, max_fields=1) as form:
         name, upload = form.get("name"), form.get("file")
         if not isinstance(name, str) or not isinstance(upload, UploadFile):
             raise HTTPException(400, bad_form(site.reader.settings))
-        return await run_in_threadpool(_store, site, name.strip(), upload, team)
+        version = await run_in_threadpool(_submit, site, name.strip(), upload, team)
+    page = str(request.app.url_path_for("name", name=version.name))
+    return Submitted(
+        name=version.name, version=version.number, digest=version.digest, state=version.state, team=team, page=page
+    )
 
 
-def _store(site: Site, name: str, upload: UploadFile, team: str) -> store.Version:
+def _submit(site: Site, name: str, upload: UploadFile, team: str) -> Version:
     """The upload as a file of a temporary folder, submitted from there: ``ladder.submit`` copies what
     it keeps into the ladder, so the folder goes when it returns."""
     ladder = site.writer

@@ -1,0 +1,185 @@
+"""The queries the views run: what ``policybox.league.views.board`` (and a ``NAME@vN`` rerun) read of a ladder's
+database, each a function of an open connection that returns rows.
+
+``store`` holds what the run loop, submissions and tokens read and write; this module holds the
+views' reads, so that no view runs SQL of its own. Each is opened with ``database.reading``, whose
+errors are translated as a write's are (``database.transaction``): a database that cannot be used
+is one ``LadderError``, wherever it is met.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, select
+
+from policybox.league.ladder import store
+from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, versions
+from policybox.league.ladder.life import VersionState
+
+PLAYED = "played"
+
+
+def names_in_order(connection: Connection) -> list[str]:
+    """Every name, in the order they first arrived."""
+    return list(connection.execute(select(names.c.name).order_by(names.c.id)).scalars())
+
+
+def played(connection: Connection) -> int:
+    """How many matches were played."""
+    return connection.execute(select(func.count()).where(matches.c.state == PLAYED)).scalar_one()
+
+
+def superseded(connection: Connection, name_id: int) -> list[int]:
+    """The numbers of a name's versions replaced by a newer qualified one."""
+    return list(
+        connection.execute(
+            select(versions.c.number)
+            .where(versions.c.name_id == name_id, versions.c.state == VersionState.SUPERSEDED)
+            .order_by(versions.c.number)
+        ).scalars()
+    )
+
+
+def scores(connection: Connection, version_id: int) -> list[float]:
+    """A version's episode score in each match that rated it."""
+    return list(connection.execute(select(ratings.c.score).where(ratings.c.version_id == version_id)).scalars())
+
+
+def played_seats(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+    """Every seat these versions played in a played match, by match and seat."""
+    return connection.execute(
+        select(match_seats)
+        .join(matches, matches.c.id == match_seats.c.match_id)
+        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == PLAYED)
+        .order_by(match_seats.c.match_id, match_seats.c.seat)
+    ).all()
+
+
+def versions_of(connection: Connection, name_id: int) -> list[Any]:
+    """A name's versions, oldest first: ``store.SUMMARY``'s columns and the source."""
+    return connection.execute(
+        select(*store.SUMMARY, versions.c.source).where(versions.c.name_id == name_id).order_by(versions.c.number)
+    ).all()
+
+
+def rating_history(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+    """These versions' rating after each match that rated them, with when it was played, by match."""
+    return connection.execute(
+        select(ratings.c.match_id, ratings.c.version_id, ratings.c.mu, ratings.c.sigma, matches.c.played_at)
+        .join(matches, matches.c.id == ratings.c.match_id)
+        .where(ratings.c.version_id.in_(list(version_ids)))
+        .order_by(ratings.c.match_id)
+    ).all()
+
+
+def meetings(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+    """Each rated meeting of these versions with another name's: the outcomes (``score``, ``forfeited``)
+    of both sides (``their_score``, ``their_forfeit``) and the other side's ``name``."""
+    ids = list(version_ids)
+    mine = ratings.alias("mine")
+    theirs = ratings.alias("theirs")
+    return connection.execute(
+        select(
+            mine.c.score,
+            mine.c.forfeited,
+            theirs.c.score.label("their_score"),
+            theirs.c.forfeited.label("their_forfeit"),
+            names.c.name,
+        )
+        .join(theirs, and_(theirs.c.match_id == mine.c.match_id, theirs.c.version_id != mine.c.version_id))
+        .join(versions, versions.c.id == theirs.c.version_id)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(mine.c.version_id.in_(ids), theirs.c.version_id.not_in(ids))
+    ).all()
+
+
+def seat_rewards(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+    """The seat and reward of each of these versions' plays in a played match."""
+    return connection.execute(
+        select(match_seats.c.seat, match_seats.c.reward)
+        .join(matches, matches.c.id == match_seats.c.match_id)
+        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == PLAYED)
+    ).all()
+
+
+def failed_seats(connection: Connection, version_ids: Iterable[int], limit: int) -> list[Any]:
+    """These versions' latest ``limit`` seats that did not end ok, each with its match's stored result."""
+    return connection.execute(
+        select(match_seats, matches.c.result)
+        .join(matches, matches.c.id == match_seats.c.match_id)
+        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == PLAYED, match_seats.c.status != "ok")
+        .order_by(match_seats.c.match_id.desc())
+        .limit(limit)
+    ).all()
+
+
+def setup_outputs(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+    """What these versions' setup scripts printed, newest qualification first."""
+    return connection.execute(
+        select(qualifications.c.version_id, qualifications.c.setup_output)
+        .where(qualifications.c.version_id.in_(list(version_ids)), qualifications.c.setup_output.is_not(None))
+        .order_by(qualifications.c.id.desc())
+    ).all()
+
+
+def latest_seats(connection: Connection, version_ids: Iterable[int], limit: int) -> list[Any]:
+    """These versions' latest ``limit`` seats in played matches, newest match first."""
+    return connection.execute(
+        select(match_seats)
+        .join(matches, matches.c.id == match_seats.c.match_id)
+        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == PLAYED)
+        .order_by(match_seats.c.match_id.desc(), match_seats.c.seat)
+        .limit(limit)
+    ).all()
+
+
+def played_matches(
+    connection: Connection, version_ids: Iterable[int] | None, limit: int, before: int | None
+) -> list[Any]:
+    """Played matches, newest first: only those of ``version_ids`` if given, ids below ``before``."""
+    query = select(matches.c.id, matches.c.played_at, matches.c.seed, matches.c.result).where(matches.c.state == PLAYED)
+    if version_ids is not None:
+        query = query.where(
+            matches.c.id.in_(select(match_seats.c.match_id).where(match_seats.c.version_id.in_(list(version_ids))))
+        )
+    if before is not None:
+        query = query.where(matches.c.id < before)
+    return connection.execute(query.order_by(matches.c.id.desc()).limit(limit)).all()
+
+
+def seats_of(connection: Connection, match_ids: Iterable[int]) -> list[Any]:
+    """The seats of these matches, each with its version's number and name, by match and seat."""
+    return connection.execute(
+        select(match_seats, versions.c.number, names.c.name)
+        .join(versions, versions.c.id == match_seats.c.version_id)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(match_seats.c.match_id.in_(list(match_ids)))
+        .order_by(match_seats.c.match_id, match_seats.c.seat)
+    ).all()
+
+
+def played_match(connection: Connection, match_id: int) -> Any:
+    """A played match's row, or None."""
+    return connection.execute(select(matches).where(and_(matches.c.id == match_id, matches.c.state == PLAYED))).first()
+
+
+def queued(connection: Connection) -> list[Any]:
+    """The versions qualifying or rejected, oldest first, each with its name and its setup's output."""
+    return connection.execute(
+        select(*store.SUMMARY, names.c.name, qualifications.c.setup_output)
+        .join(names, names.c.id == versions.c.name_id)
+        .outerjoin(qualifications, qualifications.c.version_id == versions.c.id)
+        .where(versions.c.state.in_([VersionState.QUALIFYING, VersionState.REJECTED]))
+        .order_by(versions.c.id)
+    ).all()
+
+
+def version_id(connection: Connection, name: str, number: int) -> int | None:
+    """The id of version ``number`` of ``name``, or None."""
+    return connection.execute(
+        select(versions.c.id)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(and_(names.c.name == name, versions.c.number == number))
+    ).scalar()
