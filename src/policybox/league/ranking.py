@@ -41,12 +41,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 import numpy as np
-from openskill.models import PlackettLuce
+from openskill.models import PlackettLuce, PlackettLuceRating
 from pydantic import BaseModel, Field
 
 from policybox.results import AgentResult
@@ -55,6 +55,8 @@ RankBy = Literal["forfeit", "reward"]
 FORFEIT_SHARE = 0.10  # timeouts + invalid actions above this share of an agent's turns forfeit its episode
 DRAW_TOLERANCE = 1e-9
 MODEL = PlackettLuce()
+# Whatever names a policy in an episode: a tournament's entrant key, or a ladder's version id.
+Key = TypeVar("Key", str, int)
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_BLOCK = 100  # resamples drawn at once: bounds memory to BLOCK x episodes indices
 BOOTSTRAP_SEED = 20_261_130  # fixed, so the same episodes always give the same interval
@@ -101,20 +103,21 @@ def forfeits(agent: AgentResult, steps: int) -> bool:
     return agent.timeouts + agent.invalid_actions > FORFEIT_SHARE * max(turns, 1)
 
 
-def episode_outcomes(seated: Iterable[tuple[str, AgentResult]], steps: int, rank_by: RankBy) -> dict[str, Outcome]:
-    """Each policy's outcome in one episode, from its agents (each given with its policy's key)."""
-    rewards: dict[str, list[float]] = {}
-    forfeited: dict[str, bool] = {}
+def episode_outcomes(seated: Iterable[tuple[Key, AgentResult]], steps: int, rank_by: RankBy) -> dict[Key, Outcome]:
+    """Each policy's outcome in one episode, from its agents (each given with its policy's key: a
+    tournament's entrant key, or a ladder's version id)."""
+    rewards: dict[Key, list[float]] = {}
+    forfeited: dict[Key, bool] = {}
     for key, agent in seated:
         rewards.setdefault(key, []).append(agent.reward)
         forfeited[key] = forfeited.get(key, False) or (rank_by == "forfeit" and forfeits(agent, steps))
     return {key: Outcome(math.fsum(values) / len(values), forfeited[key]) for key, values in rewards.items()}
 
 
-def places(outcomes: dict[str, Outcome]) -> dict[str, int]:
+def places(outcomes: dict[Key, Outcome]) -> dict[Key, int]:
     """Each policy's place in its episode, 0 the best; tied policies share a place."""
     order = sorted(outcomes, key=lambda key: _order_key(outcomes[key]))
-    placed: dict[str, int] = {}
+    placed: dict[Key, int] = {}
     for index, key in enumerate(order):
         previous = order[index - 1] if index else None
         tied = previous is not None and compare(outcomes[key], outcomes[previous]) == 0
@@ -176,7 +179,7 @@ class Rated(Protocol):
     sigma: float
 
 
-def rate(ratings: dict[str, Rated], outcomes: dict[str, Outcome]) -> dict[str, Rated]:
+def rate(ratings: Mapping[Key, PlackettLuceRating], outcomes: dict[Key, Outcome]) -> dict[Key, PlackettLuceRating]:
     """The new ratings of the policies in one episode (the others are unchanged and not returned).
 
     ``ratings`` maps every key of ``outcomes`` to its current OpenSkill rating (``MODEL.rating()``).
@@ -269,7 +272,7 @@ def place(entries: Sequence[Entry]) -> list[Placed]:
     """The standings, best first: the ranked rows -- rankable and played -- by ordinal, then mean reward,
     then name, equal ordinals sharing a rank (1, 1, 3); then every other row, unranked, by name."""
     played = [i for i, e in enumerate(entries) if e.rankable and e.played and e.rating is not None]
-    played.sort(key=lambda i: (-_ordinal(entries[i]), -entries[i].reward.mean, entries[i].name))
+    played.sort(key=lambda i: _rank_key(entries[i]))
     others = sorted(set(range(len(entries))) - set(played), key=lambda i: (entries[i].name, i))
     placed: list[Placed] = []
     for position, index in enumerate(played):
@@ -301,6 +304,12 @@ def placed(rows: list[Placeable]) -> list[Placeable]:
     for where in order:
         rows[where.index].rank, rows[where.index].versus_next = where.rank, where.versus_next
     return [rows[where.index] for where in order]
+
+
+def _rank_key(entry: Entry) -> tuple[float, float, str]:
+    """A ranked row's order: ordinal, then mean reward, then name."""
+    assert entry.reward is not None  # ranked rows have played: they have a reward
+    return -_ordinal(entry), -entry.reward.mean, entry.name
 
 
 def _ordinal(entry: Entry) -> float:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,7 +192,7 @@ def _play_into(
         if on_progress:
             on_progress(progress)
 
-        def finished(episode: Hashable, result: EpisodeResult) -> None:
+        def finished(episode: int, result: EpisodeResult) -> None:
             keys = [tournament.entrants[index].key for index in seats[episode]]
             record = EpisodeRecord(**result.model_dump(), episode=episode, seats=keys)
             if journal.append(record):
@@ -203,7 +203,7 @@ def _play_into(
 
         jobs = {episode: episode_job(tournament, seats[episode], folder, episode, replays) for episode in todo}
         incomplete = play_all(runner, jobs, finished, lambda: enough is not None and enough(journal.records))
-        return list(journal.records.values()), {int(episode): why for episode, why in incomplete.items()}
+        return list(journal.records.values()), incomplete
 
 
 def episode_job(tournament: Tournament, seats: list[int], folder: Path, episode: int, replays: bool) -> EpisodeJob:

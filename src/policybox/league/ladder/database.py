@@ -110,7 +110,7 @@ def _storable_json(value: Any) -> Any:
     return value
 
 
-class PolicyText(TypeDecorator):
+class PolicyText(TypeDecorator[str]):
     """A text column that may hold what a policy controls: each value made ``storable`` on its way in
     (its length kept within the column's, when it has one)."""
 
@@ -120,13 +120,13 @@ class PolicyText(TypeDecorator):
     def __init__(self, length: int | None = None) -> None:
         super().__init__()
         self.length = length
-        self.impl = String(length) if length else Text()
+        self.impl = String(length) if length else Text()  # type: ignore[assignment]  # the stub types impl as the class, Text; SQLAlchemy takes an instance of any String
 
     def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
         return None if value is None else storable(value, self.length or MAX_TEXT)
 
 
-class PolicyJSON(TypeDecorator):
+class PolicyJSON(TypeDecorator[Any]):
     """A JSON column that may hold what a policy controls: every string in it (keys too) ``storable``."""
 
     impl = JSON
@@ -456,7 +456,8 @@ def open_schema(engine: Engine, ladder_id: str) -> dict[str, Any]:
             migrate(connection)
         if found < SCHEMA_VERSION:
             connection.execute(meta.update().where(meta.c.key == SCHEMA_VERSION_KEY).values(value=str(SCHEMA_VERSION)))
-        return json.loads(values["settings"])
+        settings: dict[str, Any] = json.loads(values["settings"])
+        return settings
 
 
 def _tables(connection: Connection) -> set[str]:

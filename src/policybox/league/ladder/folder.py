@@ -43,7 +43,7 @@ from policybox.league.ladder.database import (
     schema_version,
     transaction,
 )
-from policybox.league.ladder.store import Version
+from policybox.league.ladder.store import Version as Version  # a submission's new version: part of the folder's API
 from policybox.league.play.seating import Seating
 from policybox.league.ranking import RankBy
 from policybox.settings import EpisodeSettings

@@ -9,7 +9,7 @@ is one ``LadderError``, wherever it is met.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
@@ -47,7 +47,7 @@ def scores(connection: Connection, version_id: int) -> list[float]:
     return list(connection.execute(select(ratings.c.score).where(ratings.c.version_id == version_id)).scalars())
 
 
-def played_seats(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+def played_seats(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any]:
     """Every seat these versions played in a played match, by match and seat."""
     return connection.execute(
         select(match_seats)
@@ -57,14 +57,14 @@ def played_seats(connection: Connection, version_ids: Iterable[int]) -> list[Any
     ).all()
 
 
-def versions_of(connection: Connection, name_id: int) -> list[Any]:
+def versions_of(connection: Connection, name_id: int) -> Sequence[Any]:
     """A name's versions, oldest first: ``store.SUMMARY``'s columns and the source."""
     return connection.execute(
         select(*store.SUMMARY, versions.c.source).where(versions.c.name_id == name_id).order_by(versions.c.number)
     ).all()
 
 
-def rating_history(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+def rating_history(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any]:
     """These versions' rating after each match that rated them, with when it was played, by match."""
     return connection.execute(
         select(ratings.c.match_id, ratings.c.version_id, ratings.c.mu, ratings.c.sigma, matches.c.played_at)
@@ -74,7 +74,7 @@ def rating_history(connection: Connection, version_ids: Iterable[int]) -> list[A
     ).all()
 
 
-def meetings(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+def meetings(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any]:
     """Each rated meeting of these versions with another name's: the outcomes (``score``, ``forfeited``)
     of both sides (``their_score``, ``their_forfeit``) and the other side's ``name``."""
     ids = list(version_ids)
@@ -95,7 +95,7 @@ def meetings(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
     ).all()
 
 
-def seat_rewards(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+def seat_rewards(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any]:
     """The seat and reward of each of these versions' plays in a played match."""
     return connection.execute(
         select(match_seats.c.seat, match_seats.c.reward)
@@ -104,7 +104,7 @@ def seat_rewards(connection: Connection, version_ids: Iterable[int]) -> list[Any
     ).all()
 
 
-def failed_seats(connection: Connection, version_ids: Iterable[int], limit: int) -> list[Any]:
+def failed_seats(connection: Connection, version_ids: Iterable[int], limit: int) -> Sequence[Any]:
     """These versions' latest ``limit`` seats that did not end ok, each with its match's stored result."""
     return connection.execute(
         select(match_seats, matches.c.result)
@@ -115,7 +115,7 @@ def failed_seats(connection: Connection, version_ids: Iterable[int], limit: int)
     ).all()
 
 
-def setup_outputs(connection: Connection, version_ids: Iterable[int]) -> list[Any]:
+def setup_outputs(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any]:
     """What these versions' setup scripts printed, newest qualification first."""
     return connection.execute(
         select(qualifications.c.version_id, qualifications.c.setup_output)
@@ -124,7 +124,7 @@ def setup_outputs(connection: Connection, version_ids: Iterable[int]) -> list[An
     ).all()
 
 
-def latest_seats(connection: Connection, version_ids: Iterable[int], limit: int) -> list[Any]:
+def latest_seats(connection: Connection, version_ids: Iterable[int], limit: int) -> Sequence[Any]:
     """These versions' latest ``limit`` seats in played matches, newest match first."""
     return connection.execute(
         select(match_seats)
@@ -137,7 +137,7 @@ def latest_seats(connection: Connection, version_ids: Iterable[int], limit: int)
 
 def played_matches(
     connection: Connection, version_ids: Iterable[int] | None, limit: int, before: int | None
-) -> list[Any]:
+) -> Sequence[Any]:
     """Played matches, newest first: only those of ``version_ids`` if given, ids below ``before``."""
     query = select(matches.c.id, matches.c.played_at, matches.c.seed, matches.c.result).where(matches.c.state == PLAYED)
     if version_ids is not None:
@@ -149,7 +149,7 @@ def played_matches(
     return connection.execute(query.order_by(matches.c.id.desc()).limit(limit)).all()
 
 
-def seats_of(connection: Connection, match_ids: Iterable[int]) -> list[Any]:
+def seats_of(connection: Connection, match_ids: Iterable[int]) -> Sequence[Any]:
     """The seats of these matches, each with its version's number and name, by match and seat."""
     return connection.execute(
         select(match_seats, versions.c.number, names.c.name)
@@ -165,7 +165,7 @@ def played_match(connection: Connection, match_id: int) -> Any:
     return connection.execute(select(matches).where(and_(matches.c.id == match_id, matches.c.state == PLAYED))).first()
 
 
-def queued(connection: Connection) -> list[Any]:
+def queued(connection: Connection) -> Sequence[Any]:
     """The versions qualifying or rejected, oldest first, each with its name and its setup's output."""
     return connection.execute(
         select(*store.SUMMARY, names.c.name, qualifications.c.setup_output)

@@ -38,7 +38,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import DataError, IntegrityError
 
 from policybox.files.setup_scripts import SetupOutcome
@@ -48,7 +50,14 @@ from policybox.league.ladder import life, matchmaking, retention, store
 from policybox.league.ladder.database import LadderError, transaction
 from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder, LadderSettings
 from policybox.league.play.backends import Backend, open_runner, shared_budget
-from policybox.league.play.runner import IN_FLIGHT_PER_WORKER, MAX_ATTEMPTS, EpisodeJob, failure, play_again
+from policybox.league.play.runner import (
+    IN_FLIGHT_PER_WORKER,
+    MAX_ATTEMPTS,
+    EpisodeJob,
+    EpisodeRunner,
+    failure,
+    play_again,
+)
 from policybox.league.play.tournament import episode_seed
 from policybox.league.play.worker_pool import LocalWorkers
 from policybox.lines import clip, first_line
@@ -134,7 +143,9 @@ def matchmaking_rules(settings: LadderSettings) -> matchmaking.Rules:
 
 
 class _Loop:
-    def __init__(self, ladder: LadderFolder, runner, limit: int | None, report: Callable[[Progress], None]) -> None:
+    def __init__(
+        self, ladder: LadderFolder, runner: EpisodeRunner, limit: int | None, report: Callable[[Progress], None]
+    ) -> None:
         self.ladder, self.runner, self.limit, self.report = ladder, runner, limit, report
         self.settings = ladder.settings
         self.progress = Progress()
@@ -238,6 +249,7 @@ class _Loop:
         if not outcome.ok:
             self._qualified(work.version, False, f"its setup script failed: {outcome.output}", outcome.output, None)
             return
+        assert outcome.spec is not None  # a setup that succeeded made one
         stored = Stored(outcome.spec, work.stored.digest, work.out)
         self._submit(_Qualification(work.version, stored, outcome.output))
 
@@ -294,7 +306,8 @@ class _Loop:
             if not self._done():
                 time.sleep(POLL_S)  # idle: new submissions are looked for at the next turn
             return
-        done, _ = wait([*self.in_flight, *self.setups], timeout=POLL_S, return_when=FIRST_COMPLETED)
+        futures: list[Future[Any]] = [*self.in_flight, *self.setups]
+        done, _ = wait(futures, timeout=POLL_S, return_when=FIRST_COMPLETED)
         for future in done:
             if future in self.setups:
                 self._set_up_done(self.setups.pop(future), future)
@@ -361,7 +374,15 @@ class _Loop:
         reason = life.verdict(result)
         self._qualified(work.version, reason is None, reason, work.setup_output, result, work.stored)
 
-    def _qualified(self, version, ok, reason, setup_output, result, stored: Stored | None = None) -> None:
+    def _qualified(
+        self,
+        version: store.Version,
+        ok: bool,
+        reason: str | None,
+        setup_output: str | None,
+        result: EpisodeResult | None,
+        stored: Stored | None = None,
+    ) -> None:
         """Store how its qualification went -- unless its name was retired meanwhile (it stays queued
         until the name is back). A record the database refuses is replaced by a rejection with the
         platform's reason alone, so that no version stays queued for good."""
@@ -384,7 +405,7 @@ class _Loop:
             self.progress.rejected += 1
 
 
-def _throttled(connection, most: int | None) -> str | None:
+def _throttled(connection: Connection, most: int | None) -> str | None:
     """What the run waits for when ``most`` matches were scheduled in the last hour (the throttle); none otherwise."""
     if most is None:
         return None
@@ -399,7 +420,7 @@ def _throttled(connection, most: int | None) -> str | None:
     )
 
 
-def _retired_in(connection, seats: list[int]) -> str | None:
+def _retired_in(connection: Connection, seats: list[int]) -> str | None:
     """Why a match (or a qualification) with these versions is not played: the retired names, if any."""
     retired = store.retired_among(connection, seats)
     return f"{', '.join(retired)} retired: a retired name never plays" if retired else None

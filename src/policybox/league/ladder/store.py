@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, CursorResult, and_, func, select
 
 from policybox.league import ranking
 from policybox.league.ladder import life
@@ -45,6 +45,13 @@ SESSION_IDLE = timedelta(days=30)  # a login session unused this long is over (i
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_id(inserted: CursorResult[Any]) -> int:
+    """The id of the row an insert made."""
+    key = inserted.inserted_primary_key
+    assert key is not None  # every table's insert here has an integer primary key
+    return int(key[0])
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,7 @@ def add_version(connection: Connection, name: str, digest: str, spec: dict[str, 
     """The name's next version, queued for qualification (the name is made on its first submission)."""
     row = name_row(connection, name)
     if row is None:
-        name_id = connection.execute(
-            names.insert().values(name=name, retired=False, created_at=now())
-        ).inserted_primary_key[0]
+        name_id = new_id(connection.execute(names.insert().values(name=name, retired=False, created_at=now())))
         number = 1
     else:
         name_id = row.id
@@ -289,9 +294,7 @@ def scheduled_since(connection: Connection, since: str) -> list[str]:
 def schedule(connection: Connection, seed: int, seats: list[int]) -> int:
     """Store a match before it is played (so a killed run plays it again, with the same seed and
     seats); its seats count for the seat balance at once."""
-    match_id = connection.execute(
-        matches.insert().values(seed=seed, state="scheduled", scheduled_at=now())
-    ).inserted_primary_key[0]
+    match_id = new_id(connection.execute(matches.insert().values(seed=seed, state="scheduled", scheduled_at=now())))
     connection.execute(
         match_seats.insert(), [{"match_id": match_id, "seat": s, "version_id": v} for s, v in enumerate(seats)]
     )
@@ -528,11 +531,7 @@ def reset_streak(connection: Connection, version_id: int) -> None:
 def new_token(connection: Connection, team: str) -> str:
     """A new token for ``team`` (made on first use); only its sha256 is kept."""
     row = connection.execute(select(teams.c.id).where(teams.c.name == team)).first()
-    team_id = (
-        row.id
-        if row
-        else connection.execute(teams.insert().values(name=team, created_at=now())).inserted_primary_key[0]
-    )
+    team_id = row.id if row else new_id(connection.execute(teams.insert().values(name=team, created_at=now())))
     token = secrets.token_urlsafe(32)
     connection.execute(tokens.insert().values(team_id=team_id, digest=_digest(token), created_at=now()))
     return token
@@ -614,7 +613,7 @@ def is_team(connection: Connection, team: str) -> bool:
     return connection.execute(select(teams.c.id).where(teams.c.name == team)).first() is not None
 
 
-def token_rows(connection: Connection) -> list[Any]:
+def token_rows(connection: Connection) -> Sequence[Any]:
     """Every token (never its digest): its id, team, when made and last used, its open sessions."""
     open_sessions = select(sessions.c.token_id, func.count().label("sessions")).group_by(sessions.c.token_id).subquery()
     return connection.execute(

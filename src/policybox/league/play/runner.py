@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -75,20 +75,23 @@ def failure(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+Key = TypeVar("Key", bound=Hashable)  # what names a job: an episode's index, a match's id
+
+
 def play_all(
     runner: EpisodeRunner,
-    jobs: dict[Hashable, EpisodeJob],
-    finished: Callable[[Hashable, EpisodeResult], None],
+    jobs: dict[Key, EpisodeJob],
+    finished: Callable[[Key, EpisodeResult], None],
     enough: Callable[[], bool] = lambda: False,
-) -> dict[Hashable, str]:
+) -> dict[Key, str]:
     """Play every job (in the dict's order, ``IN_FLIGHT_PER_WORKER`` per worker at once), calling
     ``finished(key, result)`` as each ends; the keys that failed ``MAX_ATTEMPTS`` times, with why.
     Once ``enough()`` (asked before each job is started) is true, no job is started: those in
     flight finish, the rest are left unplayed."""
     attempts = dict.fromkeys(jobs, 0)
     queue = list(reversed(jobs))
-    incomplete: dict[Hashable, str] = {}
-    running: dict[Future[str], Hashable] = {}
+    incomplete: dict[Key, str] = {}
+    running: dict[Future[str], Key] = {}
     while queue or running:
         while queue and len(running) < IN_FLIGHT_PER_WORKER * runner.count:
             if enough():

@@ -35,7 +35,7 @@ from policybox.league.ranking import Rating, Reward
 from policybox.league.views import own_code, replays
 from policybox.league.views.summary import FailureCause, LatencySummary, failure_causes, latency
 from policybox.lines import FULL_TEXT, first_line
-from policybox.results import EpisodeResult, Failure
+from policybox.results import EpisodeResult, Failure, GameFault
 from policybox.settings import REPLAY_SUFFIX
 
 RECENT = 20
@@ -473,7 +473,7 @@ def _placing(place: int, sharing: int, policies: int) -> str:
 
 def _fault_line(result: dict[str, Any] | None) -> str | None:
     fault = (result or {}).get("game_fault")
-    return None if fault is None else EpisodeResult.model_validate(result).game_fault.one_line()
+    return None if fault is None else GameFault.model_validate(fault).one_line()
 
 
 def _seat_results(connection: Connection, match_ids: list[int]) -> dict[int, list[SeatResult]]:

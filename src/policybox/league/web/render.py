@@ -7,6 +7,7 @@ autoescape on, the same filters.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -30,7 +31,7 @@ def json(model: BaseModel, status: int = 200) -> Response:
     return Response(model.model_dump_json(), status_code=status, media_type="application/json")
 
 
-def error(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def error(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     """An error as JSON (``{"error": message}``) under ``/api/``, else as a page."""
     if request.url.path.startswith(API) or request.url.path == API.rstrip("/"):
         return JSONResponse({"error": message}, status, headers=headers)

@@ -66,6 +66,8 @@ def guarded(connections: int, request_timeout: float) -> type[H11Protocol]:
     whole request within ``request_timeout`` seconds."""
 
     class Guarded(H11Protocol):
+        # asyncio's Protocol declares a BaseTransport; uvicorn's H11Protocol takes the asyncio.Transport
+        # asyncio gives it, with the same ignore: this override keeps uvicorn's signature.
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > connections:
