@@ -213,7 +213,11 @@ def evaluate(
         typer.Option(min=1, max=256, metavar="N", help="Episodes played at once (default: the number of cores)."),
     ] = None,
     seating: Annotated[
-        Seating, typer.Option(help="rotate: every policy plays every seat equally often. random: seeded shuffles.")
+        Seating,
+        typer.Option(
+            help="rotate: every policy plays every seat equally often. random: seeded shuffles. balanced: "
+            "a final's schedule, every pair of policies meeting as evenly as the seats allow."
+        ),
     ] = "rotate",
     replays: Annotated[
         bool,

@@ -15,7 +15,7 @@ from policybox.cli.common import POLICY_HELP, console, guarded
 from policybox.cli.options import with_episode_options
 from policybox.inert import shown
 from policybox.league.play.backends import Backend
-from policybox.league.play.seating import Seating
+from policybox.league.play.seating import MatchSeating
 from policybox.league.ranking import RankBy
 from policybox.league.web import UPLOAD_CAP, MiB
 from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
@@ -56,7 +56,7 @@ def init(
         ),
     ] = None,
     seating: Annotated[
-        Seating, typer.Option(help="How a match's versions share the seats: rotate (balanced) or random.")
+        MatchSeating, typer.Option(help="How a match's versions share the seats: rotate (balanced) or random.")
     ] = "rotate",
     versions_per_match: Annotated[
         int, typer.Option(min=2, metavar="M", help="Different versions in a match (at most the seats).")

@@ -44,7 +44,7 @@ from policybox.league.ladder.database import (
     transaction,
 )
 from policybox.league.ladder.store import Version as Version  # a submission's new version: part of the folder's API
-from policybox.league.play.seating import Seating
+from policybox.league.play.seating import MatchSeating
 from policybox.league.ranking import RankBy
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, parse_policy_arg
@@ -68,7 +68,7 @@ class LadderSettings(BaseModel):
 
     settings: EpisodeSettings = Field(description="How every match is played; each match's seed derives from its seed")
     agents: int = Field(ge=1, le=1024, description="Seats of every match")
-    seating: Seating = Field(default="rotate", description="How the chosen versions share the seats")
+    seating: MatchSeating = Field(default="rotate", description="How the chosen versions share the seats")
     versions_per_match: int = Field(default=2, ge=2, description="Different versions in a match (at most the seats)")
     placement_matches: int = Field(default=5, ge=0, description="Matches a new version plays before the others pick")
     suspend_after: int = Field(

@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 
 from policybox.league import ranking
-from policybox.league.play.seating import Seating
+from policybox.league.play.seating import MatchSeating
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Rules:
     seats: int  # the game's seats (agents)
     versions_per_match: int
     placement: int
-    seating: Seating
+    seating: MatchSeating
     seed: int
 
 

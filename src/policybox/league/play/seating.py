@@ -49,7 +49,8 @@ from typing import Literal
 
 import numpy as np
 
-Seating = Literal["rotate", "random", "balanced"]
+MatchSeating = Literal["rotate", "random"]  # a ladder's: how one match's versions share its seats
+Seating = MatchSeating | Literal["balanced"]  # a tournament's: balanced is a whole schedule
 Plan = Seating | Literal["paired"]  # paired: policybox versus's, not a choice of evaluate or a ladder
 EXHAUSTIVE = 500  # candidate blocks tried per choice: all of them up to this many, else this many drawn
 
