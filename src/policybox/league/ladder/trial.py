@@ -6,7 +6,8 @@ version ``base`` names, else the qualified version before B. Both are played fro
 ladder keeps for them, as their matches' cells get them (``LadderFolder.stored``). The opponents
 are the ladder's other names' playing versions: each name's current version, active and not
 retired -- those matchmaking may pick -- in name order; a ladder with no other name plays A
-against B, swapping seats, as ``versus`` without opponents does.
+against B, swapping seats, as ``versus`` without opponents does (and in a game of one seat, each
+plays it alone).
 
 **How.** The game, its steps, the seats, the limits (the ladder's episode limit too) and the seed
 are the ladder's (``LadderSettings.episode_settings``); the seats are dealt as ``versus`` deals
@@ -58,7 +59,7 @@ def test(
     sequential = sequential_test(alpha, beta, effect)
     with reading(ladder.engine) as connection:
         a, b = _versions(connection, name, base)
-        opponents = _opponents(connection, name)
+        opponents = _opponents(connection, name) if ladder.settings.agents > 1 else []  # one seat: each alone
     specs = [_spec(ladder, version) for version in (a, b, *opponents)]
     settings = ladder.settings
     tournament = versus_tournament(
