@@ -111,6 +111,7 @@ SERVE = Block("web.md", "The web page", "bash", 0)
 CHECKS = Block("architecture.md", "Checks", "bash", 0)
 VERSUS = Block("versus.md", "Is B better than A? `policybox versus`", "bash", 0)
 VERSUS_API = Block("versus.md", "From Python", "python", 0)
+LADDER_TEST = Block("versus.md", "Inside a ladder: `ladder test`", "bash", 0)
 RAY_START = Block("scale.md", "Running on a real cluster", "bash", 0)
 RAY_EVALUATE = Block("scale.md", "Running on a real cluster", "bash", 1)
 POSTGRES_INIT = Block("scale.md", "A ladder on a cluster, with PostgreSQL", "bash", 0)
@@ -134,6 +135,8 @@ RUN = {
 }
 CHECKED = {
     VERSUS: "test_versus.py::test_a_better_bot_is_found_better_in_a_mettagrid_arena runs this command, with --steps 30",
+    LADDER_TEST: "test_ladder_test.py::test_a_better_version_is_found_better_than_its_base_and_nothing_is_rated "
+    "plays this ladder (submitted and qualified from Python) and runs ladder test on it",
     NN_INSTALL: "an install into the venv: the README's test command installs the same extra and pin",
     EVALUATE_CUP: "60 episodes of 1,000 steps take minutes; the main job and the Python API run evaluate",
     SERVE: "ladder serve runs until Ctrl-C; test_a_ladder_in_five_commands runs token and serve",

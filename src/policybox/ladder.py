@@ -6,6 +6,9 @@
     ladder.submit("greedy", "./bots/greedy.py:Greedy,data=bots/greedy.npy")
     ladder.submit("random", "random")
     ladder.run(matches=20)                      # qualifies both, then plays 20 matches
+    ladder.submit("greedy", "./bots/greedy2.py:Greedy")
+    ladder.run(matches=20)                      # qualifies greedy v2, which plays from now on
+    print(ladder.test("greedy").verdict)        # is greedy v2 better than v1? (B better, ...)
     for row in ladder.standings().rows:
         print(row.rank, row.name, row.version, row.state, row.rating, row.reward)
 
@@ -14,19 +17,22 @@ A ladder made here is the same as one ``policybox ladder init`` makes: any comma
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policybox.league.ladder import retention, run_loop
 from policybox.league.ladder.folder import LadderFolder, LadderSettings
 from policybox.league.views import board
+
+if TYPE_CHECKING:  # versus's modules (scipy) are imported by a test only
+    from policybox.league.evaluate.versus import VersusResult
 
 __all__ = ["Ladder", "LadderSettings"]
 
 
 class Ladder(LadderFolder):
     """A ladder (``Ladder.create(DIR, settings)`` or ``Ladder.open(DIR)``): submit, retire, reinstate and
-    rerate (``policybox.league.ladder.folder``), run it, read it and prune it (``policybox.league.ladder.run_loop``,
-    ``board``, ``retention``)."""
+    rerate (``policybox.league.ladder.folder``), run it, read it, prune it and test a name's versions
+    (``policybox.league.ladder.run_loop``, ``board``, ``retention``, ``trial``)."""
 
     def run(self, matches: int | None = None, workers: int | None = None, **backend: Any) -> run_loop.Progress:
         """``ladder run``: qualify what is queued and play until stopped, or until ``matches`` are
@@ -49,3 +55,12 @@ class Ladder(LadderFolder):
         """``ladder prune``: delete the log folders and replays of all but the latest matches (the
         ladder's settings, or these counts); what it freed."""
         return retention.prune(self, keep_logs, keep_replays)
+
+    def test(self, name: str, base: str | int | None = None, **options: Any) -> VersusResult:
+        """``ladder test``: is ``name``'s playing version better than ``base`` (``"v1"``; None: its
+        qualified version before) against the ladder's other playing versions? Not rated; kept in
+        ``DIR/tests/NAME-vA-vB`` and resumed there (``alpha``, ``beta``, ``effect``, ``max_episodes``,
+        ``workers``, ``out``, ``on_state`` as ``policybox.versus`` takes them)."""
+        from policybox.league.ladder import trial
+
+        return trial.test(self, name, base, **options)

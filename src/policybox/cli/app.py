@@ -16,6 +16,7 @@ from policybox.cli.common import POLICY_HELP, check_folder, console, error_line,
 from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
 from policybox.cli.tables import show_episode, show_summary
+from policybox.cli.verdict import ALPHA, BETA, EFFECT, MAX_EPISODES, WORKERS, live_line, show_result
 from policybox.episode import assign_policies, default_log_dir, run_episode
 from policybox.errors import SpecError
 from policybox.files.setup_scripts import prepared_for_now
@@ -35,8 +36,7 @@ from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
 
 if TYPE_CHECKING:  # versus's modules (scipy) are imported by versus only
-    from policybox.league.evaluate.versus import VersusResult
-    from policybox.league.stats.sequential import TestState
+    pass
 
 app = typer.Typer(
     add_completion=False,
@@ -383,27 +383,11 @@ def versus(
             "None: A and B play each other, swapping seats.",
         ),
     ] = None,
-    alpha: Annotated[
-        float, typer.Option(metavar="P", help="The chance of 'B better' when B is not better (0 < P < 0.5).")
-    ] = 0.05,
-    beta: Annotated[
-        float,
-        typer.Option(metavar="P", help="The chance of 'B not better' when B is better by --effect (0 < P < 0.5)."),
-    ] = 0.05,
-    effect: Annotated[
-        float,
-        typer.Option(metavar="E", help="The effect to find, in standard deviations of the paired difference B - A."),
-    ] = 0.2,
-    max_episodes: Annotated[
-        int,
-        typer.Option(
-            min=2, max=1_000_000, metavar="N", help="The cap: undecided after this many episodes (whole pairs)."
-        ),
-    ] = 2000,
-    workers: Annotated[
-        int | None,
-        typer.Option(min=1, max=256, metavar="N", help="Episodes played at once (default: the number of cores)."),
-    ] = None,
+    alpha: ALPHA = 0.05,
+    beta: BETA = 0.05,
+    effect: EFFECT = 0.2,
+    max_episodes: MAX_EPISODES = 2000,
+    workers: WORKERS = None,
     out: Annotated[
         Path,
         typer.Option(metavar="DIR", help="Results folder: evaluate's files, and versus.json with the verdict."),
@@ -422,58 +406,12 @@ def versus(
 
     with guarded("finished episodes are kept; run the same command to resume"):
         check_folder(out, "--out")
-        live = Progress(
-            TextColumn("{task.description}"), console=console, transient=True, disable=json or not console.is_terminal
-        )
-        with live as line:
-            task = line.add_task("pairs 0 · playing the first pair", total=None)
-
-            def update(state: TestState) -> None:
-                line.update(task, description=_test_line(state))
-
+        with live_line(json) as update:
             result = play_versus(
                 a, b, against or (), alpha, beta, effect, max_episodes, workers, out, on_state=update, **episode
             )
-    if json:
-        console.print_json(result.model_dump_json())
-    else:
-        _show_verdict(result)
-        console.print(shown(f"results: {out}"))
+    show_result(result, out, json)
     raise typer.Exit(1 if result.incomplete else 0)
-
-
-def _test_line(state: TestState) -> str:
-    """The live line: pairs, the estimate of B - A and its interval, the statistic against its bounds."""
-    return (
-        f"pairs {state.pairs} ({2 * state.pairs} episodes) · B − A {state.estimate:+.4g} "
-        f"[{state.low:.4g}, {state.high:.4g}] · "
-        f"statistic {state.statistic:.3g} in ({state.lower:.3g}, {state.upper:.3g})"
-    )
-
-
-def _show_verdict(result: VersusResult) -> None:
-    """The verdict, B − A (mean reward per agent) with its anytime-valid interval, what it rests on."""
-    level = f"{1 - result.alpha - result.beta:.0%}"
-    bounded = result.low is not None and result.high is not None
-    interval = f"{level} interval [{result.low:.4g}, {result.high:.4g}]" if bounded else "interval unbounded as yet"
-    estimate = "-" if result.estimate is None else f"{result.estimate:+.4g}"
-    console.print(shown(f"{result.verdict}: B − A = {estimate} reward per agent, {interval}", "bold"))
-    console.print(
-        shown(
-            f"B = {result.b}, A = {result.a}; {result.episodes} episodes ({result.pairs} pairs), "
-            f"alpha {result.alpha:g}, beta {result.beta:g}, effect {result.effect:g} sd"
-        )
-    )
-    failed = ", ".join(f"{name} {count}" for name, count in result.failures.items())
-    console.print(shown(f"agents failed: {failed}", "yellow" if any(result.failures.values()) else "dim"))
-    if result.played > result.episodes:
-        console.print(
-            shown(f"{result.played - result.episodes} episodes in flight at the verdict are kept, not counted", "dim")
-        )
-    if result.incomplete:
-        console.print(
-            shown(f"{result.incomplete} episodes could not be played: run the same command to play them", "yellow")
-        )
 
 
 @app.command()

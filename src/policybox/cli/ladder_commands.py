@@ -11,8 +11,9 @@ from rich.live import Live
 from rich.text import Text
 
 from policybox.cli import tables
-from policybox.cli.common import POLICY_HELP, console, guarded
+from policybox.cli.common import POLICY_HELP, check_folder, console, guarded
 from policybox.cli.options import with_episode_options
+from policybox.cli.verdict import ALPHA, BETA, EFFECT, MAX_EPISODES, WORKERS, live_line, show_result
 from policybox.inert import shown
 from policybox.league.play.backends import Backend
 from policybox.league.play.seating import MatchSeating
@@ -290,6 +291,42 @@ def show(folder: DIR, name: NAME, json: JSON = False) -> None:
         console.print_json(page.model_dump_json())
     else:
         tables.show_name(console, page)
+
+
+@ladder_app.command("test")
+def test_name(
+    folder: DIR,
+    name: NAME,
+    base: Annotated[
+        str | None,
+        typer.Option(metavar="vN", help="A: the version B is tested against (default: the qualified one before B)."),
+    ] = None,
+    alpha: ALPHA = 0.05,
+    beta: BETA = 0.05,
+    effect: EFFECT = 0.2,
+    max_episodes: MAX_EPISODES = 2000,
+    workers: WORKERS = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="Results folder (default: the ladder's tests/NAME-vA-vB)."),
+    ] = None,
+    json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a line.")] = False,
+) -> None:
+    """Is NAME's playing version (B) better than an earlier one (A)? policybox versus inside the ladder:
+    paired episodes against its other names' playing versions, in its game, with its seats and limits,
+    until the sequential test decides. Not rated: the ladder's database is only read, the episodes
+    kept in the results folder, and the same command resumes there. Exit code 0 for any verdict, 1
+    when some episodes could not be played, 2 for bad input (an unknown name or version, say).
+    """
+    from policybox.league.ladder import trial
+
+    with guarded("finished episodes are kept; run the same command to resume"), _open(folder, read_only=True) as ladder:
+        if out is not None:
+            check_folder(out, "--out")
+        with live_line(json) as update:
+            result = trial.test(ladder, name, base, alpha, beta, effect, max_episodes, workers, out, on_state=update)
+    show_result(result, out or trial.results_folder(ladder, result.a, result.b), json)
+    raise typer.Exit(1 if result.incomplete else 0)
 
 
 @ladder_app.command("matches")

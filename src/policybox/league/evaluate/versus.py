@@ -189,7 +189,20 @@ def versus(
     arguments resumes into ``out``; the result is also written to ``out/versus.json``."""
     test = sequential_test(alpha, beta, effect)
     tournament = versus_tournament(a, b, against, max_episodes, EpisodeSettings.from_options(settings), agents)
-    folder = Path(out)
+    return play_versus(tournament, test, Path(out), workers, backend, ray_address, on_state)
+
+
+def play_versus(
+    tournament: Tournament,
+    test: SequentialTest,
+    folder: Path,
+    workers: int | None = None,
+    backend: Backend = "local",
+    ray_address: str | None = None,
+    on_state: Callable[[TestState], None] | None = None,
+) -> VersusResult:
+    """Play a versus tournament (``versus_tournament``) into ``folder`` until ``test`` decides, or
+    resume it there: what ``versus`` and ``ladder test`` both run."""
     check_same_test(folder, test, tournament.episodes)
 
     def grown(state: TestState) -> None:  # versus.json always holds the state so far
