@@ -50,7 +50,8 @@ from typing import Literal
 import numpy as np
 
 MatchSeating = Literal["rotate", "random"]  # a ladder's: how one match's versions share its seats
-Seating = MatchSeating | Literal["balanced"]  # a tournament's: balanced is a whole schedule
+# A tournament's: a match's, or balanced, a whole schedule (one flat Literal: typer takes no unions).
+Seating = Literal["rotate", "random", "balanced"]
 Plan = Seating | Literal["paired"]  # paired: policybox versus's, not a choice of evaluate or a ladder
 EXHAUSTIVE = 500  # candidate blocks tried per choice: all of them up to this many, else this many drawn
 
