@@ -103,6 +103,7 @@ def test_a_crash_in_simple_spread_leaves_the_other_agents_as_they_were(play):
     ]
 
 
+@pytest.mark.alone  # its heartbeats must stop 1.5 s before the episode ends: a wall-clock time
 def test_agents_that_leave_the_game_have_their_cells_stopped(play):
     """In a game whose agents leave at steps 2, 5 and 30, the leaving agents' cells stop then: the
     heartbeat their thread writes to the log (read from disk, written by the host) ends there,

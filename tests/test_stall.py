@@ -22,7 +22,7 @@ import pytest
 from conftest import policy
 from sqlalchemy import select
 from starlette.testclient import TestClient
-from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
+from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
 from test_setup import BUILD, team
 from test_web import bot_zip, upload
 
@@ -33,12 +33,33 @@ from policybox.league.ladder.folder import EPISODE_LIMIT_FORMULA, LadderSettings
 from policybox.league.views import board
 from policybox.league.web.app import make_app
 
+WAKE = signal.SIGUSR1
+
 
 def sleeper(folder: Path, seconds: float, marker: str) -> Path:
     """A submission whose setup script sleeps ``seconds`` in a child process whose command line holds
-    ``marker`` (so that a leftover is found by it), then makes the checkpoint."""
-    child = f"[sys.executable, '-c', 'import time; time.sleep({seconds})', '{marker}']"
+    ``marker`` (so that a leftover is found by it), then makes the checkpoint. ``wake`` ends the sleep
+    early, as a success: the child exits 0 on ``WAKE``."""
+    sleep = f"import signal, sys, time; signal.signal({int(WAKE)}, lambda *_: sys.exit(0)); time.sleep({seconds})"
+    child = f"[sys.executable, '-c', {sleep!r}, '{marker}']"
     return team(folder, f"import subprocess, sys\nsubprocess.run({child}, check=True)\n" + BUILD)
+
+
+def wake(marker: str) -> None:
+    """End the sleep of ``sleeper``'s child now, once it catches ``WAKE`` (sent earlier, it would kill it)."""
+    wait_until(lambda: any(map(catches_wake, leftovers(marker))), timeout=60, what="the sleep to catch its signal")
+    for process in leftovers(marker):
+        process.send_signal(WAKE)
+
+
+def catches_wake(process: psutil.Process) -> bool:
+    """Whether ``process`` has a handler for ``WAKE`` (the SigCgt mask of /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught >> (WAKE - 1) & 1)
 
 
 def leftovers(marker: str) -> list[psutil.Process]:
@@ -60,7 +81,7 @@ def unique_marker() -> str:
 def test_matches_are_stored_while_a_setup_script_runs(tmp_path, database_url):
     marker = unique_marker()
     with api_ladder(tmp_path / "cup", database_url, setup_timeout_s=240) as ladder:
-        ladder.submit("slow-setup", str(sleeper(tmp_path / "team", 40, marker)))
+        ladder.submit("slow-setup", str(sleeper(tmp_path / "team", 600, marker)))
         ladder.submit("walker", WANDERER)
         ladder.submit("noop", "noop")
     run = start_run(tmp_path / "cup")
@@ -71,6 +92,9 @@ def test_matches_are_stored_while_a_setup_script_runs(tmp_path, database_url):
                 with ladder.engine.connect() as connection:
                     return len(connection.execute(select(qualifications.c.id)).all()) == 3
 
+            # Three matches while the script sleeps (well within its 240 s), then it is woken to finish.
+            wait_until(lambda: played(tmp_path / "cup") >= 3, timeout=200, what="3 matches during the setup")
+            wake(marker)
             wait_until(settled, timeout=400, what="the three qualifications")
             with ladder.engine.connect() as connection:
                 finished = {
@@ -90,8 +114,9 @@ def test_matches_are_stored_while_a_setup_script_runs(tmp_path, database_url):
         assert len(during) >= 3, (played_at, setup_done)  # play went on while the script slept
     finally:
         run.send_signal(signal.SIGINT)
-        run.communicate(timeout=120)
-    assert run.returncode == 130 and not leftovers(marker)
+        _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err[-3000:]
+    assert not leftovers(marker)
 
 
 def test_a_run_that_reaches_its_matches_stops_a_running_setup_script(tmp_path):

@@ -335,6 +335,7 @@ def post_zip(url: str, token: str, path: Path, name: str) -> tuple[int, str]:
         return refused.code, refused.read().decode()
 
 
+@pytest.mark.alone  # each standings answer within 5 s: a wall-clock time the other worker's test would share
 def test_a_large_upload_never_blocks_the_standings_nor_fills_memory(tmp_path, bomb, temp_folder):
     """A live server receives a 64 MiB upload that unpacks to 320 MiB (under the default caps), then
     the 1.5 GiB bomb: meanwhile its standings answer, each within 5 s, and its peak memory stays
