@@ -11,13 +11,7 @@ import-light: every cell imports it before anything else, and must not pull in t
 """
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
-
-try:
-    __version__ = version("policybox")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
 
 _EXPORTS = {
     "evaluate": "policybox.league.evaluate.results_folder",
@@ -48,6 +42,17 @@ __all__ = [*_EXPORTS, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # on first use too: importlib.metadata costs a ``python -m policybox`` start
+        return _version()
     if name not in _EXPORTS:
         raise AttributeError(f"module 'policybox' has no attribute {name!r}")
     return getattr(import_module(_EXPORTS[name]), name)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("policybox")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
