@@ -532,6 +532,15 @@ class MatchPage(BaseModel):
     replay_command: str = Field(
         description="The policybox run command that plays this match again: DIR is the ladder's folder (rerun)"
     )
+    check_command: str = Field(
+        description="The policybox run command that plays this match again and says whether it ends the same, "
+        "and what changed since it was played (its stamp)"
+    )
+    stamp: dict[str, Any] | None = Field(
+        default=None,
+        description="What it was played with (policybox.league.ladder.stamp): policybox's and the game's package "
+        "versions, the game config's sha256, the seed, each version's digest; None: stored before stamps were kept",
+    )
     replay_file: str | None = Field(
         default=None,
         description="Its replay's file name in the ladder's replays folder (MettaGrid's, or a PettingZoo game's "
@@ -602,6 +611,8 @@ def match_page(ladder: LadderFolder, match_id: int, private_for: set[str] | None
         sandbox=result.sandbox,
         agents=agents,
         replay_command=rerun.command(result.seed, [(seat.name, seat.version) for seat in seats]),
+        check_command=rerun.match_command(row.id),
+        stamp=row.stamp,
         replay_file=replay.name if replay.is_file() else None,
         replay_note=replay_note,
         moves=moves,
