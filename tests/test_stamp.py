@@ -31,7 +31,8 @@ def rps_ladder(folder: Path, names: tuple[str, ...] = MOVES, matches: int = 6) -
     ladder = Ladder.create(folder, made)
     for name in names:
         ladder.submit(name, policy(f"rps_bots.py:{name.title()}"))
-    ladder.run(matches=matches, workers=1)
+    if matches:
+        ladder.run(matches=matches, workers=1)
     return ladder
 
 

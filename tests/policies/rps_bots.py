@@ -24,3 +24,9 @@ class Paper(_Always):
 
 class Scissors(_Always):
     move = 2
+
+
+class Stone(_Always):
+    """Rock under another name: it draws with Rock."""
+
+    move = 0
