@@ -15,6 +15,12 @@ these functions; none recomputes a rule of its own.
   first; scores within ``DRAW_TOLERANCE`` tie.
 - **Head-to-head** (``head_to_head``): one side against another over the episodes both played, each
   a win, a draw or a loss by the episode's order (``compare``), and the mean margin of their scores.
+- **Clearly beats** (``clearly_beats``): one side clearly beats another when the Wilson 95% interval
+  of its score share over their meetings (a win 1, a draw ½, a loss 0: ``Tally.share``) lies above
+  ½. **Cycles** (``cycles``): three sides each clearly beating the next, the last the first -- rock,
+  paper, scissors -- which no rating can order.
+- **Expected score** (``expected_share``): OpenSkill's predicted probability that one rating wins
+  against another; a name's problem opponents are those it scores against below it.
 - **Ratings**: OpenSkill's Plackett-Luce model (default parameters), one update per episode with
   every policy present as a team of one, placed as above. An episode with one policy present tells
   nothing about skill and changes nothing.
