@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 import numpy as np
-from openskill.models import PlackettLuce
+from openskill.models import PlackettLuce, PlackettLuceRating
 from pydantic import BaseModel, Field
 
 from policybox.results import AgentResult
@@ -221,7 +221,7 @@ class Rated(Protocol):
     sigma: float
 
 
-def expected_share(mine: Rated, theirs: Rated) -> float:
+def expected_share(mine: PlackettLuceRating, theirs: PlackettLuceRating) -> float:
     """The score per meeting (a win 1, a draw ½) a side of rating ``mine`` is expected to make against
     one of rating ``theirs``: OpenSkill's predicted probability that it wins."""
     return float(MODEL.predict_win([[mine], [theirs]])[0])
