@@ -61,6 +61,6 @@ class Ladder(LadderFolder):
         qualified version before) against the ladder's other playing versions? Not rated; kept in
         ``DIR/tests/NAME-vA-vB`` and resumed there (``alpha``, ``beta``, ``effect``, ``max_episodes``,
         ``workers``, ``out``, ``on_state`` as ``policybox.versus`` takes them)."""
-        from policybox.league.ladder import trial
+        from policybox.league.evaluate import ladder_trial
 
-        return trial.test(self, name, base, **options)
+        return ladder_trial.test(self, name, base, **options)

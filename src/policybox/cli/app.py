@@ -66,14 +66,25 @@ def _root(
 @with_episode_options
 def run(
     ctx: typer.Context,
-    policies: Annotated[list[str], typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)],
     episode: dict[str, Any],
+    policies: Annotated[list[str] | None, typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)] = None,
     ladder: Annotated[
         Path | None,
         typer.Option(
             metavar="DIR",
             help="Play as this ladder plays (its game, steps, seats and limits; options given here override "
             "them), a -p NAME@vN being that version's stored files: a match page's command plays the match again.",
+        ),
+    ] = None,
+    match: Annotated[
+        int | None,
+        typer.Option(
+            metavar="ID",
+            min=0,
+            max=2**63 - 1,
+            help="With --ladder: play the ladder's match ID again (its seed, its seats' versions) and compare "
+            "with the stored result: exit 0 when every reward and status is the same, 1 when any differs "
+            "(saying what changed since: policybox, the game, its config, a version's files).",
         ),
     ] = None,
     out: Annotated[
@@ -111,10 +122,14 @@ def run(
     with guarded("every cell was stopped; no result written"):
         _check_replay_name(replay)
         options = {**episode, "replay": str(replay) if replay else None}
-        if ladder is None:
+        again = None
+        if match is not None:
+            settings, default_agents, again = _match_from_ladder(ctx, ladder, options, match, policies)
+            parsed = again.specs
+        elif ladder is None:
             settings, default_agents, parsed = EpisodeSettings.from_options(options), DEFAULT_AGENTS, _parsed(policies)
         else:
-            settings, default_agents, parsed = _from_ladder(ctx, ladder, options, policies)
+            settings, default_agents, parsed = _from_ladder(ctx, ladder, options, policies or [])
         agents = agent_count(settings, episode["agents"], default_agents)
         specs = assign_policies(parsed, agents)
         _check_writable(out)
@@ -142,11 +157,34 @@ def run(
         console.print(shown(f"replay: {replay}"))
     for full in unwritten:  # each file a full disk kept out; the episode itself is shown above
         errors.print(error_line(full.with_outcome("the result is shown above", "run again")), soft_wrap=True)
+    if again is not None:
+        raise typer.Exit(0 if _compared(again, result) and not unwritten else 1)
     clean = result.game_fault is None and all(a.status == AgentStatus.OK for a in result.agents)
     raise typer.Exit(0 if clean and not unwritten else 1)
 
 
-def _parsed(policies: list[str]) -> list[PolicySpec]:
+def _compared(again: rerun.Replay, result: EpisodeResult) -> bool:
+    """Say whether match ``again`` played the same as when it was stored, and what changed since; whether it did."""
+    changed = rerun.outcome_changes(again.seats, again.result, result)
+    since = rerun.stamp_changes(again)
+    if not changed:
+        console.print(shown(f"match {again.match_id} played again: every reward and status as stored", "green"))
+    else:
+        errors.print(error_line(f"match {again.match_id} played again differs from the stored result:"))
+        for line in changed:
+            errors.print(shown(f"  {line}"), soft_wrap=True)
+    if since:
+        errors.print(shown("changed since it was played:" if changed else "though changed since it was played:"))
+        for line in since:
+            errors.print(shown(f"  {line}"), soft_wrap=True)
+    elif changed:
+        errors.print(shown("its stamp names no change (policybox, the game, its config, the versions' files)"))
+    return not changed
+
+
+def _parsed(policies: list[str] | None) -> list[PolicySpec]:
+    if not policies:
+        raise SpecError("give the policies to play: -p SPEC, one per seat or one for every seat")
     for text in policies:
         if rerun.is_version(text):
             raise SpecError(f"-p {text} names a ladder's version: give --ladder DIR, the ladder's folder")
@@ -158,15 +196,31 @@ def _from_ladder(
 ) -> tuple[EpisodeSettings, int, list[PolicySpec]]:
     """The ladder's settings with the options given on the command line, its seats, and the specs
     (``NAME@vN`` its versions')."""
-    given = {
-        name: value
-        for name, value in options.items()
-        if name == "replay" or getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
-    }
+    given = {name: value for name, value in options.items() if name == "replay" or _given(ctx, name)}
     with LadderFolder.open(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given)
         specs = [rerun.resolve(opened, text) if rerun.is_version(text) else parse_policy_arg(text) for text in policies]
         return settings, opened.settings.agents, specs
+
+
+def _match_from_ladder(
+    ctx: typer.Context, folder: Path | None, options: dict[str, Any], match: int, policies: list[str] | None
+) -> tuple[EpisodeSettings, int, rerun.Replay]:
+    """The ladder's settings (with the options given on the command line) and match ``match`` to play
+    again: its seed, its seats."""
+    if folder is None:
+        raise SpecError("--match ID plays a ladder's match again: give --ladder DIR, the ladder's folder")
+    if policies:
+        raise SpecError("--match ID plays the match's own versions: give no -p")
+    given = {name: value for name, value in options.items() if name == "replay" or _given(ctx, name)}
+    with LadderFolder.open(folder, read_only=True) as opened:
+        settings = rerun.episode_settings(opened, given)
+        again = rerun.replay(opened, match, settings)
+        return settings.model_copy(update={"seed": again.seed}), opened.settings.agents, again
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    return getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
 
 
 def _played(

@@ -318,14 +318,16 @@ def test_name(
     kept in the results folder, and the same command resumes there. Exit code 0 for any verdict, 1
     when some episodes could not be played, 2 for bad input (an unknown name or version, say).
     """
-    from policybox.league.ladder import trial
+    from policybox.league.evaluate import ladder_trial
 
     with guarded("finished episodes are kept; run the same command to resume"), _open(folder, read_only=True) as ladder:
         if out is not None:
             check_folder(out, "--out")
         with live_line(json) as update:
-            result = trial.test(ladder, name, base, alpha, beta, effect, max_episodes, workers, out, on_state=update)
-    show_result(result, out or trial.results_folder(ladder, result.a, result.b), json)
+            result = ladder_trial.test(
+                ladder, name, base, alpha, beta, effect, max_episodes, workers, out, on_state=update
+            )
+    show_result(result, out or ladder_trial.results_folder(ladder, result.a, result.b), json)
     raise typer.Exit(1 if result.incomplete else 0)
 
 

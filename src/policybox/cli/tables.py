@@ -7,6 +7,7 @@ than cut. Every text that a policy, a game or a spec file controls goes through 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -170,6 +171,8 @@ def show_summary(console: Console, summary: Summary) -> None:
     _failures(console, summary, names)
     if len(summary.policies) >= 2:
         console.print(_head_to_head(summary, names))
+        for cycle in summary.cycles:
+            console.print(shown(cycle_line(cycle), "yellow"))
         behaviour = _behaviour(summary, names)
         if behaviour.row_count:
             console.print(behaviour)
@@ -257,6 +260,11 @@ def _head_to_head(summary: Summary, names: _Names) -> Table:
     return table
 
 
+def cycle_line(cycle: Sequence[str]) -> str:
+    """A rock-paper-scissors cycle in words: ``cycle: a beats b beats c beats a``."""
+    return "cycle: " + " beats ".join([*cycle, cycle[0]])
+
+
 def _head_to_head_cell(record: HeadToHead | None) -> str:
     return "—" if record is None else f"{record.wins}-{record.draws}-{record.losses}"
 
@@ -342,6 +350,17 @@ def show_name(console: Console, page: board.NamePage) -> None:
     for o in page.head_to_head:
         opponents.add_row(names.cell(o.name), str(o.matches), f"{o.wins}-{o.draws}-{o.losses}", f"{o.margin:+.3g}")
     console.print(opponents)
+    for cycle in page.cycles:
+        console.print(shown(cycle_line(cycle), "yellow"))
+    if page.problems:
+        problems = _table("problem opponents: actual score per match minus what the ratings expect, worst first")
+        problems.add_column("opponent", no_wrap=True)
+        for header in ("matches", "actual", "expected", "problem"):
+            _number_column(problems, header)
+        for p in page.problems:
+            shares = (str(p.matches), f"{p.actual:.2f}", f"{p.expected:.2f}", f"{p.problem:+.2f}")
+            problems.add_row(names.cell(p.name), *shares)
+        console.print(problems)
     seats = _table("per seat")
     for header in ("seat", "plays", "mean reward"):
         _number_column(seats, header)

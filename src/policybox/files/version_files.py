@@ -89,6 +89,17 @@ def keep_spec(spec: PolicySpec, root: Path) -> Stored:
     return Stored(relocate(spec, packed, files), digest, files)
 
 
+def digest_now(spec: PolicySpec, root: Path) -> str:
+    """The digest a kept version's spec (``Stored.spec``, pointing into its copy under ``root``) has
+    from its files as they are now: its stored digest while nobody changed them. Nothing is written."""
+    root = root.resolve()
+    with tempfile.TemporaryFile(dir=root) as tar:
+        packed = pack_to(spec, tar)
+        if packed is None:
+            return _digest(spec, _digest_key(root))
+        return _digest(relocate(spec, packed, Path("/")), _digest_key(root), tar)
+
+
 def _digest(spec: PolicySpec, key: bytes, tar: BinaryIO | None = None) -> str:
     """The version's digest (see the module's docstring); the spec of a bundle (the ``tar`` file) is
     relocated to ``/``."""

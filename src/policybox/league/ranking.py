@@ -15,6 +15,12 @@ these functions; none recomputes a rule of its own.
   first; scores within ``DRAW_TOLERANCE`` tie.
 - **Head-to-head** (``head_to_head``): one side against another over the episodes both played, each
   a win, a draw or a loss by the episode's order (``compare``), and the mean margin of their scores.
+- **Clearly beats** (``clearly_beats``): one side clearly beats another when the Wilson 95% interval
+  of its score share over their meetings (a win 1, a draw ½, a loss 0: ``Tally.share``) lies above
+  ½. **Cycles** (``cycles``): three sides each clearly beating the next, the last the first -- rock,
+  paper, scissors -- which no rating can order.
+- **Expected score** (``expected_share``): OpenSkill's predicted probability that one rating wins
+  against another; a name's problem opponents are those it scores against below it.
 - **Ratings**: OpenSkill's Plackett-Luce model (default parameters), one update per episode with
   every policy present as a team of one, placed as above. An episode with one policy present tells
   nothing about skill and changes nothing.
@@ -54,6 +60,7 @@ from policybox.results import AgentResult
 RankBy = Literal["forfeit", "reward"]
 FORFEIT_SHARE = 0.10  # timeouts + invalid actions above this share of an agent's turns forfeit its episode
 DRAW_TOLERANCE = 1e-9
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a two-sided 95% interval
 MODEL = PlackettLuce()
 # Whatever names a policy in an episode: a tournament's entrant key, or a ladder's version id.
 Key = TypeVar("Key", str, int)
@@ -151,6 +158,11 @@ class Tally(BaseModel):
     def played(self) -> int:
         return self.wins + self.draws + self.losses
 
+    @property
+    def share(self) -> float:
+        """Its score per meeting: a win 1, a draw ½, a loss 0."""
+        return (self.wins + self.draws / 2) / self.played
+
 
 Side = TypeVar("Side", bound=Hashable)
 
@@ -174,9 +186,48 @@ def head_to_head(meetings: Iterable[tuple[Side, Outcome, Outcome]]) -> dict[Side
     }
 
 
+def wilson_low(share: float, count: int, z: float = Z95) -> float:
+    """The low end of the Wilson score interval of a share observed over ``count`` trials (95% by default)."""
+    centre = share + z * z / (2 * count)
+    spread = z * math.sqrt(share * (1 - share) / count + z * z / (4 * count * count))
+    return (centre - spread) / (1 + z * z / count)
+
+
+def clearly_beats(tally: Tally) -> bool:
+    """Whether a side clearly beats the other, its ``tally`` against it: the Wilson 95% interval of its
+    score share (a win 1, a draw ½, a loss 0; ``Tally.share``) lies above ½. All won, that takes 4
+    meetings or more; fewer prove nothing."""
+    return tally.played > 0 and wilson_low(tally.share, tally.played) > 0.5
+
+
+def cycles(tallies: Mapping[tuple[Side, Side], Tally]) -> list[tuple[Side, Side, Side]]:
+    """Every rock-paper-scissors cycle among the sides, from each ordered pair's tally: (a, b, c) when a
+    clearly beats b, b clearly beats c and c clearly beats a -- each cycle once, from the side that
+    comes first in ``tallies`` (the sides' first-met order), the cycles in that order too."""
+    order = list(dict.fromkeys(side for pair in tallies for side in pair))
+    rank = {side: index for index, side in enumerate(order)}
+    beaten: dict[Side, list[Side]] = defaultdict(list)
+    for (a, b), tally in tallies.items():
+        if clearly_beats(tally):
+            beaten[a].append(b)
+    return [
+        (a, b, c)
+        for a in order
+        for b in beaten[a]
+        for c in beaten[b]
+        if rank[b] > rank[a] and rank[c] > rank[a] and a in beaten[c]
+    ]
+
+
 class Rated(Protocol):
     mu: float
     sigma: float
+
+
+def expected_share(mine: PlackettLuceRating, theirs: PlackettLuceRating) -> float:
+    """The score per meeting (a win 1, a draw ½) a side of rating ``mine`` is expected to make against
+    one of rating ``theirs``: OpenSkill's predicted probability that it wins."""
+    return float(MODEL.predict_win([[mine], [theirs]])[0])
 
 
 def rate(ratings: Mapping[Key, PlackettLuceRating], outcomes: dict[Key, Outcome]) -> dict[Key, PlackettLuceRating]:

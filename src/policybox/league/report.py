@@ -96,6 +96,9 @@ class ReportData(BaseModel):
     rule: str = Field(description="The ranking rule in force, in words")
     rows: list[Row]
     head_to_head: list[Meeting]
+    cycles: list[list[str]] = Field(
+        default_factory=list, description="Rock-paper-scissors cycles among the head-to-head (ranking.cycles)"
+    )
     stats: list[str] = Field(default_factory=list, description="The game stats shown, each row's mean per agent")
     incomplete: dict[int, str] = Field(default_factory=dict, description="A tournament's episodes that failed, why")
     not_played: int = Field(default=0, description="A tournament's episodes not played yet (nor failed)")
@@ -140,11 +143,16 @@ def _tournament_data(folder: Path) -> ReportData:
         rule=summary.rule,
         rows=[_policy_row(entry, stats) for entry in summary.policies],
         head_to_head=meetings,
+        cycles=_cycles(meetings),
         stats=stats,
         incomplete=summary.incomplete,
         not_played=summary.episodes_expected - summary.episodes_done - len(summary.incomplete),
         game_faults=summary.game_faults,
     )
+
+
+def _cycles(meetings: list[Meeting]) -> list[list[str]]:
+    return [list(cycle) for cycle in ranking.cycles({(m.name, m.opponent): m.record for m in meetings})]
 
 
 def _policy_row(entry: PolicySummary, stats: list[str]) -> Row:
@@ -184,6 +192,7 @@ def _ladder_data(ladder: LadderFolder) -> ReportData:
         rule=standings.rule,
         rows=[_standing_row(row, conduct.get(row.name), pages[row.name], seats) for row in standings.rows],
         head_to_head=meetings,
+        cycles=_cycles(meetings),
         histories=[History(name=name, points=page.history) for name, page in pages.items() if page.history],
         qualifying=len(queue.qualifying),
         rejections=[Rejection(name=r.name, version=r.version, reason=r.reason or "") for r in queue.rejected],

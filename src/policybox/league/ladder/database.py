@@ -199,6 +199,7 @@ matches = Table(
     Column("played_at", String(32)),
     Column("reason", PolicyText),  # why a match is void (the machinery failed it every time)
     Column("result", PolicyJSON),  # its EpisodeResult (secrets masked)
+    Column("stamp", JSON),  # what it was played with (policybox.league.ladder.stamp); None before schema version 5
 )
 
 match_seats = Table(
@@ -322,9 +323,23 @@ def _supersede_v4(connection: Connection) -> None:
     )
 
 
+def _add_stamp_v5(connection: Connection) -> None:
+    """Schema version 5: each match's ``stamp``. A database made since has it from ``_create_v1``
+    (which makes ``matches`` as it is now); an older one gets the column, its matches none."""
+    if "stamp" not in {column["name"] for column in inspect(connection).get_columns("matches")}:
+        kind = JSON().compile(dialect=connection.dialect)
+        connection.exec_driver_sql(f"ALTER TABLE matches ADD COLUMN stamp {kind}")
+
+
 # MIGRATIONS[n] brings a database from schema version n to n + 1. A migration never changes: a new
 # schema is a new function appended here (and a test that opens a database of the version before).
-MIGRATIONS: list[Callable[[Connection], None]] = [_create_v1, _add_teams_v2, _add_sessions_v3, _supersede_v4]
+MIGRATIONS: list[Callable[[Connection], None]] = [
+    _create_v1,
+    _add_teams_v2,
+    _add_sessions_v3,
+    _supersede_v4,
+    _add_stamp_v5,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -95,6 +95,32 @@ def meetings(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any
     ).all()
 
 
+def all_meetings(connection: Connection) -> list[Any]:
+    """Every rated meeting of two names (each once from either side): ``name``, its ``score`` and
+    ``forfeited``, the other's ``their_name``, ``their_score`` and ``their_forfeit``."""
+    mine, theirs = ratings.alias("mine"), ratings.alias("theirs")
+    my_version, their_version = versions.alias("my_version"), versions.alias("their_version")
+    my_name, their_name = names.alias("my_name"), names.alias("their_name")
+    rows = connection.execute(
+        select(
+            my_name.c.name,
+            mine.c.score,
+            mine.c.forfeited,
+            their_name.c.name.label("their_name"),
+            theirs.c.score.label("their_score"),
+            theirs.c.forfeited.label("their_forfeit"),
+        )
+        .join(theirs, and_(theirs.c.match_id == mine.c.match_id, theirs.c.version_id != mine.c.version_id))
+        .join(my_version, my_version.c.id == mine.c.version_id)
+        .join(their_version, their_version.c.id == theirs.c.version_id)
+        .join(my_name, my_name.c.id == my_version.c.name_id)
+        .join(their_name, their_name.c.id == their_version.c.name_id)
+        .where(my_name.c.id != their_name.c.id)
+        .order_by(mine.c.match_id)
+    )
+    return list(rows)
+
+
 def seat_rewards(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any]:
     """The seat and reward of each of these versions' plays in a played match."""
     return connection.execute(

@@ -6,6 +6,11 @@ chaser@v1 ...``, one ``-p`` a seat in seat order. ``DIR`` is the ladder's folder
 organiser has (a page never shows where it is), and which gives everything else: the game, its
 steps and seats, the limits (``episode_settings``), and each version's stored files (``resolve``).
 Options given on the command line still override the ladder's.
+
+``policybox run --ladder DIR --match ID`` plays a stored match again -- its seed, its seats'
+versions, the ladder's settings (``Replay``) -- and compares: the agents' rewards and statuses with
+the stored ones, and the match's stamp (``policybox.league.ladder.stamp``) with the one of now, which
+says why they may differ.
 """
 
 from __future__ import annotations
@@ -13,12 +18,15 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from policybox.errors import NotFound, SpecError
-from policybox.league.ladder import reads
+from policybox.files.version_files import digest_now
+from policybox.league.ladder import reads, stamp
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LadderFolder
+from policybox.results import EpisodeResult
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
 
@@ -31,6 +39,11 @@ def command(seed: int, seats: Sequence[tuple[str, int]]) -> str:
     for name, version in seats:
         words += ["-p", f"{name}@v{version}"]
     return shlex.join(words).replace("'DIR'", "DIR")
+
+
+def match_command(match_id: int) -> str:
+    """The command that plays match ``match_id`` again and says whether it ends as it did."""
+    return f"policybox run --ladder DIR --match {match_id}"
 
 
 def is_version(text: str) -> bool:
@@ -55,3 +68,57 @@ def episode_settings(ladder: LadderFolder, given: dict[str, Any]) -> EpisodeSett
     settings = ladder.settings.episode_settings
     flat = {**settings.model_dump(exclude={"limits"}), **settings.limits.model_dump(), **given}
     return EpisodeSettings.from_options(flat)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A stored match, to be played again: its seed, its seats' versions (``NAME@vN``) and specs, its
+    result and its stamp (None: stored before stamps were kept)."""
+
+    match_id: int
+    seed: int
+    seats: list[str]
+    specs: list[PolicySpec]
+    result: EpisodeResult
+    stamp: dict[str, Any] | None
+    stamp_now: dict[str, Any]
+
+
+def replay(ladder: LadderFolder, match_id: int, settings: EpisodeSettings) -> Replay:
+    """Played match ``match_id`` of the ladder, with the stamp it would get now under ``settings``
+    (its versions' digests from their files as they are on disk); NotFound for one it has not played."""
+    with reading(ladder.engine) as connection:
+        row = reads.played_match(connection, match_id)
+        if row is None:
+            raise NotFound(f"this ladder has no played match {match_id}: policybox ladder status DIR lists its matches")
+        seats = reads.seats_of(connection, [match_id])
+    labels = [f"{seat.name}@v{seat.number}" for seat in seats]
+    stored = {label: ladder.stored(seat.version_id) for label, seat in zip(labels, seats, strict=True)}
+    digests = {label: digest_now(kept.spec, ladder.folder / "versions") for label, kept in stored.items()}
+    return Replay(
+        match_id=match_id,
+        seed=row.seed,
+        seats=labels,
+        specs=[stored[label].spec for label in labels],
+        result=EpisodeResult.model_validate(row.result),
+        stamp=row.stamp,
+        stamp_now=stamp.match_stamp(settings, len(seats), row.seed, digests),
+    )
+
+
+def outcome_changes(seats: Sequence[str], then: EpisodeResult, now: EpisodeResult) -> list[str]:
+    """Each seat whose reward or status differs between two plays of a match, one sentence each."""
+    found = []
+    for label, was, is_ in zip(seats, then.agents, now.agents, strict=True):
+        if was.reward != is_.reward:
+            found.append(f"seat {was.agent_id} ({label}): reward was {was.reward:g}, is {is_.reward:g}")
+        if was.status != is_.status:
+            found.append(f"seat {was.agent_id} ({label}): status was {was.status.value}, is {is_.status.value}")
+    return found
+
+
+def stamp_changes(found: Replay) -> list[str]:
+    """What changed since the match was played, as its stamp says; for a match without one, that."""
+    if found.stamp is None:
+        return [f"match {found.match_id} has no stamp (stored before policybox kept them): nothing to compare"]
+    return stamp.differences(found.stamp, found.stamp_now)

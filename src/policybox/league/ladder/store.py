@@ -10,6 +10,7 @@ match or after it, never between.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import secrets
 from collections.abc import Iterable, Sequence
@@ -20,10 +21,11 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult, and_, func, select
 
 from policybox.league import ranking
-from policybox.league.ladder import life
+from policybox.league.ladder import life, stamp
 from policybox.league.ladder.database import (
     match_seats,
     matches,
+    meta,
     names,
     owners,
     qualifications,
@@ -37,6 +39,7 @@ from policybox.league.ladder.database import (
 )
 from policybox.league.ladder.matchmaking import Candidate
 from policybox.results import EpisodeResult
+from policybox.settings import EpisodeSettings
 
 PLAYING = life.PLAYING
 QUALIFIED = life.QUALIFIED
@@ -375,7 +378,12 @@ def record_match(
     connection.execute(
         matches.update()
         .where(matches.c.id == match_id)
-        .values(state="played", played_at=now(), result=result.model_dump(mode="json"))
+        .values(
+            state="played",
+            played_at=now(),
+            result=result.model_dump(mode="json"),
+            stamp=_stamp(connection, match_id, seats),
+        )
     )
     for agent in result.agents:
         failure = agent.failure
@@ -423,6 +431,18 @@ def record_match(
             )
         )
     ]
+
+
+def _stamp(connection: Connection, match_id: int, seats: list[int]) -> dict[str, Any]:
+    """The match's stamp (``policybox.league.ladder.stamp``): the ladder's game as its settings say,
+    the match's seed, and its versions' digests."""
+    ladder = json.loads(connection.execute(select(meta.c.value).where(meta.c.key == "settings")).scalar_one())
+    seed = connection.execute(select(matches.c.seed).where(matches.c.id == match_id)).scalar_one()
+    digests = {
+        f"{row.name}@v{row.number}": row.digest
+        for row in connection.execute(_versions_query().where(versions.c.id.in_(seats)))
+    }
+    return stamp.match_stamp(EpisodeSettings.model_validate(ladder["settings"]), ladder["agents"], seed, digests)
 
 
 def _count_match(

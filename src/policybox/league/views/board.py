@@ -239,6 +239,16 @@ class Opponent(ranking.Tally):
     matches: int = 0
 
 
+class ProblemOpponent(BaseModel):
+    """How a name does against another, against what their ratings expect (RoboRumble's ProblemBot index)."""
+
+    name: str
+    matches: int
+    actual: float = Field(description="Its score per match against it: a win 1, a draw ½, a loss 0")
+    expected: float = Field(description="What their current ratings expect of it (ranking.expected_share)")
+    problem: float = Field(description="actual - expected: below 0, it does worse against it than its rating says")
+
+
 class SeatRecord(BaseModel):
     seat: int
     plays: int
@@ -301,6 +311,15 @@ class NamePage(BaseModel):
     versions: list[VersionInfo]
     history: list[RatingPoint]
     head_to_head: list[Opponent]
+    cycles: list[list[str]] = Field(
+        default_factory=list,
+        description="The rock-paper-scissors cycles it is in, [a, b, c]: a clearly beats b, b c, and c a "
+        "(ranking.cycles), each from this name",
+    )
+    problems: list[ProblemOpponent] = Field(
+        default_factory=list,
+        description="Each opponent's actual score minus the expected, worst first: both rated names' only",
+    )
     seats: list[SeatRecord]
     recent: list[MatchRow]
     failures: list[FailureRow]
@@ -326,7 +345,9 @@ def name_page(ladder: LadderFolder, name: str, private: bool = False) -> NamePag
             standing=standing,
             versions=[_version_info(v, private) for v in own],
             history=_history(connection, ids),
-            head_to_head=_opponents(connection, ids),
+            head_to_head=(opponents := _opponents(connection, ids)),
+            problems=_problems(name, opponents, store.current_versions(connection)),
+            cycles=_cycles_of(connection, name),
             seats=_seat_records(connection, ids),
             recent=match_rows(connection, ladder.settings.rank_by, ids, RECENT),
             failures=_failures(connection, ids, private),
@@ -369,6 +390,47 @@ def _opponents(connection: Connection, ids: dict[int, int]) -> list[Opponent]:
         for r in reads.meetings(connection, ids)
     )
     return [Opponent(name=name, matches=t.played, **t.model_dump()) for name, t in sorted(tallies.items())]
+
+
+def _cycles_of(connection: Connection, name: str) -> list[list[str]]:
+    """The rock-paper-scissors cycles ``name`` is in, among every pair of names that met, each from it."""
+    tallies = ranking.head_to_head(
+        (
+            (r.name, r.their_name),
+            ranking.Outcome(r.score, r.forfeited),
+            ranking.Outcome(r.their_score, r.their_forfeit),
+        )
+        for r in reads.all_meetings(connection)
+    )
+    found = []
+    for cycle in ranking.cycles(tallies):
+        if name in cycle:
+            at = cycle.index(name)
+            found.append([*cycle[at:], *cycle[:at]])
+    return found
+
+
+def _problems(name: str, opponents: list[Opponent], current: dict[str, Any]) -> list[ProblemOpponent]:
+    """Its opponents by how much worse it does against each than the two names' current ratings expect."""
+
+    def rated(who: str) -> Any:
+        row = current.get(who)
+        return None if row is None or row.mu is None else ranking.MODEL.rating(mu=row.mu, sigma=row.sigma)
+
+    mine = rated(name)
+    found = []
+    for opponent in opponents:
+        theirs = rated(opponent.name)
+        if mine is None or theirs is None or not opponent.played:
+            continue
+        expected = ranking.expected_share(mine, theirs)
+        problem = opponent.share - expected
+        found.append(
+            ProblemOpponent(
+                name=opponent.name, matches=opponent.matches, actual=opponent.share, expected=expected, problem=problem
+            )
+        )
+    return sorted(found, key=lambda p: (p.problem, p.name))
 
 
 def _seat_records(connection: Connection, ids: dict[int, int]) -> list[SeatRecord]:
@@ -532,6 +594,15 @@ class MatchPage(BaseModel):
     replay_command: str = Field(
         description="The policybox run command that plays this match again: DIR is the ladder's folder (rerun)"
     )
+    check_command: str = Field(
+        description="The policybox run command that plays this match again and says whether it ends the same, "
+        "and what changed since it was played (its stamp)"
+    )
+    stamp: dict[str, Any] | None = Field(
+        default=None,
+        description="What it was played with (policybox.league.ladder.stamp): policybox's and the game's package "
+        "versions, the game config's sha256, the seed, each version's digest; None: stored before stamps were kept",
+    )
     replay_file: str | None = Field(
         default=None,
         description="Its replay's file name in the ladder's replays folder (MettaGrid's, or a PettingZoo game's "
@@ -602,6 +673,8 @@ def match_page(ladder: LadderFolder, match_id: int, private_for: set[str] | None
         sandbox=result.sandbox,
         agents=agents,
         replay_command=rerun.command(result.seed, [(seat.name, seat.version) for seat in seats]),
+        check_command=rerun.match_command(row.id),
+        stamp=row.stamp,
         replay_file=replay.name if replay.is_file() else None,
         replay_note=replay_note,
         moves=moves,

@@ -16,6 +16,8 @@ the independent sample. The rules -- forfeits, ratings, standings, intervals -- 
   interval compared with the next row's. A policy without a finished episode is listed last, unranked.
 - **Head-to-head**: for each pair of policies that shared an episode, the episodes in which one beat
   the other under the same rule (a win), drew, or lost; and the mean difference of their scores.
+- **Cycles**: rock-paper-scissors triples, each clearly beating the next (``ranking.cycles``:
+  its score share's Wilson 95% interval above ½), the last the first.
 - **Failures**: per policy, each (status, cause) its agents ended with, how often, and one example.
 """
 
@@ -105,6 +107,11 @@ class Summary(BaseModel):
     head_to_head: dict[str, dict[str, HeadToHead]] = Field(
         description="head_to_head[a][b]: a's record against b, for every pair that shared an episode"
     )
+    cycles: list[list[str]] = Field(
+        default_factory=list,
+        description="Rock-paper-scissors cycles [a, b, c]: a clearly beats b, b c, and c a (ranking.cycles), "
+        "each from its best-placed policy",
+    )
 
 
 def summarize(
@@ -141,7 +148,8 @@ def summarize(
         incomplete=dict(sorted((incomplete or {}).items())),
         ranking=order,
         policies=entries,
-        head_to_head=_head_to_head(order, outcomes),
+        head_to_head=(table := _head_to_head(order, outcomes)),
+        cycles=[list(cycle) for cycle in ranking.cycles({(a, b): r for a in table for b, r in table[a].items()})],
     )
 
 

@@ -1,0 +1,117 @@
+"""A stamp on every match, and ``policybox run --ladder DIR --match ID``: a stored match played again
+ends the same; one whose environment changed since names what changed (policybox's version, a
+version's files); an unknown match is one clear error; a match of an older schema has no stamp."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import policy
+from sqlalchemy import select, update
+from starlette.testclient import TestClient
+
+import policybox
+from policybox import EpisodeSettings, LadderSettings
+from policybox.ladder import Ladder
+from policybox.league.ladder import database
+from policybox.league.ladder.database import matches
+from policybox.league.web.app import make_app
+
+RPS = "pettingzoo:pettingzoo.classic.rps_v2:parallel_env"
+MOVES = ("rock", "paper", "scissors")
+
+
+def rps_ladder(folder: Path, names: tuple[str, ...] = MOVES, matches: int = 6) -> Ladder:
+    """A rock-paper-scissors ladder of bots that always play one move, its matches played."""
+    made = LadderSettings(settings=EpisodeSettings(env=RPS, steps=10), agents=2, placement_matches=0)
+    ladder = Ladder.create(folder, made)
+    for name in names:
+        ladder.submit(name, policy(f"rps_bots.py:{name.title()}"))
+    if matches:
+        ladder.run(matches=matches, workers=1)
+    return ladder
+
+
+@pytest.fixture(scope="module")
+def cup(tmp_path_factory) -> Iterator[Path]:
+    folder = tmp_path_factory.mktemp("stamp") / "cup"
+    with rps_ladder(folder):
+        pass
+    yield folder
+
+
+def again(folder: Path, match_id: int, tmp_path: Path) -> subprocess.CompletedProcess:
+    args = ["run", "--ladder", str(folder), "--match", str(match_id), "--log-dir", str(tmp_path / "logs")]
+    return subprocess.run([sys.executable, "-m", "policybox", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_every_match_is_stamped_and_its_page_shows_the_stamp_and_the_command(cup):
+    with TestClient(make_app(cup)) as client:
+        page = client.get("/api/matches/1").json()
+        html = client.get("/matches/1").text
+    stamp = page["stamp"]
+    assert stamp["policybox"] == policybox.__version__ and set(stamp["packages"]) == {"pettingzoo"}
+    assert stamp["seed"] == page["seed"] and len(stamp["config_sha256"]) == 64
+    seated = {f"{agent['name']}@v{agent['version']}" for agent in page["agents"]}
+    assert set(stamp["versions"]) == seated and all(len(digest) == 64 for digest in stamp["versions"].values())
+    assert page["check_command"] == "policybox run --ladder DIR --match 1"
+    assert page["check_command"] in html and stamp["config_sha256"] in html
+
+
+def test_a_stored_match_played_again_ends_the_same(cup, tmp_path):
+    ran = again(cup, 1, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "match 1 played again: every reward and status as stored" in ran.stdout
+    assert "changed" not in ran.stderr
+
+
+def test_another_policybox_version_in_the_stamp_is_named(cup, tmp_path):
+    with Ladder.open(cup) as ladder, database.transaction(ladder.engine) as connection:
+        stamp = connection.execute(select(matches.c.stamp).where(matches.c.id == 2)).scalar_one()
+        connection.execute(update(matches).where(matches.c.id == 2).values(stamp={**stamp, "policybox": "0.0.1"}))
+    ran = again(cup, 2, tmp_path)
+    assert ran.returncode == 0, ran.stderr  # it still ends the same
+    assert f"policybox was 0.0.1, is {policybox.__version__}" in ran.stderr
+
+
+def test_a_version_whose_files_changed_on_disk_is_named_with_the_seats_that_differ(tmp_path):
+    with rps_ladder(tmp_path / "cup", ("rock", "scissors"), matches=1) as ladder:
+        rock = ladder.stored(1).spec  # rock@v1: its kept copy of rps_bots.py
+    kept = Path(rock.class_path.split(":")[0]) if ":" in rock.class_path else None
+    assert kept is not None and kept.is_file(), rock
+    mode = kept.stat().st_mode
+    kept.chmod(0o600)
+    defined = "class Rock(_Always):\n    move = "
+    kept.write_text(kept.read_text().replace(f"{defined}0", f"{defined}1"))  # rock plays paper now
+    kept.chmod(mode)
+    ran = again(tmp_path / "cup", 1, tmp_path)
+    assert ran.returncode == 1, ran.stderr
+    assert "match 1 played again differs from the stored result" in ran.stderr
+    assert "rock@v1's files changed on disk" in ran.stderr  # scissors@v1's too: the two share one kept file
+    assert ran.stderr.count("reward was") == 2  # both seats: rock now plays paper, and loses
+
+
+def test_an_unknown_match_is_one_clear_error(cup, tmp_path):
+    for match_id in ("999", "0"):
+        ran = again(cup, int(match_id), tmp_path)
+        assert ran.returncode == 2 and f"this ladder has no played match {match_id}" in ran.stderr, ran.stderr
+        assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+    ran = subprocess.run([sys.executable, "-m", "policybox", "run", "--match", "1"], capture_output=True, text=True)
+    assert ran.returncode == 2 and "give --ladder DIR" in ran.stderr, ran.stderr
+
+
+def test_a_database_of_schema_4_gets_the_stamp_column_its_matches_none(tmp_path):
+    folder = tmp_path / "cup"
+    with rps_ladder(folder, ("rock", "paper"), matches=1) as ladder, ladder.engine.begin() as connection:
+        connection.exec_driver_sql("ALTER TABLE matches DROP COLUMN stamp")
+        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="4"))
+    ran = again(folder, 1, tmp_path)  # migrates it to the current schema first
+    assert ran.returncode == 0, ran.stderr
+    assert "match 1 has no stamp (stored before policybox kept them)" in ran.stderr
+    with TestClient(make_app(folder)) as client:
+        assert client.get("/api/matches/1").json()["stamp"] is None
+        assert "No stamp: this match was stored before policybox kept them." in client.get("/matches/1").text
