@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from policybox.league import ranking
 from policybox.league.ranking import RankBy, Rating, Reward
+from policybox.league.stats.plackett_luce import FinalRanking
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure
 from policybox.spec import PolicySpec
 
@@ -104,6 +105,11 @@ class Summary(BaseModel):
     policies: list[PolicySummary] = Field(description="One per policy, in ranking order")
     head_to_head: dict[str, dict[str, HeadToHead]] = Field(
         description="head_to_head[a][b]: a's record against b, for every pair that shared an episode"
+    )
+    final: FinalRanking | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="A final's ranking (a tournament seated balanced: evaluate --final); absent otherwise",
     )
 
 
