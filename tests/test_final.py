@@ -17,12 +17,15 @@ from collections import Counter
 from pathlib import Path
 
 from sqlalchemy import func, select
+from starlette.testclient import TestClient
 
 import policybox
 from policybox.ladder import Ladder
+from policybox.league import report
 from policybox.league.evaluate.final import cycle, whole_cycles
 from policybox.league.ladder.database import final_matches, finals, matches, versions
 from policybox.league.ladder.final import separating_match
+from policybox.league.web.app import make_app
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 GAME = str(EXAMPLES / "moves.yaml")
@@ -110,7 +113,11 @@ def make_ladder(folder: Path) -> None:
     assert made.returncode == 0, made.stderr
     for name, spec in [("wanderer", WANDERER), ("random", "random"), ("noop", "noop"), ("idle", "noop,name=idle")]:
         assert ladder("submit", str(folder), name, spec).returncode == 0
-    assert ladder("run", str(folder), "--matches", "6", "--workers", "2").returncode == 0
+    for _ in range(5):  # until every name has played (then each is ranked, so in the final's field)
+        assert ladder("run", str(folder), "--matches", "4", "--workers", "2").returncode == 0
+        if all(played for _, _, played in _ratings(folder).values()):
+            return
+    raise AssertionError("a name never played")
 
 
 def test_ladder_final_freezes_is_unrated_resumes_and_lets_nothing_else_play(tmp_path):
@@ -164,7 +171,33 @@ def test_ladder_final_freezes_is_unrated_resumes_and_lets_nothing_else_play(tmp_
         assert connection.execute(select(func.count()).select_from(matches)).scalar() == rated_matches
         assert connection.execute(select(finals.c.state)).scalars().all() == ["done"]
 
+    _check_page_and_report(folder, shown)
+
     # The final done, the ladder goes on: the waiting versions qualify and play.
     assert ladder("run", str(folder), "--matches", "2", "--workers", "2").returncode == 0
     assert len(_ratings(folder)) == len(before) + 2
     assert sum(row[2] for row in _ratings(folder).values()) > sum(row[2] for row in before.values())
+
+
+def _check_page_and_report(folder: Path, shown: dict) -> None:
+    """/final and /api/final show what ``ladder final --json`` did; the nav links to it; the report has its section."""
+    with TestClient(make_app(folder)) as client:
+        assert client.get("/api/final").json() == shown
+        page = client.get("/final")
+        assert page.status_code == 200 and "Final 1" in page.text and page.text.count('<td class="name">') == 4
+        assert '<a href="/final">final</a>' in client.get("/").text
+    written = report.write_report(folder)
+    assert "Final ranking" in written.read_text() and 'id="final"' in written.read_text()
+
+
+def test_a_ladder_without_a_final_has_no_final_page(tmp_path):
+    folder = tmp_path / "empty"
+    assert ladder("init", str(folder), "--env", GAME, "--steps", "10").returncode == 0
+    with TestClient(make_app(folder)) as client:
+        assert client.get("/api/final").status_code == 404
+        assert "no final" in client.get("/final").text
+        assert '<a href="/final">' not in client.get("/").text
+    shown = ladder("final", str(folder), "--show")
+    assert shown.returncode == 2 and "has had no final" in shown.stderr
+    refused = ladder("final", str(folder))
+    assert refused.returncode != 0 and "at least two ranked names" in refused.stderr
