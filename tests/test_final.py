@@ -22,9 +22,9 @@ from starlette.testclient import TestClient
 import policybox
 from policybox.ladder import Ladder
 from policybox.league import report
-from policybox.league.evaluate.final import cycle, whole_cycles
 from policybox.league.ladder.database import final_matches, finals, matches, versions
 from policybox.league.ladder.final import separating_match
+from policybox.league.play.seating import cycle, whole_cycles
 from policybox.league.web.app import make_app
 
 EXAMPLES = Path(__file__).parents[1] / "examples"

@@ -20,13 +20,12 @@ from policybox.episode import assign_policies, default_log_dir, run_episode
 from policybox.errors import SpecError
 from policybox.files.setup_scripts import prepared_for_now
 from policybox.inert import shown
-from policybox.league.evaluate.final import cycle
 from policybox.league.evaluate.results_folder import REPORT_FILE, as_final, load_summary, play_tournament
 from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
 from policybox.league.ladder import rerun
 from policybox.league.ladder.folder import LadderFolder
 from policybox.league.play.backends import Backend, ray_backend
-from policybox.league.play.seating import Seating
+from policybox.league.play.seating import Seating, cycle
 from policybox.league.play.tournament import Tournament, entrants, game_file_relative_to, load_tournament_file
 from policybox.league.ranking import RankBy
 from policybox.league.views.summary import Summary

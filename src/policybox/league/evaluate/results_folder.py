@@ -36,13 +36,13 @@ from typing import Any
 
 from policybox.errors import SpecError
 from policybox.files.setup_scripts import prepared
-from policybox.league.evaluate.final import rank_records, whole_cycles
 from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
 from policybox.league.play.backends import Backend, open_runner
 from policybox.league.play.runner import EpisodeJob, EpisodeRunner, play_all
-from policybox.league.play.seating import Seating
+from policybox.league.play.seating import Seating, whole_cycles
 from policybox.league.play.tournament import Tournament, entrants
 from policybox.league.ranking import RankBy
+from policybox.league.stats.final_placings import rank_records
 from policybox.league.views.summary import Summary, summarize
 from policybox.results import EpisodeRecord, EpisodeResult
 from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
@@ -97,9 +97,9 @@ def evaluate(
     ``agents``: the game's own number by default, 4 for games of any size (arena, navigation).
     ``backend="ray"`` plays the episodes on a Ray cluster (``ray_address``, or a Ray started for the
     run). ``rank_by``: ``forfeit`` (a failed agent forfeits its episode) or ``reward`` (the game's
-    reward alone; see ``policybox.league.ranking``). ``final=True`` plays a final
-    (``policybox.league.evaluate.final``): balanced seating, ``episodes`` rounded up to whole cycles,
-    and the summary's ``final`` ranking. Calling it again with the same arguments resumes into
+    reward alone; see ``policybox.league.ranking``). ``final=True`` plays a final: balanced
+    seating, ``episodes`` rounded up to whole cycles (``seating.cycle``), and the summary's ``final``
+    ranking (``policybox.league.stats.final_placings``). Calling it again with the same arguments resumes into
     ``out``, whatever the backend; with more ``episodes``, it grows the tournament."""
     sources = [p.model_dump() if isinstance(p, PolicySpec) else p for p in policies]
     episode_settings = EpisodeSettings.from_options(settings)

@@ -303,7 +303,7 @@ finals = Table(
     Column("created_at", String(32), nullable=False),
     Column("state", String(16), nullable=False),  # open | done
     Column("version_ids", JSON, nullable=False),  # the frozen field
-    Column("rounds", Integer, nullable=False),  # cycles of the balanced schedule (policybox.league.evaluate.final)
+    Column("rounds", Integer, nullable=False),  # whole cycles of the balanced schedule (seating.cycle)
     Column("seed", Integer, nullable=False),
 )
 

@@ -6,7 +6,7 @@ version submitted or activated later does not play in it; and while a final is o
 plays no rated match and activates nothing (``run_loop``'s rule: it waits), so new submissions wait.
 
 **The schedule** is ``balanced`` seating's (``policybox.league.play.seating``) over the frozen
-versions, ``rounds`` whole cycles (``policybox.league.evaluate.final.cycle``): every version plays
+versions, ``rounds`` whole cycles (``seating.cycle``): every version plays
 equally often, in every seat equally often. All of it is stored when the final opens, each match
 with its seed and seats, so a final that is killed continues where it was, run again: the matches
 stored as played are kept, the others played.
@@ -16,7 +16,7 @@ stored as played are kept, the others played.
 fail every time void -- and stored with their placing (by the ladder's ranking rule) in the final's
 own table, never in ``matches``: they are not rated. OpenSkill stays the online rating.
 
-**The ranking** is ``policybox.league.evaluate.final.rank_placings`` over every played match of the
+**The ranking** is ``policybox.league.stats.final_placings.rank_placings`` over every played match of the
 final (Plackett-Luce, bootstrap intervals, rank probabilities, groups). With ``until_separated`` N,
 up to N more matches go to the adjacent pairs still uncertain (``uncertain_pairs``): one match per
 such pair a batch, the pair seated together and the other seats given to the versions that played
@@ -34,7 +34,6 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
 from policybox.league import ranking
-from policybox.league.evaluate.final import Placing, cycle, placing, rank_placings
 from policybox.league.ladder import store
 from policybox.league.ladder.database import (
     LadderError,
@@ -49,8 +48,9 @@ from policybox.league.ladder.folder import LadderFolder
 from policybox.league.ladder.run_loop import episode_job
 from policybox.league.play.backends import Backend, open_runner
 from policybox.league.play.runner import EpisodeRunner, play_all
-from policybox.league.play.seating import balanced_seats
+from policybox.league.play.seating import balanced_seats, cycle
 from policybox.league.play.tournament import episode_seed
+from policybox.league.stats.final_placings import Placing, placing, rank_placings
 from policybox.league.stats.plackett_luce import FinalRanking, uncertain_pairs
 from policybox.results import EpisodeResult
 

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from policybox.league.ladder.final import FinalState
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ranking import Reward
-from policybox.league.views import board, final, plots, rules
+from policybox.league.views import board, final_page, plots, rules
 from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
 
@@ -68,7 +68,7 @@ class Page:
             "viewer": who,
             "json_url": f"{api}?{request.url.query}" if request.url.query else str(api),
             "plots": self.plots(model),
-            "has_final": final.has_final(request.app.state.site.reader),
+            "has_final": final_page.has_final(request.app.state.site.reader),
         }
         return render.page(request, self.template, context)
 
@@ -109,7 +109,7 @@ def _rules(ladder: LadderFolder, request: Request, who: Viewer) -> rules.Rules:
 
 
 def _final(ladder: LadderFolder, request: Request, who: Viewer) -> FinalState:
-    return final.final_page(ladder)
+    return final_page.final_page(ladder)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,12 +1,7 @@
-"""A final: a tournament seated by the ``balanced`` schedule and ranked by a Plackett-Luce fit.
+"""A final's ranking: its episodes, each as a placing, ranked by a Plackett-Luce fit.
 
-A final's episodes are ``balanced`` seating's (``policybox.league.play.seating``), as many as make
-whole cycles: a cycle is the episodes after which every name has played equally often and taken
-every seat equally often -- P episodes of P names -- or, in a game of two seats, the P(P - 1)
-episodes of a double round robin, after which every pair has also met equally often, in both seat
-orders.
-
-Each episode counts as its placing (groups of names, best first; a group is a shared place) by the
+A final plays ``balanced`` seating's schedule (``policybox.league.play.seating``) in whole cycles
+(``seating.cycle``). Each episode counts as its placing (groups of names, best first; a group is a shared place) by the
 tournament's ranking rule (``ranking.episode_outcomes`` and ``ranking.places``), and the placings are
 ranked by ``policybox.league.stats.plackett_luce.final_ranking``: strengths with intervals, rank
 probabilities, and groups of names the data cannot order. ``evaluate --final`` and ``ladder final``
@@ -23,17 +18,6 @@ from policybox.league.stats.plackett_luce import FinalRanking, final_ranking
 from policybox.results import EpisodeRecord
 
 Placing = list[list[str]]
-
-
-def cycle(policies: int, seats: int) -> int:
-    """Episodes in one cycle of the balanced schedule (see the module's docstring)."""
-    return policies * (policies - 1) if seats == 2 and policies > 2 else policies
-
-
-def whole_cycles(episodes: int, policies: int, seats: int) -> int:
-    """``episodes`` rounded up to a whole number of cycles (at least one)."""
-    length = cycle(policies, seats)
-    return max(1, -(-episodes // length)) * length
 
 
 def placing(outcomes: dict[str, ranking.Outcome]) -> Placing:
