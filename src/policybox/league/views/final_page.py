@@ -1,18 +1,21 @@
-"""The ladder's latest final (``ladder final``) as the ``/final`` page, its JSON and the report show it."""
+"""The ladder's latest final (``ladder final``) as the ``/final`` page and its JSON show it."""
 
 from __future__ import annotations
 
-from policybox.errors import NotFound
+from pydantic import BaseModel, Field
+
 from policybox.league.ladder.final import FinalState, latest_final
 from policybox.league.ladder.folder import LadderFolder
 
 
-def final_page(ladder: LadderFolder) -> FinalState:
-    """The latest final, open or done, with its ranking so far; NotFound (a 404) when there has been none."""
-    final = latest_final(ladder)
-    if final is None:
-        raise NotFound("this ladder has had no final: ladder final DIR plays one")
-    return final
+class FinalPage(BaseModel):
+    """The ``/final`` page: the latest final, or none when the ladder has had none yet."""
+
+    final: FinalState | None = Field(description="The latest final, open or done, with its ranking so far")
+
+
+def final_page(ladder: LadderFolder) -> FinalPage:
+    return FinalPage(final=latest_final(ladder))
 
 
 def has_final(ladder: LadderFolder) -> bool:

@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from policybox.league.ladder.final import FinalState
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ranking import Reward
 from policybox.league.views import board, final_page, plots, rules
@@ -108,7 +107,7 @@ def _rules(ladder: LadderFolder, request: Request, who: Viewer) -> rules.Rules:
     return rules.rules(ladder, request.app.state.site.upload_cap)
 
 
-def _final(ladder: LadderFolder, request: Request, who: Viewer) -> FinalState:
+def _final(ladder: LadderFolder, request: Request, who: Viewer) -> final_page.FinalPage:
     return final_page.final_page(ladder)
 
 
