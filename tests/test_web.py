@@ -45,7 +45,7 @@ SECRET_VALUE = "env-secret-4b1d"
 LOG_OF = {"alpha": "ALPHA-LOG-SECRET", "beta": "BETA-LOG-SECRET"}
 TRACEBACK = "Traceback (most recent call last)"
 REPLAY = b"a compressed MettaGrid replay"
-PAGE_KEYS = {"request", "page", "viewer", "json_url", "plots"}
+PAGE_KEYS = {"request", "page", "viewer", "json_url", "plots", "has_final"}  # has_final: the nav links /final
 
 
 @dataclass

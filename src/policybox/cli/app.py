@@ -15,18 +15,18 @@ import policybox
 from policybox.cli.common import POLICY_HELP, check_folder, console, error_line, errors, guarded, show_warning
 from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import EPISODE_OPTION_NAMES, with_episode_options
-from policybox.cli.tables import show_episode, show_summary
+from policybox.cli.tables import show_episode, show_final, show_summary
 from policybox.cli.verdict import ALPHA, BETA, EFFECT, MAX_EPISODES, WORKERS, live_line, show_result
 from policybox.episode import assign_policies, default_log_dir, run_episode
 from policybox.errors import SpecError
 from policybox.files.setup_scripts import prepared_for_now
 from policybox.inert import shown
-from policybox.league.evaluate.results_folder import REPORT_FILE, load_summary, play_tournament
+from policybox.league.evaluate.results_folder import REPORT_FILE, as_final, load_summary, play_tournament
 from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
 from policybox.league.ladder import rerun
 from policybox.league.ladder.folder import LadderFolder
 from policybox.league.play.backends import Backend, ray_backend
-from policybox.league.play.seating import Seating
+from policybox.league.play.seating import Seating, cycle
 from policybox.league.play.tournament import Tournament, entrants, game_file_relative_to, load_tournament_file
 from policybox.league.ranking import RankBy
 from policybox.league.views.summary import Summary
@@ -305,6 +305,14 @@ def evaluate(
         bool,
         typer.Option("--report", help="At the end, write DIR/report.html: the leaderboard as one self-contained page."),
     ] = False,
+    final: Annotated[
+        bool,
+        typer.Option(
+            "--final",
+            help="A final: balanced seating (every policy equally often, in every seat equally often), episodes "
+            "rounded up to whole cycles, and a Plackett-Luce ranking with intervals, groups and rank probabilities.",
+        ),
+    ] = False,
 ) -> None:
     """Play a tournament: many isolated episodes, seats rotated, scores with intervals and ratings.
 
@@ -340,6 +348,7 @@ TOURNAMENT_KEYS = {
     "backend",
     "ray_address",
     "rank_by",
+    "final",
 } | EPISODE_OPTION_NAMES
 
 
@@ -383,6 +392,12 @@ def _tournament(values: dict[str, Any], tournament_file: Path | None, from_file:
         settings=settings,
         rank_by=values.get("rank_by") or "forfeit",
     )
+    if values.get("final"):
+        tournament = as_final(tournament)
+        length = cycle(len(tournament.entrants), tournament.agents)
+        console.print(
+            shown(f"final: balanced seating, {tournament.episodes} episodes (whole cycles of {length})", "dim")
+        )
     return tournament, out_dir
 
 
@@ -421,6 +436,8 @@ def _play_tournament(tournament: Tournament, out_dir: Path, values: dict[str, An
 
 def _show_summary(board: Summary) -> None:
     show_summary(console, board)
+    if board.final is not None:
+        show_final(console, board.final)
 
 
 @app.command()

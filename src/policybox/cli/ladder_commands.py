@@ -268,6 +268,61 @@ def _run_with_progress(
 
 
 @ladder_app.command()
+def final(
+    folder: DIR,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=1000,
+            metavar="R",
+            help="Cycles of the balanced schedule: every name plays equally often, in every seat equally often.",
+        ),
+    ] = 2,
+    until_separated: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="Then up to N more matches for the pairs whose order is still uncertain (stops once none is).",
+        ),
+    ] = 0,
+    workers: Annotated[int | None, typer.Option(min=1, max=256, metavar="N", help="Matches played at once.")] = None,
+    show_only: Annotated[
+        bool, typer.Option("--show", help="Show the latest final without playing (or starting) one.")
+    ] = False,
+    json: JSON = False,
+) -> None:
+    """A final ranking with its uncertainty: freeze the field (each ranked name's playing version),
+    play the balanced schedule over it -- unrated -- and rank by a Plackett-Luce fit with intervals,
+    rank probabilities and groups. While it is open, ladder run plays nothing and new submissions wait.
+    A final that is stopped continues, run again."""
+    from policybox.league.ladder.final import latest_final, play_final
+
+    with (
+        guarded("every stored match of the final is kept; run it again to carry on"),
+        _open(folder, read_only=show_only) as ladder,
+    ):
+        if show_only:
+            result = latest_final(ladder)
+            if result is None:
+                raise typer.BadParameter(f"{folder} has had no final", param_hint="DIR")
+        else:
+            result = play_final(ladder, rounds, until_separated, workers)
+    if json:
+        console.print_json(result.model_dump_json())
+        return
+    void = f", {result.void} void" if result.void else ""
+    console.print(
+        shown(
+            f"final {result.id} ({result.state}): {result.played} of {result.scheduled} matches played{void}, "
+            f"{result.rounds} rounds over {', '.join(result.versions)}"
+        )
+    )
+    tables.show_final(console, result.ranking)
+
+
+@ladder_app.command()
 def status(folder: DIR, json: JSON = False) -> None:
     """The standings: one row per name (its playing version), best first."""
     from policybox.league.views import board

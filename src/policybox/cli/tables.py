@@ -18,6 +18,7 @@ from rich.text import Text
 
 from policybox.inert import shown
 from policybox.league.ladder.life import VersionState
+from policybox.league.stats.plackett_luce import FinalRanking
 from policybox.league.views.summary import HeadToHead, Summary, differing_stats
 from policybox.lines import first_line
 from policybox.results import AgentStatus, EpisodeResult
@@ -432,3 +433,38 @@ def show_tokens(console: Console, found: board.Tokens) -> None:
     for row in found.tokens:
         table.add_row(shown(row.team), str(row.token), row.created_at, row.last_used or "never", str(row.sessions))
     console.print(table)
+
+
+TOP_PLACES = 3  # the most likely places a final's table shows for each name
+
+
+def show_final(console: Console, final: FinalRanking) -> None:
+    """A final's ranking: place, name, group, strength with its interval, the chance of holding its
+    place and its most likely places; then the group rule."""
+    names = _Names()
+    level = f"{final.level:.0%}"
+    table = _table(f"final ranking · Plackett-Luce over {final.matches} matches · {final.resamples} resamples")
+    _number_column(table, "#")
+    table.add_column("name", no_wrap=True)
+    _number_column(table, "group")
+    _number_column(table, f"strength [{level}]")
+    _number_column(table, "P(#)")
+    table.add_column("likely places", no_wrap=True)
+    for entry in final.names:
+        table.add_row(
+            str(entry.rank),
+            names.cell(entry.name),
+            str(entry.group),
+            f"{entry.strength:+.2f} [{entry.low:+.2f}, {entry.high:+.2f}]",
+            f"{entry.rank_probabilities[entry.rank - 1]:.0%}",
+            likely_places(entry.rank_probabilities),
+        )
+    console.print(table)
+    names.show_full(console)
+    console.print(shown(f"groups: {final.rule}", "dim"))
+
+
+def likely_places(probabilities: list[float]) -> str:
+    """The most likely places and their chances, e.g. ``1: 62% · 2: 30%`` (places under 1% left out)."""
+    top = sorted(range(len(probabilities)), key=lambda place: -probabilities[place])[:TOP_PLACES]
+    return " · ".join(f"{place + 1}: {probabilities[place]:.0%}" for place in top if probabilities[place] >= 0.01)

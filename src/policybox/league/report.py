@@ -27,8 +27,10 @@ import policybox
 from policybox.errors import PolicyboxError
 from policybox.league import ranking
 from policybox.league.evaluate.results_folder import REPORT_FILE, TOURNAMENT_FILE, load_summary, load_tournament
+from policybox.league.ladder.final import FinalState, latest_final
 from policybox.league.ladder.folder import FOLDER_FILE, LadderFolder
 from policybox.league.ranking import Rating, Reward
+from policybox.league.stats.plackett_luce import FinalRanking
 from policybox.league.views import board, plots
 from policybox.league.views.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
 from policybox.league.views.templating import environment
@@ -106,6 +108,10 @@ class ReportData(BaseModel):
     histories: list[History] = Field(default_factory=list)
     qualifying: int = Field(default=0, description="A ladder's versions waiting for their qualification")
     rejections: list[Rejection] = Field(default_factory=list)
+    final: FinalRanking | None = Field(
+        default=None, description="The final ranking: a tournament's played as a final, or a ladder's latest final"
+    )
+    final_note: str | None = Field(default=None, description="What the final played, in words")
 
 
 def report_data(folder: Path) -> ReportData:
@@ -148,6 +154,8 @@ def _tournament_data(folder: Path) -> ReportData:
         incomplete=summary.incomplete,
         not_played=summary.episodes_expected - summary.episodes_done - len(summary.incomplete),
         game_faults=summary.game_faults,
+        final=summary.final,
+        final_note=None if summary.final is None else f"the balanced schedule of {summary.episodes_done} episodes",
     )
 
 
@@ -179,6 +187,7 @@ def _ladder_data(ladder: LadderFolder) -> ReportData:
     queue = board.queue(ladder, private_for=set())  # public: each reason's first line
     seats = ladder.settings.agents
     meetings = [Meeting(name=n, opponent=o.name, record=o) for n, page in pages.items() for o in page.head_to_head]
+    final = latest_final(ladder)
     return ReportData(
         kind="ladder",
         folder=ladder.folder.name,
@@ -196,6 +205,16 @@ def _ladder_data(ladder: LadderFolder) -> ReportData:
         histories=[History(name=name, points=page.history) for name, page in pages.items() if page.history],
         qualifying=len(queue.qualifying),
         rejections=[Rejection(name=r.name, version=r.version, reason=r.reason or "") for r in queue.rejected],
+        final=None if final is None else final.ranking,
+        final_note=None if final is None else final_note(final),
+    )
+
+
+def final_note(final: FinalState) -> str:
+    """A ladder's final in words: which, how far, over which versions, unrated."""
+    return (
+        f"final {final.id} ({final.state}, opened {final.created_at}): {final.played} of {final.scheduled} matches "
+        f"played over {', '.join(final.versions)}; its matches are not rated"
     )
 
 

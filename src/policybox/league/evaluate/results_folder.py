@@ -39,9 +39,10 @@ from policybox.files.setup_scripts import prepared
 from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
 from policybox.league.play.backends import Backend, open_runner
 from policybox.league.play.runner import EpisodeJob, EpisodeRunner, play_all
-from policybox.league.play.seating import Seating
+from policybox.league.play.seating import Seating, whole_cycles
 from policybox.league.play.tournament import Tournament, entrants
 from policybox.league.ranking import RankBy
+from policybox.league.stats.final_placings import rank_records
 from policybox.league.views.summary import Summary, summarize
 from policybox.results import EpisodeRecord, EpisodeResult
 from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
@@ -86,6 +87,7 @@ def evaluate(
     backend: Backend = "local",
     ray_address: str | None = None,
     rank_by: RankBy = "forfeit",
+    final: bool = False,
     **settings: Any,
 ) -> Summary:
     """Play a tournament and return its leaderboard: the Python form of ``policybox evaluate``.
@@ -95,7 +97,9 @@ def evaluate(
     ``agents``: the game's own number by default, 4 for games of any size (arena, navigation).
     ``backend="ray"`` plays the episodes on a Ray cluster (``ray_address``, or a Ray started for the
     run). ``rank_by``: ``forfeit`` (a failed agent forfeits its episode) or ``reward`` (the game's
-    reward alone; see ``policybox.league.ranking``). Calling it again with the same arguments resumes into
+    reward alone; see ``policybox.league.ranking``). ``final=True`` plays a final: balanced
+    seating, ``episodes`` rounded up to whole cycles (``seating.cycle``), and the summary's ``final``
+    ranking (``policybox.league.stats.final_placings``). Calling it again with the same arguments resumes into
     ``out``, whatever the backend; with more ``episodes``, it grows the tournament."""
     sources = [p.model_dump() if isinstance(p, PolicySpec) else p for p in policies]
     episode_settings = EpisodeSettings.from_options(settings)
@@ -107,7 +111,15 @@ def evaluate(
         settings=episode_settings,
         rank_by=rank_by,
     )
+    if final:
+        tournament = as_final(tournament)
     return play_tournament(tournament, Path(out), workers, replays, backend=backend, ray_address=ray_address)
+
+
+def as_final(tournament: Tournament) -> Tournament:
+    """The tournament as a final: balanced seating, its episodes rounded up to whole cycles."""
+    episodes = whole_cycles(tournament.episodes, len(tournament.entrants), tournament.agents)
+    return tournament.model_copy(update={"seating": "balanced", "episodes": episodes})
 
 
 def play_tournament(
@@ -224,8 +236,12 @@ def episode_job(tournament: Tournament, seats: list[int], folder: Path, episode:
 def _write_summary(
     tournament: Tournament, folder: Path, records: list[EpisodeRecord], incomplete: dict[int, str]
 ) -> Summary:
-    summary = summarize(
-        [(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete, tournament.rank_by
+    summary = _with_final(
+        tournament,
+        records,
+        summarize(
+            [(e.key, e.spec) for e in tournament.entrants], records, tournament.episodes, incomplete, tournament.rank_by
+        ),
     )
     write_atomically(folder / SUMMARY_FILE, summary.model_dump_json(indent=2))
     return summary
@@ -253,9 +269,17 @@ def load_summary(out_dir: Path) -> Summary:
     try:
         entries = [(e.key, e.spec) for e in tournament.entrants]
         incomplete = _still_incomplete(out_dir, set(records))
-        return summarize(entries, list(records.values()), tournament.episodes, incomplete, tournament.rank_by)
+        board = summarize(entries, list(records.values()), tournament.episodes, incomplete, tournament.rank_by)
+        return _with_final(tournament, list(records.values()), board)
     except ValueError as exc:  # results that do not belong to this tournament (edited by hand?)
         raise SpecError(f"{out_dir / RESULTS} does not match its {TOURNAMENT_FILE}: {exc}") from None
+
+
+def _with_final(tournament: Tournament, records: list[EpisodeRecord], summary: Summary) -> Summary:
+    """The summary, with the final ranking of its episodes when the tournament is a final (seated balanced)."""
+    if tournament.seating != "balanced":
+        return summary
+    return summary.model_copy(update={"final": rank_records(records, tournament.rank_by)})
 
 
 def load_tournament(out_dir: Path) -> Tournament:

@@ -293,6 +293,37 @@ sessions = Table(
 V3_TABLES = [token_uses, sessions]
 
 
+# Schema version 6: finals (``ladder final``). A final freezes the field -- the playing version of
+# every ranked name when it opens -- and plays the balanced schedule over it; its matches are its
+# own (never rated, never in ``matches``), each stored before it is played (so a killed final plays
+# it again) with its placing once played. While a final is ``open``, ``ladder run`` waits.
+finals = Table(
+    "finals",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("created_at", String(32), nullable=False),
+    Column("state", String(16), nullable=False),  # open | done
+    Column("version_ids", JSON, nullable=False),  # the frozen field
+    Column("rounds", Integer, nullable=False),  # whole cycles of the balanced schedule (seating.cycle)
+    Column("seed", Integer, nullable=False),
+)
+
+final_matches = Table(
+    "final_matches",
+    metadata,
+    Column("final_id", ForeignKey("finals.id"), primary_key=True),
+    Column("number", Integer, primary_key=True),  # its place in the final's schedule, then the separating matches
+    Column("seed", Integer, nullable=False),
+    Column("seats", JSON, nullable=False),  # the version id in each seat
+    Column("state", String(16), nullable=False),  # scheduled | played | void
+    Column("reason", PolicyText),  # why it is void
+    Column("placing", JSON),  # groups of names, best first (a group: a shared place)
+    Column("result", PolicyJSON),  # its EpisodeResult (secrets masked)
+    Column("played_at", String(32)),
+)
+FINALS_TABLES = [finals, final_matches]
+
+
 def _create_v1(connection: Connection) -> None:
     metadata.create_all(connection, tables=V1_TABLES)
 
@@ -331,6 +362,11 @@ def _add_stamp_v5(connection: Connection) -> None:
         connection.exec_driver_sql(f"ALTER TABLE matches ADD COLUMN stamp {kind}")
 
 
+def _add_finals_v6(connection: Connection) -> None:
+    """Schema version 6: the finals (``ladder final``) and their matches, never rated."""
+    metadata.create_all(connection, tables=FINALS_TABLES)
+
+
 # MIGRATIONS[n] brings a database from schema version n to n + 1. A migration never changes: a new
 # schema is a new function appended here (and a test that opens a database of the version before).
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -339,6 +375,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _add_sessions_v3,
     _supersede_v4,
     _add_stamp_v5,
+    _add_finals_v6,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

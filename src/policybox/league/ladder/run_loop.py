@@ -26,6 +26,10 @@ The loop, until stopped (or until ``matches`` have been played):
 
 Submissions that arrive while it runs (``ladder submit`` from another process) are picked up at the
 next turn of the loop.
+
+**While a final is open** (``ladder final``, ``policybox.league.ladder.final``: opened, not yet
+finished), the run neither qualifies nor schedules: no rated match is played and new submissions
+wait in the queue, so the field the final froze is the field that plays, until the final is done.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from policybox.league.play.worker_pool import LocalWorkers
 from policybox.lines import clip, first_line
 from policybox.results import EpisodeResult
 from policybox.settings import REPLAY_SUFFIX
+from policybox.spec import PolicySpec
 
 # What a database raises when it refuses one match's or version's data (a value it cannot hold, a
 # constraint or trigger of the operator's): that record is given up, the run goes on. Anything else
@@ -195,12 +200,22 @@ class _Loop:
     def _done(self) -> bool:
         if self.in_flight or self.order:
             return False
+        if self.limit is not None and self._in_final():
+            return True
         if self.limit is not None and self.scheduled >= self.limit:  # each one played or void
             return True
         if self.limit is not None and not self._waiting_for_more():
             self.progress.note = "fewer than two versions can play, and none is qualifying"
             return True
         return False
+
+    def _in_final(self) -> bool:
+        """Whether a final is open (see the module's docstring): then the run waits, and says so."""
+        with transaction(self.ladder.engine) as connection:
+            final = store.open_final(connection)
+        if final is not None:
+            self.progress.note = f"final {final} is open: ladder final finishes it; until then no match is played"
+        return final is not None
 
     def _waiting_for_more(self) -> bool:
         """Whether anything may still come of waiting: a version qualifying, or two that can play."""
@@ -212,6 +227,8 @@ class _Loop:
     def _qualify(self) -> None:
         """Start the qualification of each queued version there is room for: its setup script in a
         setup worker (``setup_workers`` at once), or its validation episode in an episode worker."""
+        if self._in_final():
+            return
         with transaction(self.ladder.engine) as connection:
             waiting = [v for v in store.qualifying(connection) if v.id not in self.qualifying]
         for version in waiting:
@@ -255,6 +272,8 @@ class _Loop:
 
     def _schedule(self) -> None:
         """Choose and store new matches while a worker is free (and the limit is not reached)."""
+        if self._in_final():
+            return
         rules = matchmaking_rules(self.settings)
         while len(self.in_flight) < self.capacity and (self.limit is None or self.scheduled < self.limit):
             with transaction(self.ladder.engine) as connection:
@@ -283,21 +302,12 @@ class _Loop:
         self.progress.in_flight = len(self.in_flight)
 
     def _job(self, work: _Match | _Qualification) -> EpisodeJob:
-        settings = self.settings.episode_settings  # with the ladder's episode limit
         if isinstance(work, _Match):
             specs = [self.ladder.stored(version_id).spec for version_id in work.seats]
-            name, seed = f"match-{work.id:06d}", work.seed
-        else:
-            specs = [work.stored.spec] * self.settings.agents
-            name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
-            seed = episode_seed(settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
-        update: dict[str, object] = {"seed": seed}
-        if self.settings.writes_replays and isinstance(work, _Match):
-            (replays := self.ladder.folder / REPLAYS).mkdir(mode=0o700, exist_ok=True)  # the host's alone
-            update["replay"] = str(replays / f"{name}{REPLAY_SUFFIX}")
-        (logs := self.ladder.folder / LOGS).mkdir(mode=0o700, exist_ok=True)  # an episode makes the folder in it 0700
-        log_dir = logs / name
-        return EpisodeJob(name=name, specs=specs, settings=settings.model_copy(update=update), log_dir=str(log_dir))
+            return episode_job(self.ladder, f"match-{work.id:06d}", work.seed, specs, replay=True)
+        name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
+        seed = episode_seed(self.settings.settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
+        return episode_job(self.ladder, name, seed, [work.stored.spec] * self.settings.agents, replay=False)
 
     # ---------------------------------------------------------------------------------------------
 
@@ -403,6 +413,19 @@ class _Loop:
             self.progress.qualified += 1
         else:
             self.progress.rejected += 1
+
+
+def episode_job(ladder: LadderFolder, name: str, seed: int, specs: list[PolicySpec], replay: bool) -> EpisodeJob:
+    """One episode of the ladder as a job: its settings (with the ladder's episode limit) and this
+    seed, its logs in ``logs/name``, and its replay in ``replays/`` when ``replay`` and the ladder
+    writes replays (a match's and a final's, not a qualification's)."""
+    update: dict[str, object] = {"seed": seed}
+    if ladder.settings.writes_replays and replay:
+        (replays := ladder.folder / REPLAYS).mkdir(mode=0o700, exist_ok=True)  # the host's alone
+        update["replay"] = str(replays / f"{name}{REPLAY_SUFFIX}")
+    (logs := ladder.folder / LOGS).mkdir(mode=0o700, exist_ok=True)  # an episode makes the folder in it 0700
+    settings = ladder.settings.episode_settings.model_copy(update=update)
+    return EpisodeJob(name=name, specs=specs, settings=settings, log_dir=str(logs / name))
 
 
 def _throttled(connection: Connection, most: int | None) -> str | None:

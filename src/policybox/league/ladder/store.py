@@ -23,6 +23,7 @@ from sqlalchemy import Connection, CursorResult, and_, func, select
 from policybox.league import ranking
 from policybox.league.ladder import life, stamp
 from policybox.league.ladder.database import (
+    finals,
     match_seats,
     matches,
     meta,
@@ -279,6 +280,11 @@ def candidates(connection: Connection, seats: int) -> list[Candidate]:
         )
         for row in playing
     ]
+
+
+def open_final(connection: Connection) -> int | None:
+    """The id of the final that is open, if one is (``ladder run`` waits while it is)."""
+    return connection.execute(select(finals.c.id).where(finals.c.state == "open")).scalar()
 
 
 def matches_scheduled(connection: Connection) -> int:

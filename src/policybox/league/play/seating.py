@@ -125,6 +125,20 @@ def balanced_seats(policies: int, seats: int, episodes: int, seed: int) -> list[
     return maps
 
 
+def cycle(policies: int, seats: int) -> int:
+    """Episodes in one cycle of the balanced schedule: after it every policy has played equally often
+    and taken every seat equally often -- P episodes of P policies -- or, in a game of two seats, the
+    P(P - 1) episodes of a double round robin, after which every pair has also met equally often, in
+    both seat orders. A final (``evaluate --final``, ``ladder final``) plays whole cycles."""
+    return policies * (policies - 1) if seats == 2 and policies > 2 else policies
+
+
+def whole_cycles(episodes: int, policies: int, seats: int) -> int:
+    """``episodes`` rounded up to a whole number of cycles (at least one)."""
+    length = cycle(policies, seats)
+    return max(1, -(-episodes // length)) * length
+
+
 def _blocks(policies: int, seats: int, seed: int) -> Iterator[list[int]]:
     """Base blocks, each the candidate that keeps the counts of differences most even (least sum of
     squares): first as meetings (either seat order), then by seat order (so that two seats' blocks

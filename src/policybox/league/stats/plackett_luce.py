@@ -41,6 +41,7 @@ PRIOR_MATCHES = 1.0  # virtual wins and losses per name against a reference of s
 BLOCKS = 2000  # the bootstrap resamples at most this many blocks of matches
 MAX_STEP = 1.0
 TOLERANCE = 1e-9
+SAME = 1e-9  # strengths closer than this are not told apart by the group rule
 
 
 def kind_probabilities(data: Stages, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -153,7 +154,8 @@ def final_ranking(
     places = np.argsort(np.argsort(-draws, axis=1, kind="stable"), axis=1)  # 0 = first, per resample
     shares = np.stack([np.bincount(places[:, i], minlength=len(theta)) for i in range(len(theta))]) / resamples
     low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    ahead = (draws[:, order[:-1]] > draws[:, order[1:]]).mean(axis=0)
+    # stronger by more than rounding: names every resample fits alike (copies that always tie) share a group
+    ahead = (draws[:, order[:-1]] > draws[:, order[1:]] + SAME).mean(axis=0)
     group = 1 + np.concatenate([[0], np.cumsum(ahead >= (1 + level) / 2)])
     names = [
         NameRank(

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from policybox.league import ranking
 from policybox.league.ranking import RankBy, Rating, Reward
+from policybox.league.stats.plackett_luce import FinalRanking
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure
 from policybox.spec import PolicySpec
 
@@ -111,6 +112,11 @@ class Summary(BaseModel):
         default_factory=list,
         description="Rock-paper-scissors cycles [a, b, c]: a clearly beats b, b c, and c a (ranking.cycles), "
         "each from its best-placed policy",
+    )
+    final: FinalRanking | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="A final's ranking (a tournament seated balanced: evaluate --final); absent otherwise",
     )
 
 

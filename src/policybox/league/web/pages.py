@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ranking import Reward
-from policybox.league.views import board, plots, rules
+from policybox.league.views import board, final_page, plots, rules
 from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
 
@@ -67,6 +67,7 @@ class Page:
             "viewer": who,
             "json_url": f"{api}?{request.url.query}" if request.url.query else str(api),
             "plots": self.plots(model),
+            "has_final": final_page.has_final(request.app.state.site.reader),
         }
         return render.page(request, self.template, context)
 
@@ -106,6 +107,10 @@ def _rules(ladder: LadderFolder, request: Request, who: Viewer) -> rules.Rules:
     return rules.rules(ladder, request.app.state.site.upload_cap)
 
 
+def _final(ladder: LadderFolder, request: Request, who: Viewer) -> final_page.FinalPage:
+    return final_page.final_page(ladder)
+
+
 # ---------------------------------------------------------------------------------------------
 # Plots, drawn from the page's model
 
@@ -135,7 +140,8 @@ MATCHES = Page("matches", "/matches", "/api/matches", "matches.html", _matches)
 MATCH = Page("match", "/matches/{match:int}", "/api/matches/{match:int}", "match.html", _match)
 QUEUE = Page("queue", "/queue", "/api/queue", "queue.html", _queue)
 RULES = Page("rules", "/rules", "/api/rules", "rules.html", _rules)
-PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES]
+FINAL = Page("final", "/final", "/api/final", "final.html", _final)
+PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES, FINAL]
 
 
 def replay_frames(request: Request) -> Response:

@@ -1,0 +1,308 @@
+"""``ladder final``: a final ranking of the ladder's field, with its uncertainty.
+
+**The field is frozen** when a final opens: the playing version of every ranked name (its current
+version, active, the name not retired, with a match played) -- the ids are stored with the final. A
+version submitted or activated later does not play in it; and while a final is open, ``ladder run``
+plays no rated match and activates nothing (``run_loop``'s rule: it waits), so new submissions wait.
+
+**The schedule** is ``balanced`` seating's (``policybox.league.play.seating``) over the frozen
+versions, ``rounds`` whole cycles (``seating.cycle``): every version plays
+equally often, in every seat equally often. All of it is stored when the final opens, each match
+with its seed and seats, so a final that is killed continues where it was, run again: the matches
+stored as played are kept, the others played.
+
+**Matches are played** as the ladder plays one -- its game, seats, limits, logs and replays
+(``run_loop.episode_job``), on the same runners, the machinery's failures retried and a match they
+fail every time void -- and stored with their placing (by the ladder's ranking rule) in the final's
+own table, never in ``matches``: they are not rated. OpenSkill stays the online rating.
+
+**The ranking** is ``policybox.league.stats.final_placings.rank_placings`` over every played match of the
+final (Plackett-Luce, bootstrap intervals, rank probabilities, groups). With ``until_separated`` N,
+up to N more matches go to the adjacent pairs still uncertain (``uncertain_pairs``): one match per
+such pair a batch, the pair seated together and the other seats given to the versions that played
+the fewest of the final's matches, rotated so the pair changes seats; the ranking is refitted after
+each batch, and it stops early once no pair is uncertain. The final is then ``done``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
+from sqlalchemy import Connection, func, select
+
+from policybox.league import ranking
+from policybox.league.ladder import store
+from policybox.league.ladder.database import (
+    LadderError,
+    final_matches,
+    finals,
+    names,
+    reading,
+    transaction,
+    versions,
+)
+from policybox.league.ladder.folder import LadderFolder
+from policybox.league.ladder.run_loop import episode_job
+from policybox.league.play.backends import Backend, open_runner
+from policybox.league.play.runner import EpisodeRunner, play_all
+from policybox.league.play.seating import balanced_seats, cycle
+from policybox.league.play.tournament import episode_seed
+from policybox.league.stats.final_placings import Placing, placing, rank_placings
+from policybox.league.stats.plackett_luce import FinalRanking, uncertain_pairs
+from policybox.results import EpisodeResult
+
+ROUNDS = 2  # cycles of the balanced schedule a final plays by default
+FINAL_SEED_OFFSET = 1 << 29  # finals' seeds, apart from every match's and qualification's
+
+
+class FinalState(BaseModel):
+    """A final as every view shows it: what it froze, how far it is, and its ranking so far."""
+
+    id: int
+    state: str = Field(description="open (being played, or stopped before its end) or done")
+    created_at: str
+    rounds: int = Field(description="Cycles of the balanced schedule")
+    versions: list[str] = Field(description="The frozen field: name vN of each version")
+    scheduled: int = Field(description="Matches stored, played or not")
+    played: int
+    void: int = Field(description="Matches the machinery failed every time: they count for nobody")
+    ranking: FinalRanking
+
+
+@dataclass(frozen=True)
+class _Final:
+    id: int
+    version_ids: list[int]
+    seed: int
+
+
+def play_final(
+    ladder: LadderFolder,
+    rounds: int = ROUNDS,
+    until_separated: int = 0,
+    workers: int | None = None,
+    backend: Backend = "local",
+    ray_address: str | None = None,
+    on_match: Callable[[int], None] | None = None,
+) -> FinalState:
+    """Open a final (or continue the open one), play it to its end and close it; its state.
+    ``on_match(n)`` is told how many of its matches are stored, after each."""
+    with ladder.running():
+        final = _open(ladder, rounds)
+        with open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
+            _play_scheduled(ladder, runner, final, on_match)
+            _separate(ladder, runner, final, until_separated, on_match)
+        with transaction(ladder.engine) as connection:
+            connection.execute(finals.update().where(finals.c.id == final.id).values(state="done"))
+    state = latest_final(ladder)
+    assert state is not None
+    return state
+
+
+def _open(ladder: LadderFolder, rounds: int) -> _Final:
+    """The open final, or a new one over the frozen field with its schedule stored."""
+    with transaction(ladder.engine) as connection:
+        row = connection.execute(select(finals).where(finals.c.state == "open")).first()
+        if row is not None:
+            return _Final(row.id, list(row.version_ids), row.seed)
+        field = frozen_field(connection)
+        if len(field) < 2:
+            raise LadderError("a final needs at least two ranked names (active, not retired, with a match played)")
+        count = connection.execute(select(func.count()).select_from(finals)).scalar() or 0
+        seed = episode_seed(ladder.settings.settings.seed, FINAL_SEED_OFFSET + count)
+        inserted = connection.execute(
+            finals.insert().values(created_at=store.now(), state="open", version_ids=field, rounds=rounds, seed=seed)
+        ).inserted_primary_key
+        assert inserted is not None
+        final_id = int(inserted[0])
+        seats = ladder.settings.agents
+        schedule = balanced_seats(len(field), seats, rounds * cycle(len(field), seats), seed)
+        _schedule(connection, _Final(final_id, field, seed), 0, [[field[i] for i in row] for row in schedule])
+        return _Final(final_id, field, seed)
+
+
+def frozen_field(connection: Connection) -> list[int]:
+    """The playing version of every ranked name, by name: what a final opened now would play."""
+    current = store.current_versions(connection)
+    return [
+        row.id
+        for name, row in sorted(current.items())
+        if row.state in store.PLAYING and not row.retired and row.matches > 0
+    ]
+
+
+def _schedule(connection: Connection, final: _Final, first: int, seat_maps: list[list[int]]) -> None:
+    rows = [
+        {
+            "final_id": final.id,
+            "number": number,
+            "seed": episode_seed(final.seed, number),
+            "seats": seats,
+            "state": "scheduled",
+        }
+        for number, seats in enumerate(seat_maps, start=first)
+    ]
+    if rows:
+        connection.execute(final_matches.insert(), rows)
+
+
+def _play_scheduled(
+    ladder: LadderFolder, runner: EpisodeRunner, final: _Final, on_match: Callable[[int], None] | None
+) -> None:
+    """Play every match of the final stored as scheduled, storing each as it ends (void if the
+    machinery fails it every time)."""
+    with transaction(ladder.engine) as connection:
+        waiting = connection.execute(
+            select(final_matches.c.number, final_matches.c.seed, final_matches.c.seats)
+            .where(final_matches.c.final_id == final.id, final_matches.c.state == "scheduled")
+            .order_by(final_matches.c.number)
+        ).all()
+        labels = _names(connection, final.version_ids)
+    jobs = {
+        row.number: episode_job(
+            ladder,
+            f"final-{final.id}-{row.number:05d}",
+            row.seed,
+            [ladder.stored(version_id).spec for version_id in row.seats],
+            replay=True,
+        )
+        for row in waiting
+    }
+    seats_of = {row.number: list(row.seats) for row in waiting}
+
+    def finished(number: Hashable, result: EpisodeResult) -> None:
+        assert isinstance(number, int)
+        seated = ((labels[seats_of[number][agent.agent_id]], agent) for agent in result.agents)
+        order = placing(ranking.episode_outcomes(seated, result.steps, ladder.settings.rank_by))
+        _store(ladder, final, number, state="played", placing=order, result=result.model_dump(mode="json"))
+        if on_match:
+            on_match(number + 1)
+
+    for number, why in play_all(runner, dict(jobs), finished).items():
+        assert isinstance(number, int)
+        _store(ladder, final, number, state="void", reason=why)
+
+
+def _store(ladder: LadderFolder, final: _Final, number: int, **values: Any) -> None:
+    with transaction(ladder.engine) as connection:
+        connection.execute(
+            final_matches.update()
+            .where(final_matches.c.final_id == final.id, final_matches.c.number == number)
+            .values(played_at=store.now(), **values)
+        )
+
+
+def _separate(
+    ladder: LadderFolder,
+    runner: EpisodeRunner,
+    final: _Final,
+    budget: int,
+    on_match: Callable[[int], None] | None,
+) -> None:
+    """Spend up to ``budget`` matches (counting those a killed run already spent) on the uncertain pairs."""
+    with transaction(ladder.engine) as connection:
+        row = connection.execute(select(finals.c.rounds).where(finals.c.id == final.id)).one()
+        scheduled = row.rounds * cycle(len(final.version_ids), ladder.settings.agents)
+    while True:
+        with transaction(ladder.engine) as connection:
+            total = _count(connection, final.id)
+            if total - scheduled >= budget:
+                return
+            pairs = uncertain_pairs(rank_placings(_placings(connection, final.id)))
+            if not pairs:
+                return
+            labels = _names(connection, final.version_ids)
+            by_label = {label: version_id for version_id, label in labels.items()}
+            plays = _plays(connection, final.id)
+            batch = [
+                separating_match((by_label[a], by_label[b]), final.version_ids, plays, ladder.settings.agents, turn)
+                for turn, (a, b) in enumerate(pairs[: budget - (total - scheduled)], start=total)
+            ]
+            _schedule(connection, final, total, batch)
+        _play_scheduled(ladder, runner, final, on_match)
+
+
+def separating_match(
+    pair: tuple[int, int], field: list[int], plays: dict[int, int], seats: int, turn: int
+) -> list[int]:
+    """A match for an uncertain pair: the two, and in the other seats the versions of ``field`` that
+    played the fewest matches (``plays``; then by place in the field), every seat rotated by ``turn``
+    so the pair takes every seat in turn. With as many seats as the field or more, every version
+    plays, rotated the same way."""
+    others = sorted((v for v in field if v not in pair), key=lambda v: (plays.get(v, 0), field.index(v)))
+    members = [*pair, *others][: min(seats, len(field))]
+    return [members[(turn + seat) % len(members)] for seat in range(seats)]
+
+
+def _count(connection: Connection, final_id: int) -> int:
+    return (
+        connection.execute(
+            select(func.count()).select_from(final_matches).where(final_matches.c.final_id == final_id)
+        ).scalar()
+        or 0
+    )
+
+
+def _plays(connection: Connection, final_id: int) -> dict[int, int]:
+    """Each version's matches in the final, scheduled or played."""
+    plays: dict[int, int] = {}
+    query = select(final_matches.c.seats).where(final_matches.c.final_id == final_id)
+    for seats in connection.execute(query).scalars():
+        for version_id in set(seats):
+            plays[version_id] = plays.get(version_id, 0) + 1
+    return plays
+
+
+def _placings(connection: Connection, final_id: int) -> list[Placing]:
+    return list(
+        connection.execute(
+            select(final_matches.c.placing)
+            .where(final_matches.c.final_id == final_id, final_matches.c.state == "played")
+            .order_by(final_matches.c.number)
+        ).scalars()
+    )
+
+
+def _names(connection: Connection, version_ids: list[int]) -> dict[int, str]:
+    """Each version's name: how the final's placings and ranking name it (one version a name)."""
+    rows = connection.execute(
+        select(versions.c.id, names.c.name)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(versions.c.id.in_(version_ids))
+    )
+    return {row.id: row.name for row in rows}
+
+
+def latest_final(ladder: LadderFolder) -> FinalState | None:
+    """The latest final, open or done, with its ranking so far; None when the ladder has had none."""
+    with reading(ladder.engine) as connection:
+        row = connection.execute(select(finals).order_by(finals.c.id.desc())).first()
+        if row is None:
+            return None
+        query = (
+            select(final_matches.c.state, func.count())
+            .where(final_matches.c.final_id == row.id)
+            .group_by(final_matches.c.state)
+        )
+        states: dict[str, int] = {state: count for state, count in connection.execute(query)}
+        labels = connection.execute(
+            select(versions.c.id, names.c.name, versions.c.number)
+            .join(names, names.c.id == versions.c.name_id)
+            .where(versions.c.id.in_(row.version_ids))
+            .order_by(names.c.name)
+        ).all()
+        placings = _placings(connection, row.id)
+    return FinalState(
+        id=row.id,
+        state=row.state,
+        created_at=row.created_at,
+        rounds=row.rounds,
+        versions=[f"{label.name} v{label.number}" for label in labels],
+        scheduled=sum(states.values()),
+        played=states.get("played", 0),
+        void=states.get("void", 0),
+        ranking=rank_placings(placings),
+    )
