@@ -33,7 +33,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, Field
-from scipy import sparse
 
 from policybox.league.stats.placings import Stages, stages
 
@@ -63,6 +62,8 @@ def gradient(data: Stages, theta: np.ndarray, p: np.ndarray, prior: float) -> np
 
 def information(data: Stages, theta: np.ndarray, p: np.ndarray, prior: float) -> np.ndarray:
     """Minus the log posterior's Hessian: sum over stages of |G| (diag(p) - p p^T), plus the prior's."""
+    from scipy import sparse  # here, not at the top: the CLI and the board import this module, and scipy costs 0.3 s
+
     n = len(data.names)
     probabilities = sparse.csr_matrix((p, (data.kind_entry, data.kind_name)), shape=(len(data.kind_weight), n))
     outer = (probabilities.T @ sparse.diags(data.kind_weight) @ probabilities).toarray()
