@@ -19,6 +19,7 @@ from conftest import policy
 from test_ladder import EXAMPLES, GAME, WANDERER, activate, api_ladder
 
 from policybox.league.report import Rejection, render, report_data
+from policybox.league.stats.plackett_luce import final_ranking
 from policybox.lines import FULL_TEXT
 
 INJECTOR = policy("html_injection.py:InjectHtml")
@@ -182,9 +183,11 @@ def test_the_report_opened_from_disk_shows_its_plots_and_runs_nothing(tournament
 
 def test_every_kind_of_text_a_policy_controls_is_inert(tournament, browser, tmp_path, screenshots):
     """The same page with every other text an entrant or a game controls made hostile: stat names,
-    incomplete episodes, a ladder's notes and rejections, the game and the folder."""
+    incomplete episodes, a ladder's notes and rejections, the game and the folder, the final ranking's
+    names and its note, and a rock-paper-scissors cycle's names."""
     data = report_data(tournament)
     rows = [row.model_copy(update={"stats": {HOSTILE: 1.0}, "note": HOSTILE}) for row in data.rows]
+    final = final_ranking([[[HOSTILE], ["noop"]], [["noop"], [HOSTILE]]], resamples=20)
     hostile = data.model_copy(
         update={
             "kind": "ladder",
@@ -194,13 +197,17 @@ def test_every_kind_of_text_a_policy_controls_is_inert(tournament, browser, tmp_
             "stats": [HOSTILE],
             "incomplete": {3: HOSTILE},
             "rejections": [Rejection(name=HOSTILE, version=1, reason=HOSTILE)],
+            "final": final,
+            "final_note": HOSTILE,
+            "cycles": [[HOSTILE, "noop", "statue"]],
         }
     )
     for kind in ("tournament", "ladder"):
         file = tmp_path / f"{kind}.html"
         file.write_text(render(hostile.model_copy(update={"kind": kind})))
         page = check_self_contained(file.read_text())
-        assert sum(text.count(HOSTILE) for text in page.text) >= 6
+        assert sum(text.count(HOSTILE) for text in page.text) >= 9
+        assert HOSTILE in [cell for row in page.rows("final") for cell in row]  # the final's table, as text
         opened, _ = open_from_disk(browser, file, f"hostile-{kind}", screenshots)
         check_inert(opened, f"policybox report · {HOSTILE}")
         assert HOSTILE in opened.locator("body").inner_text()
