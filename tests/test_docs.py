@@ -358,6 +358,7 @@ def test_the_ladder_python_api_example(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     assert lines[0] == "4" and lines[1].startswith("1 wanderer 1 active") and lines[2].startswith("2 noop 1 active")
+    assert lines[3] == "done 2 ['wanderer', 'noop']"  # one cycle of two names: each seat map once
 
 
 def test_a_ladder_in_five_commands(tmp_path):

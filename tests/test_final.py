@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
+from test_ladder import api_ladder
 
 import policybox
 from policybox.ladder import Ladder
@@ -177,6 +178,28 @@ def test_ladder_final_freezes_is_unrated_resumes_and_lets_nothing_else_play(tmp_
     assert ladder("run", str(folder), "--matches", "2", "--workers", "2").returncode == 0
     assert len(_ratings(folder)) == len(before) + 2
     assert sum(row[2] for row in _ratings(folder).values()) > sum(row[2] for row in before.values())
+
+
+def test_a_final_from_the_api_on_either_database(tmp_path, database_url):
+    """``Ladder.final`` and ``Ladder.latest_final`` on SQLite and on PostgreSQL: the finals' tables
+    (their JSON seats and placings) written and read back on both, the ratings untouched."""
+    folder = tmp_path / "cup"
+    with api_ladder(folder, database_url) as opened:
+        for name, spec in [("wanderer", WANDERER), ("random", "random"), ("noop", "noop")]:
+            opened.submit(name, spec)
+        assert opened.latest_final() is None
+        while not all(played for _, _, played in _ratings(folder).values()):
+            opened.run(matches=2, workers=2)
+        before = _ratings(folder)
+        done = opened.final(rounds=1, workers=2)
+        assert opened.latest_final() == done
+    assert (done.state, done.played, done.scheduled) == ("done", 3, 3)  # one cycle of 3 names, all seated
+    assert done.versions == ["noop v1", "random v1", "wanderer v1"] and done.ranking.names[0].name == "wanderer"
+    assert [row.state for row in _final_rows(folder)] == ["played"] * 3
+    assert all(sorted(set(row.seats)) == sorted(before) for row in _final_rows(folder))
+    assert _ratings(folder) == before
+    with TestClient(make_app(folder)) as client:
+        assert client.get("/api/final").json() == {"final": json.loads(done.model_dump_json())}
 
 
 def _check_page_and_report(folder: Path, shown: dict) -> None:

@@ -25,10 +25,11 @@ RPS = "pettingzoo:pettingzoo.classic.rps_v2:parallel_env"
 MOVES = ("rock", "paper", "scissors")
 
 
-def rps_ladder(folder: Path, names: tuple[str, ...] = MOVES, matches: int = 6) -> Ladder:
-    """A rock-paper-scissors ladder of bots that always play one move, its matches played."""
+def rps_ladder(folder: Path, names: tuple[str, ...] = MOVES, matches: int = 6, database: str | None = None) -> Ladder:
+    """A rock-paper-scissors ladder of bots that always play one move, its matches played; its database
+    SQLite in the folder, or ``database`` (a PostgreSQL URL)."""
     made = LadderSettings(settings=EpisodeSettings(env=RPS, steps=10), agents=2, placement_matches=0)
-    ladder = Ladder.create(folder, made)
+    ladder = Ladder.create(folder, made, database)
     for name in names:
         ladder.submit(name, policy(f"rps_bots.py:{name.title()}"))
     if matches:
@@ -67,6 +68,18 @@ def test_a_stored_match_played_again_ends_the_same(cup, tmp_path):
     assert ran.returncode == 0, ran.stderr
     assert "match 1 played again: every reward and status as stored" in ran.stdout
     assert "changed" not in ran.stderr
+
+
+def test_a_postgresql_ladders_matches_are_stamped_and_played_again_the_same(tmp_path, postgres_url):
+    with (
+        rps_ladder(tmp_path / "cup", matches=2, database=postgres_url) as ladder,
+        ladder.engine.connect() as connection,
+    ):
+        stamps = connection.execute(select(matches.c.stamp).order_by(matches.c.id)).scalars().all()
+    assert len(stamps) == 2 and all(stamp["policybox"] == policybox.__version__ for stamp in stamps)
+    ran = again(tmp_path / "cup", 2, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "match 2 played again: every reward and status as stored" in ran.stdout
 
 
 def test_another_policybox_version_in_the_stamp_is_named(cup, tmp_path):

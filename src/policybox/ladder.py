@@ -9,6 +9,9 @@
     ladder.submit("greedy", "./bots/greedy2.py:Greedy")
     ladder.run(matches=20)                      # qualifies greedy v2, which plays from now on
     print(ladder.test("greedy").verdict)        # is greedy v2 better than v1? (B better, ...)
+    final = ladder.final(rounds=4)              # the field frozen, a balanced schedule, unrated
+    for entry in final.ranking.names:
+        print(entry.rank, entry.name, entry.group, entry.low, entry.high)
     for row in ladder.standings().rows:
         print(row.rank, row.name, row.version, row.state, row.rating, row.reward)
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from policybox.league.ladder import retention, run_loop
+from policybox.league.ladder.final import ROUNDS, FinalState, latest_final, play_final
 from policybox.league.ladder.folder import LadderFolder, LadderSettings
 from policybox.league.views import board
 
@@ -31,8 +35,9 @@ __all__ = ["Ladder", "LadderSettings"]
 
 class Ladder(LadderFolder):
     """A ladder (``Ladder.create(DIR, settings)`` or ``Ladder.open(DIR)``): submit, retire, reinstate and
-    rerate (``policybox.league.ladder.folder``), run it, read it, prune it and test a name's versions
-    (``policybox.league.ladder.run_loop``, ``board``, ``retention``, ``trial``)."""
+    rerate (``policybox.league.ladder.folder``), run it, read it, prune it, test a name's versions and
+    play a final (``policybox.league.ladder.run_loop``, ``board``, ``retention``, ``ladder_trial``,
+    ``final``)."""
 
     def run(self, matches: int | None = None, workers: int | None = None, **backend: Any) -> run_loop.Progress:
         """``ladder run``: qualify what is queued and play until stopped, or until ``matches`` are
@@ -64,3 +69,16 @@ class Ladder(LadderFolder):
         from policybox.league.evaluate import ladder_trial
 
         return ladder_trial.test(self, name, base, **options)
+
+    def final(
+        self, rounds: int = ROUNDS, until_separated: int = 0, workers: int | None = None, **backend: Any
+    ) -> FinalState:
+        """``ladder final``: freeze the field, play ``rounds`` cycles of the balanced schedule (unrated),
+        then up to ``until_separated`` matches for the pairs still uncertain, and rank by the
+        Plackett-Luce fit; the final's state. An open final (one stopped) is continued, not restarted
+        (``backend="ray", ray_address=...`` for a cluster)."""
+        return play_final(self, rounds, until_separated, workers, **backend)
+
+    def latest_final(self) -> FinalState | None:
+        """``ladder final --show``: the latest final's state, open or done; None before the first."""
+        return latest_final(self)
