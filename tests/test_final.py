@@ -7,6 +7,7 @@ Judged from outside: the summary and results files, the commands' output, the la
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ import policybox
 from policybox.ladder import Ladder
 from policybox.league import report
 from policybox.league.ladder.database import final_matches, finals, matches, versions
-from policybox.league.ladder.final import separating_match
+from policybox.league.ladder.final import final_schedule, separating_match
 from policybox.league.play.seating import cycle, whole_cycles
 from policybox.league.web.app import make_app
 
@@ -77,10 +78,27 @@ def test_evaluate_final_on_the_command_line_says_so_and_shows_the_table(tmp_path
 def test_a_separating_match_seats_the_pair_together_in_turn():
     field = [10, 11, 12, 13, 14]
     plays = {10: 5, 11: 3, 12: 4, 13: 3, 14: 9}
-    seat_maps = [separating_match((12, 14), field, plays, 3, turn) for turn in range(3)]
+    seat_maps = [separating_match((12, 14), field, plays, 3, 3, turn) for turn in range(3)]
     assert all({12, 14} <= set(seats) and len(set(seats)) == 3 for seats in seat_maps)
     assert all(11 in seats for seats in seat_maps)  # the least played other, first in the field
     assert {seats.index(12) for seats in seat_maps} == {0, 1, 2}  # the pair takes every seat in turn
+    # A ladder of two versions a match (4 seats): the pair alone, each in every other seat, in turn.
+    two = [separating_match((12, 14), field, plays, 4, 2, turn) for turn in range(2)]
+    assert two == [[12, 14, 12, 14], [14, 12, 14, 12]]
+
+
+def test_a_ladder_final_plays_the_ladders_format_balanced():
+    """Four seats, two versions a match (a ladder's default): the final's matches hold two versions,
+    two seats each; one cycle is the double round robin; every version takes every seat equally often."""
+    schedule = final_schedule(versions=4, seats=4, places=2, rounds=1, seed=3)
+    assert len(schedule) == 12 == cycle(4, 2)
+    assert all(len(set(seats)) == 2 and seats[0] == seats[2] and seats[1] == seats[3] for seats in schedule)
+    assert Counter(frozenset(seats) for seats in schedule) == dict.fromkeys(
+        (frozenset(pair) for pair in itertools.combinations(range(4), 2)), 2
+    )
+    assert set(Counter((version, seat) for seats in schedule for seat, version in enumerate(seats)).values()) == {3}
+    # As many places as seats: every seat a different version, as evaluate --final plays.
+    assert all(len(set(seats)) == 4 for seats in final_schedule(versions=5, seats=4, places=4, rounds=1, seed=3))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,7 +128,8 @@ def _played_final(folder: Path) -> int:
 
 
 def make_ladder(folder: Path) -> None:
-    made = ladder("init", str(folder), "--env", GAME, "--steps", "30", "--placement-matches", "1", "--seed", "5")
+    args = ["--steps", "30", "--placement-matches", "1", "--seed", "5", "--versions-per-match", "4"]
+    made = ladder("init", str(folder), "--env", GAME, *args)  # four versions a match: its final's too
     assert made.returncode == 0, made.stderr
     for name, spec in [("wanderer", WANDERER), ("random", "random"), ("noop", "noop"), ("idle", "noop,name=idle")]:
         assert ladder("submit", str(folder), name, spec).returncode == 0
@@ -193,10 +212,12 @@ def test_a_final_from_the_api_on_either_database(tmp_path, database_url):
         before = _ratings(folder)
         done = opened.final(rounds=1, workers=2)
         assert opened.latest_final() == done
-    assert (done.state, done.played, done.scheduled) == ("done", 3, 3)  # one cycle of 3 names, all seated
+    # Two versions a match, as the ladder plays (its default): one cycle is a double round robin.
+    assert (done.state, done.played, done.scheduled) == ("done", 6, 6)
     assert done.versions == ["noop v1", "random v1", "wanderer v1"] and done.ranking.names[0].name == "wanderer"
-    assert [row.state for row in _final_rows(folder)] == ["played"] * 3
-    assert all(sorted(set(row.seats)) == sorted(before) for row in _final_rows(folder))
+    rows = _final_rows(folder)
+    assert [row.state for row in rows] == ["played"] * 6 and all(len(set(row.seats)) == 2 for row in rows)
+    assert set(Counter(frozenset(row.seats) for row in rows).values()) == {2}
     assert _ratings(folder) == before
     with TestClient(make_app(folder)) as client:
         assert client.get("/api/final").json() == {"final": json.loads(done.model_dump_json())}

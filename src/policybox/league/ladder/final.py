@@ -6,10 +6,11 @@ version submitted or activated later does not play in it; and while a final is o
 plays no rated match and activates nothing (``run_loop``'s rule: it waits), so new submissions wait.
 
 **The schedule** is ``balanced`` seating's (``policybox.league.play.seating``) over the frozen
-versions, ``rounds`` whole cycles (``seating.cycle``): every version plays
-equally often, in every seat equally often. All of it is stored when the final opens, each match
-with its seed and seats, so a final that is killed continues where it was, run again: the matches
-stored as played are kept, the others played.
+versions, ``rounds`` whole cycles (``seating.cycle``), in the ladder's format: a match holds the
+ladder's ``versions_per_match`` versions (``places``), each in every ``places``-th seat
+(``final_schedule``). Every version plays equally often, in every seat equally often. All of it
+is stored when the final opens, each match with its seed and seats, so a final that is killed
+continues where it was, run again: the matches stored as played are kept, the others played.
 
 **Matches are played** as the ladder plays one -- its game, seats, limits, logs and replays
 (``run_loop.episode_job``), on the same runners, the machinery's failures retried and a match they
@@ -118,10 +119,24 @@ def _open(ladder: LadderFolder, rounds: int) -> _Final:
         ).inserted_primary_key
         assert inserted is not None
         final_id = int(inserted[0])
-        seats = ladder.settings.agents
-        schedule = balanced_seats(len(field), seats, rounds * cycle(len(field), seats), seed)
+        schedule = final_schedule(len(field), ladder.settings.agents, places(ladder), rounds, seed)
         _schedule(connection, _Final(final_id, field, seed), 0, [[field[i] for i in row] for row in schedule])
         return _Final(final_id, field, seed)
+
+
+def places(ladder: LadderFolder) -> int:
+    """Different versions in a final's match: the ladder's ``versions_per_match``, at most its seats --
+    a final plays the format its ladder plays."""
+    return min(ladder.settings.versions_per_match, ladder.settings.agents)
+
+
+def final_schedule(versions: int, seats: int, places: int, rounds: int, seed: int) -> list[list[int]]:
+    """The version (an index of the field) in each seat of every scheduled match: ``balanced`` seating
+    over ``places`` places a match, ``rounds`` whole cycles of it, place p holding the seats s with
+    s mod ``places`` = p. Every version takes every place equally often, so every seat too; in a match
+    of two places, every pair meets equally often."""
+    groups = balanced_seats(versions, places, rounds * cycle(versions, places), seed)
+    return [[group[seat % places] for seat in range(seats)] for group in groups]
 
 
 def frozen_field(connection: Connection) -> list[int]:
@@ -205,7 +220,7 @@ def _separate(
     """Spend up to ``budget`` matches (counting those a killed run already spent) on the uncertain pairs."""
     with transaction(ladder.engine) as connection:
         row = connection.execute(select(finals.c.rounds).where(finals.c.id == final.id)).one()
-        scheduled = row.rounds * cycle(len(final.version_ids), ladder.settings.agents)
+        scheduled = row.rounds * cycle(len(final.version_ids), places(ladder))
     while True:
         with transaction(ladder.engine) as connection:
             total = _count(connection, final.id)
@@ -218,7 +233,9 @@ def _separate(
             by_label = {label: version_id for version_id, label in labels.items()}
             plays = _plays(connection, final.id)
             batch = [
-                separating_match((by_label[a], by_label[b]), final.version_ids, plays, ladder.settings.agents, turn)
+                separating_match(
+                    (by_label[a], by_label[b]), final.version_ids, plays, ladder.settings.agents, places(ladder), turn
+                )
                 for turn, (a, b) in enumerate(pairs[: budget - (total - scheduled)], start=total)
             ]
             _schedule(connection, final, total, batch)
@@ -226,14 +243,14 @@ def _separate(
 
 
 def separating_match(
-    pair: tuple[int, int], field: list[int], plays: dict[int, int], seats: int, turn: int
+    pair: tuple[int, int], field: list[int], plays: dict[int, int], seats: int, places: int, turn: int
 ) -> list[int]:
-    """A match for an uncertain pair: the two, and in the other seats the versions of ``field`` that
-    played the fewest matches (``plays``; then by place in the field), every seat rotated by ``turn``
-    so the pair takes every seat in turn. With as many seats as the field or more, every version
-    plays, rotated the same way."""
+    """A match for an uncertain pair: the two, and in the other ``places`` the versions of ``field``
+    that played the fewest matches (``plays``; then by place in the field), every seat rotated by
+    ``turn`` so the pair takes every seat in turn. With as many places as the field or more, every
+    version plays, rotated the same way; with two places, the pair alone, each in every other seat."""
     others = sorted((v for v in field if v not in pair), key=lambda v: (plays.get(v, 0), field.index(v)))
-    members = [*pair, *others][: min(seats, len(field))]
+    members = [*pair, *others][: min(places, len(field))]
     return [members[(turn + seat) % len(members)] for seat in range(seats)]
 
 
