@@ -112,6 +112,11 @@ def ladder(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]
     )
 
 
+def policybox_run(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "policybox", "run", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+
+
 def _ratings(folder: Path) -> dict[int, tuple[float, float, int]]:
     with Ladder.open(folder, read_only=True) as opened, opened.engine.connect() as connection:
         rows = connection.execute(select(versions.c.id, versions.c.mu, versions.c.sigma, versions.c.matches))
@@ -218,6 +223,13 @@ def test_a_final_from_the_api_on_either_database(tmp_path, database_url):
     rows = _final_rows(folder)
     assert [row.state for row in rows] == ["played"] * 6 and all(len(set(row.seats)) == 2 for row in rows)
     assert set(Counter(frozenset(row.seats) for row in rows).values()) == {2}
+    assert all(row.stamp["policybox"] == policybox.__version__ and len(row.stamp["versions"]) == 2 for row in rows)
+    # A final's match played again from its stamp, as a rated match is (run --ladder DIR --match ID).
+    again = policybox_run("--ladder", str(folder), "--final", "1", "--match", "5", "--log-dir", str(tmp_path / "logs"))
+    assert again.returncode == 0, again.stderr
+    assert "final 1's match 5 played again: every reward and status as stored" in again.stdout
+    unknown = policybox_run("--ladder", str(folder), "--final", "1", "--match", "6")
+    assert unknown.returncode == 2 and "final 1 of this ladder has no played match 6" in unknown.stderr
     assert _ratings(folder) == before
     with TestClient(make_app(folder)) as client:
         assert client.get("/api/final").json() == {"final": json.loads(done.model_dump_json())}

@@ -84,6 +84,16 @@ def run(
             "(saying what changed since: policybox, the game, its config, a version's files).",
         ),
     ] = None,
+    final: Annotated[
+        int | None,
+        typer.Option(
+            metavar="F",
+            min=1,
+            max=2**63 - 1,
+            help="With --ladder and --match N: play match N of the ladder's final F again (numbered from 0 in "
+            "schedule order, as its log folder final-F-0000N), compared the same way.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write the episode result as JSON to this file.")
     ] = None,
@@ -120,8 +130,10 @@ def run(
         _check_replay_name(replay)
         options = {**episode, "replay": str(replay) if replay else None}
         again = None
+        if final is not None and match is None:
+            raise SpecError("--final F plays a match of the ladder's final F again: give --match N too")
         if match is not None:
-            settings, default_agents, again = _match_from_ladder(ctx, ladder, options, match, policies)
+            settings, default_agents, again = _match_from_ladder(ctx, ladder, options, (match, final), policies)
             parsed = again.specs
         elif ladder is None:
             settings, default_agents, parsed = EpisodeSettings.from_options(options), DEFAULT_AGENTS, _parsed(policies)
@@ -165,9 +177,9 @@ def _compared(again: rerun.Replay, result: EpisodeResult) -> bool:
     changed = rerun.outcome_changes(again.seats, again.result, result)
     since = rerun.stamp_changes(again)
     if not changed:
-        console.print(shown(f"match {again.match_id} played again: every reward and status as stored", "green"))
+        console.print(shown(f"{again.what} played again: every reward and status as stored", "green"))
     else:
-        errors.print(error_line(f"match {again.match_id} played again differs from the stored result:"))
+        errors.print(error_line(f"{again.what} played again differs from the stored result:"))
         for line in changed:
             errors.print(shown(f"  {line}"), soft_wrap=True)
     if since:
@@ -201,10 +213,14 @@ def _from_ladder(
 
 
 def _match_from_ladder(
-    ctx: typer.Context, folder: Path | None, options: dict[str, Any], match: int, policies: list[str] | None
+    ctx: typer.Context,
+    folder: Path | None,
+    options: dict[str, Any],
+    match: tuple[int, int | None],
+    policies: list[str] | None,
 ) -> tuple[EpisodeSettings, int, rerun.Replay]:
-    """The ladder's settings (with the options given on the command line) and match ``match`` to play
-    again: its seed, its seats."""
+    """The ladder's settings (with the options given on the command line) and the match to play
+    again -- ``match`` is (ID, None) for a rated match, (N, F) for match N of final F: its seed, its seats."""
     if folder is None:
         raise SpecError("--match ID plays a ladder's match again: give --ladder DIR, the ladder's folder")
     if policies:
@@ -212,7 +228,7 @@ def _match_from_ladder(
     given = {name: value for name, value in options.items() if name == "replay" or _given(ctx, name)}
     with LadderFolder.open(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given)
-        again = rerun.replay(opened, match, settings)
+        again = rerun.replay(opened, match[0], settings, final=match[1])
         return settings.model_copy(update={"seed": again.seed}), opened.settings.agents, again
 
 

@@ -320,6 +320,7 @@ final_matches = Table(
     Column("placing", JSON),  # groups of names, best first (a group: a shared place)
     Column("result", PolicyJSON),  # its EpisodeResult (secrets masked)
     Column("played_at", String(32)),
+    Column("stamp", JSON),  # what it was played with (policybox.league.ladder.stamp), as a rated match's
 )
 FINALS_TABLES = [finals, final_matches]
 

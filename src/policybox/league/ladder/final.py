@@ -202,7 +202,15 @@ def _play_scheduled(
 
 
 def _store(ladder: LadderFolder, final: _Final, number: int, **values: Any) -> None:
+    """Store match ``number``'s outcome (``values``); a played one with its stamp, as a rated match has."""
     with transaction(ladder.engine) as connection:
+        if values["state"] == "played":
+            row = connection.execute(
+                select(final_matches.c.seed, final_matches.c.seats).where(
+                    final_matches.c.final_id == final.id, final_matches.c.number == number
+                )
+            ).one()
+            values["stamp"] = store.stamp_of(connection, row.seed, list(row.seats))
         connection.execute(
             final_matches.update()
             .where(final_matches.c.final_id == final.id, final_matches.c.number == number)

@@ -15,7 +15,15 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, select
 
 from policybox.league.ladder import store
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, versions
+from policybox.league.ladder.database import (
+    final_matches,
+    match_seats,
+    matches,
+    names,
+    qualifications,
+    ratings,
+    versions,
+)
 from policybox.league.ladder.life import VersionState
 
 PLAYED = "played"
@@ -189,6 +197,23 @@ def seats_of(connection: Connection, match_ids: Iterable[int]) -> Sequence[Any]:
 def played_match(connection: Connection, match_id: int) -> Any:
     """A played match's row, or None."""
     return connection.execute(select(matches).where(and_(matches.c.id == match_id, matches.c.state == PLAYED))).first()
+
+
+def played_final_match(connection: Connection, final_id: int, number: int) -> Any:
+    """Match ``number`` of final ``final_id`` (numbered from 0 in schedule order), if played; or None."""
+    return connection.execute(
+        select(final_matches).where(
+            final_matches.c.final_id == final_id, final_matches.c.number == number, final_matches.c.state == PLAYED
+        )
+    ).first()
+
+
+def version_refs(connection: Connection, version_ids: Iterable[int]) -> dict[int, tuple[str, int]]:
+    """Each version's (name, number)."""
+    query = select(versions.c.id, names.c.name, versions.c.number).join(names, names.c.id == versions.c.name_id)
+    return {
+        row.id: (row.name, row.number) for row in connection.execute(query.where(versions.c.id.in_(list(version_ids))))
+    }
 
 
 def queued(connection: Connection) -> Sequence[Any]:

@@ -10,7 +10,8 @@ Options given on the command line still override the ladder's.
 ``policybox run --ladder DIR --match ID`` plays a stored match again -- its seed, its seats'
 versions, the ladder's settings (``Replay``) -- and compares: the agents' rewards and statuses with
 the stored ones, and the match's stamp (``policybox.league.ladder.stamp``) with the one of now, which
-says why they may differ.
+says why they may differ. ``--final F --match N`` does the same for match N of final F (numbered from
+0 in schedule order, as its log folder ``final-F-0000N`` is named).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class Replay:
     """A stored match, to be played again: its seed, its seats' versions (``NAME@vN``) and specs, its
     result and its stamp (None: stored before stamps were kept)."""
 
-    match_id: int
+    what: str  # "match 7", "final 1's match 3"
     seed: int
     seats: list[str]
     specs: list[PolicySpec]
@@ -84,19 +85,31 @@ class Replay:
     stamp_now: dict[str, Any]
 
 
-def replay(ladder: LadderFolder, match_id: int, settings: EpisodeSettings) -> Replay:
-    """Played match ``match_id`` of the ladder, with the stamp it would get now under ``settings``
-    (its versions' digests from their files as they are on disk); NotFound for one it has not played."""
+def replay(ladder: LadderFolder, match_id: int, settings: EpisodeSettings, final: int | None = None) -> Replay:
+    """Played match ``match_id`` of the ladder -- or, with ``final``, match number ``match_id`` of that
+    final -- with the stamp it would get now under ``settings`` (its versions' digests from their files
+    as they are on disk); NotFound for one it has not played."""
     with reading(ladder.engine) as connection:
-        row = reads.played_match(connection, match_id)
-        if row is None:
+        if final is None:
+            what = f"match {match_id}"
+            row = reads.played_match(connection, match_id)
+            seats = [] if row is None else [seat.version_id for seat in reads.seats_of(connection, [match_id])]
+        else:
+            what = f"final {final}'s match {match_id}"
+            row = reads.played_final_match(connection, final, match_id)
+            seats = [] if row is None else list(row.seats)
+        if row is None and final is None:
             raise NotFound(f"this ladder has no played match {match_id}: policybox ladder status DIR lists its matches")
-        seats = reads.seats_of(connection, [match_id])
-    labels = [f"{seat.name}@v{seat.number}" for seat in seats]
-    stored = {label: ladder.stored(seat.version_id) for label, seat in zip(labels, seats, strict=True)}
+        if row is None:
+            raise NotFound(
+                f"final {final} of this ladder has no played match {match_id}: ladder final DIR --show counts them"
+            )
+        refs = reads.version_refs(connection, seats)
+    labels = [f"{refs[version_id][0]}@v{refs[version_id][1]}" for version_id in seats]
+    stored = {label: ladder.stored(version_id) for label, version_id in zip(labels, seats, strict=True)}
     digests = {label: digest_now(kept.spec, ladder.folder / "versions") for label, kept in stored.items()}
     return Replay(
-        match_id=match_id,
+        what=what,
         seed=row.seed,
         seats=labels,
         specs=[stored[label].spec for label in labels],
@@ -120,5 +133,5 @@ def outcome_changes(seats: Sequence[str], then: EpisodeResult, now: EpisodeResul
 def stamp_changes(found: Replay) -> list[str]:
     """What changed since the match was played, as its stamp says; for a match without one, that."""
     if found.stamp is None:
-        return [f"match {found.match_id} has no stamp (stored before policybox kept them): nothing to compare"]
+        return [f"{found.what} has no stamp (stored before policybox kept them): nothing to compare"]
     return stamp.differences(found.stamp, found.stamp_now)

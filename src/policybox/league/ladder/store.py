@@ -388,7 +388,7 @@ def record_match(
             state="played",
             played_at=now(),
             result=result.model_dump(mode="json"),
-            stamp=_stamp(connection, match_id, seats),
+            stamp=stamp_of(connection, _seed(connection, match_id), seats),
         )
     )
     for agent in result.agents:
@@ -439,11 +439,14 @@ def record_match(
     ]
 
 
-def _stamp(connection: Connection, match_id: int, seats: list[int]) -> dict[str, Any]:
-    """The match's stamp (``policybox.league.ladder.stamp``): the ladder's game as its settings say,
-    the match's seed, and its versions' digests."""
+def _seed(connection: Connection, match_id: int) -> int:
+    return int(connection.execute(select(matches.c.seed).where(matches.c.id == match_id)).scalar_one())
+
+
+def stamp_of(connection: Connection, seed: int, seats: list[int]) -> dict[str, Any]:
+    """The stamp (``policybox.league.ladder.stamp``) of a match -- rated or a final's -- of ``seed``
+    seating the versions ``seats``: the ladder's game as its settings say, and the versions' digests."""
     ladder = json.loads(connection.execute(select(meta.c.value).where(meta.c.key == "settings")).scalar_one())
-    seed = connection.execute(select(matches.c.seed).where(matches.c.id == match_id)).scalar_one()
     digests = {
         f"{row.name}@v{row.number}": row.digest
         for row in connection.execute(_versions_query().where(versions.c.id.in_(seats)))
