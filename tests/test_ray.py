@@ -188,11 +188,11 @@ def test_a_node_without_the_sandbox_level_refuses_its_episodes_naming_itself(tmp
 def test_a_ladder_runs_on_the_cluster_and_each_match_is_what_the_engine_plays_here(cluster, tmp_path):
     """``ladder run --backend ray``: the versions' kept files shipped to the nodes, each match played
     there exactly as ``run_episode`` plays its seats and seed on this machine; the ratings a replay."""
-    from sqlalchemy import select
+    from sqlalchemy import func, select
 
     from policybox.episode import run_episode
     from policybox.ladder import Ladder, LadderSettings
-    from policybox.league.ladder.database import match_seats, matches
+    from policybox.league.ladder.database import final_matches, match_seats, matches
 
     bot = tmp_path / "bot"
     shutil.copytree(POLICIES, bot, ignore=shutil.ignore_patterns("__pycache__"))
@@ -228,3 +228,15 @@ def test_a_ladder_runs_on_the_cluster_and_each_match_is_what_the_engine_plays_he
             assert [(a.reward, a.action_digest) for a in on_cluster.agents] == [
                 (a.reward, a.action_digest) for a in here.agents
             ]
+    # Its final on the cluster too (ladder final --backend ray): every match played there, none rated.
+    args = ["ladder", "final", str(tmp_path / "cup"), "--rounds", "1", "--backend", "ray", "--ray-address", head]
+    final = subprocess.run(
+        [sys.executable, "-m", "policybox", *args, "--json"], capture_output=True, text=True, timeout=600
+    )
+    assert final.returncode == 0, final.stderr
+    shown = json.loads(final.stdout)
+    assert (shown["state"], shown["played"], shown["scheduled"]) == ("done", 2, 2)  # one cycle of 2 names
+    with Ladder.open(tmp_path / "cup", read_only=True) as ladder, ladder.engine.connect() as connection:
+        assert connection.execute(select(func.count()).select_from(matches)).scalar() == 3
+        results = connection.execute(select(final_matches.c.result)).scalars().all()
+    assert all(EpisodeResult.model_validate(result).node is not None for result in results)

@@ -33,6 +33,17 @@ ladder_app = typer.Typer(
 DIR = Annotated[Path, typer.Argument(metavar="DIR", help="The ladder's folder.")]
 NAME = Annotated[str, typer.Argument(metavar="NAME", help="A submission's name: [a-z0-9][a-z0-9_-]{0,39}.")]
 JSON = Annotated[bool, typer.Option("--json", help="Print it as JSON instead of a table.")]
+MATCH_WORKERS = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=256,
+        metavar="N",
+        help="Matches played at once (default: the cores; with --backend ray, the cluster's CPUs).",
+    ),
+]
+BACKEND = Annotated[Backend, typer.Option(help="local: worker processes here. ray: Ray tasks on a cluster.")]
+RAY_ADDRESS = Annotated[str | None, typer.Option(metavar="HOST:PORT", help="With --backend ray: the cluster.")]
 
 
 def _open(folder: Path, read_only: bool = False) -> LadderFolder:
@@ -216,21 +227,9 @@ def run_ladder(
         int | None,
         typer.Option(min=1, metavar="N", help="Stop after N matches are stored, played or void (default: never)."),
     ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=256,
-            metavar="N",
-            help="Matches played at once (default: the cores; with --backend ray, the cluster's CPUs).",
-        ),
-    ] = None,
-    backend: Annotated[
-        Backend, typer.Option(help="local: worker processes here. ray: Ray tasks on a cluster.")
-    ] = "local",
-    ray_address: Annotated[
-        str | None, typer.Option(metavar="HOST:PORT", help="With --backend ray: the cluster.")
-    ] = None,
+    workers: MATCH_WORKERS = None,
+    backend: BACKEND = "local",
+    ray_address: RAY_ADDRESS = None,
 ) -> None:
     """Qualify what is queued and play matches, storing each with its ratings, until stopped (Ctrl-C)
     or until N matches are played. One run per ladder at a time; a killed run is carried on by the next."""
@@ -287,7 +286,9 @@ def final(
             help="Then up to N more matches for the pairs whose order is still uncertain (stops once none is).",
         ),
     ] = 0,
-    workers: Annotated[int | None, typer.Option(min=1, max=256, metavar="N", help="Matches played at once.")] = None,
+    workers: MATCH_WORKERS = None,
+    backend: BACKEND = "local",
+    ray_address: RAY_ADDRESS = None,
     show_only: Annotated[
         bool, typer.Option("--show", help="Show the latest final without playing (or starting) one.")
     ] = False,
@@ -308,7 +309,7 @@ def final(
             if result is None:
                 raise typer.BadParameter(f"{folder} has had no final", param_hint="DIR")
         else:
-            result = play_final(ladder, rounds, until_separated, workers)
+            result = play_final(ladder, rounds, until_separated, workers, backend, ray_address)
     if json:
         console.print_json(result.model_dump_json())
         return
