@@ -236,9 +236,29 @@ def test_a_final_from_the_api_on_either_database(tmp_path, database_url):
     assert "final 1's match 5 played again: every reward and status as stored" in again.stdout
     unknown = policybox_run("--ladder", str(folder), "--final", "1", "--match", "6")
     assert unknown.returncode == 2 and "final 1 of this ladder has no played match 6" in unknown.stderr
+    without = policybox_run("--ladder", str(folder), "--final", "1")
+    assert without.returncode == 2 and "--final F plays a match of the ladder's final F again: give --match N" in (
+        without.stderr
+    )
     assert _ratings(folder) == before
+    assert done.retired == []
     with TestClient(make_app(folder)) as client:
         assert client.get("/api/final").json() == {"final": json.loads(done.model_dump_json())}
+        assert 'id="final-retired"' not in client.get("/final").text
+
+    # A name retired after the final: still in its ranking (the field is frozen), and every view says so.
+    with Ladder.open(folder) as opened:
+        opened.retire("noop")
+        retired = opened.latest_final()
+    assert retired is not None and retired.retired == ["noop"] and retired.ranking == done.ranking
+    with TestClient(make_app(folder)) as client:
+        assert client.get("/api/final").json()["final"]["retired"] == ["noop"]
+        assert "Retired since it opened: noop." in client.get("/final").text
+    assert "retired since it opened: noop" in report.write_report(folder).read_text()
+    shown = ladder("final", str(folder), "--show")
+    assert shown.returncode == 0 and "retired since it opened (still in its ranking: the field is frozen): noop" in (
+        shown.stdout
+    )
 
 
 def _check_page_and_report(folder: Path, shown: dict) -> None:

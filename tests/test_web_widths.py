@@ -6,9 +6,9 @@ name and rating without scrolling sideways.
 Judged in Debian's Chromium on a live ``ladder serve`` beside a ``ladder run`` whose text is chosen to
 be wide: a 40-character name (the longest there is) whose class name is 200 characters long, whose
 agents log and fail with one long token (a path and a digest, no space to wrap at); a version
-rejected with such a reason; six seats a match, each with its replay playing in its page. And on
-the static reports, opened from disk: the
-ladder's (``policybox report``) and a tournament's (``evaluate --report``) with a 300-character
+rejected with such a reason; six seats a match, each with its replay playing in its page; the final
+it plays after (``/final``). And on the static reports, opened from disk: the ladder's (``policybox
+report``, its final's section too) and a tournament's (``evaluate --report``) with a 300-character
 policy name. A screenshot of each page at each width goes to test-artifacts/ as ``<page>-<width>.png``.
 """
 
@@ -24,6 +24,9 @@ import pytest
 from conftest import policy
 from test_ladder import EXAMPLES, WANDERER, activate, start_run, wait_until
 from test_web_browser import serving, stop
+
+from policybox import EpisodeSettings, LadderSettings
+from policybox.ladder import Ladder
 
 pytest.importorskip("playwright")
 from playwright.sync_api import BrowserContext, expect  # noqa: E402
@@ -43,6 +46,7 @@ PAGES = [
     ("matches", "/matches"),
     ("match", "/matches/{match}"),
     ("queue", "/queue"),
+    ("final", "/final"),
     ("rules", "/rules"),
     ("login", "/login"),
     ("submit", "/submit"),
@@ -87,9 +91,6 @@ def make_ladder(folder: Path, env: Path) -> str:
     """The wide ladder: the organiser's wanderer, random and noop; team alpha's long name (its class
     name 200 characters long), let in without qualifying so that it fails in its matches until it is
     suspended; and its version that its qualification rejects. Team alpha's token."""
-    from policybox import EpisodeSettings, LadderSettings
-    from policybox.ladder import Ladder
-
     episodes = EpisodeSettings(env=str(env), steps=30)
     made = LadderSettings(settings=episodes, agents=SEATS, placement_matches=0, suspend_after=3, replays=True)
     with Ladder.create(folder, made, None) as ladder:
@@ -144,6 +145,8 @@ def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path, 
             wait_until(lambda: state(url, REJECTED) == "rejected", 900, f"{REJECTED} to be rejected")
         finally:
             stop(run)
+        with Ladder.open(folder) as ladder:  # /final and the report's final section, measured too
+            ladder.final(rounds=1, workers=2)
         report = ["report", str(folder), "--out", str(tmp_path / "ladder-report.html")]
         made = subprocess.run([sys.executable, "-m", "policybox", *report], capture_output=True, text=True)
         assert made.returncode == 0, made.stdout + made.stderr

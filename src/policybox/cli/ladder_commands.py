@@ -317,9 +317,13 @@ def final(
     console.print(
         shown(
             f"final {result.id} ({result.state}): {result.played} of {result.scheduled} matches played{void}, "
-            f"{result.rounds} rounds over {', '.join(result.versions)}"
+            f"{result.rounds} round{'s' if result.rounds != 1 else ''} over {', '.join(result.versions)}"
         )
     )
+    if result.retired:
+        console.print(
+            shown(f"retired since it opened (still in its ranking: the field is frozen): {', '.join(result.retired)}")
+        )
     tables.show_final(console, result.ranking)
 
 

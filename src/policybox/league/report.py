@@ -215,6 +215,7 @@ def final_note(final: FinalState) -> str:
     return (
         f"final {final.id} ({final.state}, opened {final.created_at}): {final.played} of {final.scheduled} matches "
         f"played over {', '.join(final.versions)}; its matches are not rated"
+        + (f"; retired since it opened: {', '.join(final.retired)}" if final.retired else "")
     )
 
 

@@ -67,6 +67,10 @@ class FinalState(BaseModel):
     created_at: str
     rounds: int = Field(description="Cycles of the balanced schedule")
     versions: list[str] = Field(description="The frozen field: name vN of each version")
+    retired: list[str] = Field(
+        description="Names of the field retired since it opened: still in its ranking (the field is frozen), "
+        "not on the standings"
+    )
     scheduled: int = Field(description="Matches stored, played or not")
     played: int
     void: int = Field(description="Matches the machinery failed every time: they count for nobody")
@@ -314,7 +318,7 @@ def latest_final(ladder: LadderFolder) -> FinalState | None:
         )
         states: dict[str, int] = {state: count for state, count in connection.execute(query)}
         labels = connection.execute(
-            select(versions.c.id, names.c.name, versions.c.number)
+            select(versions.c.id, names.c.name, names.c.retired, versions.c.number)
             .join(names, names.c.id == versions.c.name_id)
             .where(versions.c.id.in_(row.version_ids))
             .order_by(names.c.name)
@@ -326,6 +330,7 @@ def latest_final(ladder: LadderFolder) -> FinalState | None:
         created_at=row.created_at,
         rounds=row.rounds,
         versions=[f"{label.name} v{label.number}" for label in labels],
+        retired=[label.name for label in labels if label.retired],
         scheduled=sum(states.values()),
         played=states.get("played", 0),
         void=states.get("void", 0),
