@@ -126,3 +126,11 @@ def test_head_to_head_tallies_wins_draws_losses_and_the_mean_margin_by_the_ranki
     summary = broken_wins()
     versus = summary.head_to_head["player"]["broken"]
     assert isinstance(versus, ranking.Tally) and versus.episodes == versus.played == versus.wins == 8
+
+
+def test_a_tally_is_written_and_coloured_one_way_for_every_view():
+    """The terminal, the pages and the report all write a record as W-D-L and colour a heat map's cell by
+    its balance: ``Tally`` alone says how."""
+    tally = ranking.Tally(wins=3, draws=1, losses=2)
+    assert (tally.record, tally.balance, tally.played, tally.share) == ("3-1-2", 1 / 6, 6, 3.5 / 6)
+    assert (ranking.Tally(losses=4).balance, ranking.Tally(wins=2).balance) == (-1, 1)

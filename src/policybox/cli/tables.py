@@ -267,7 +267,7 @@ def cycle_line(cycle: Sequence[str]) -> str:
 
 
 def _head_to_head_cell(record: HeadToHead | None) -> str:
-    return "—" if record is None else f"{record.wins}-{record.draws}-{record.losses}"
+    return "—" if record is None else record.record
 
 
 def _behaviour(summary: Summary, names: _Names, rows: int = STATS_SHOWN) -> Table:
@@ -349,7 +349,7 @@ def show_name(console: Console, page: board.NamePage) -> None:
     for header in ("matches", "W-D-L", "margin"):
         _number_column(opponents, header)
     for o in page.head_to_head:
-        opponents.add_row(names.cell(o.name), str(o.matches), f"{o.wins}-{o.draws}-{o.losses}", f"{o.margin:+.3g}")
+        opponents.add_row(names.cell(o.name), str(o.matches), o.record, f"{o.margin:+.3g}")
     console.print(opponents)
     for cycle in page.cycles:
         console.print(shown(cycle_line(cycle), "yellow"))

@@ -159,6 +159,16 @@ class Tally(BaseModel):
         return self.wins + self.draws + self.losses
 
     @property
+    def record(self) -> str:
+        """Wins-draws-losses, as every view writes it: ``3-1-2``."""
+        return f"{self.wins}-{self.draws}-{self.losses}"
+
+    @property
+    def balance(self) -> float:
+        """Wins minus losses per meeting, from -1 (all lost) to 1 (all won): a head-to-head heat map's colour."""
+        return (self.wins - self.losses) / self.played
+
+    @property
     def share(self) -> float:
         """Its score per meeting: a win 1, a draw ½, a loss 0."""
         return (self.wins + self.draws / 2) / self.played

@@ -267,11 +267,7 @@ class Plots:
 def _plots(data: ReportData) -> Plots:
     intervals = [plots.Interval(row.name, row.reward.mean, *row.reward.ci95) for row in data.rows if row.reward]
     met = {meeting.name for meeting in data.head_to_head}
-    cells = {
-        (m.name, m.opponent): ((r.wins - r.losses) / r.played, f"{r.wins}-{r.draws}-{r.losses}")
-        for m in data.head_to_head
-        if (r := m.record).played
-    }
+    cells = {(m.name, m.opponent): (m.record.balance, m.record.record) for m in data.head_to_head if m.record.played}
     timed = [(row.name, row.latency) for row in data.rows if row.latency is not None and row.played]
     return Plots(
         intervals=plots.interval_plot(intervals),

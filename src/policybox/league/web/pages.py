@@ -126,7 +126,7 @@ def _standings_plots(page: board.Standings) -> dict[str, str]:
 
 def _name_plots(page: board.NamePage) -> dict[str, str]:
     met = [o for o in page.head_to_head if o.matches]
-    cells = {(page.name, o.name): ((o.wins - o.losses) / o.matches, f"{o.wins}-{o.draws}-{o.losses}") for o in met}
+    cells = {(page.name, o.name): (o.balance, o.record) for o in met}
     return {
         "rating": plots.rating_history([(p.match, p.rating.mu, p.rating.sigma) for p in page.history]),
         "reward": plots.interval_plot(_intervals([(page.name, page.standing.reward)])),
