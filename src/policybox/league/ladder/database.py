@@ -29,6 +29,7 @@ import errno
 import json
 import os
 from collections.abc import Callable, Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,14 @@ LADDER_ID_KEY = "ladder_id"
 CONNECT_TIMEOUT_S = 5
 SHM_REGION = 32768  # SQLite's -shm file grows in regions of this size
 MAX_TEXT = 1 << 20  # characters of one stored string: what policybox writes is far shorter; a policy's is cut
+
+
+class MatchState(StrEnum):
+    """A match's state: a rated one's (``matches.state``) or a final's (``final_matches.state``)."""
+
+    SCHEDULED = "scheduled"  # stored with its seed and seats, not played yet: a killed run plays it again
+    PLAYED = "played"
+    VOID = "void"  # the machinery failed it every time: it counts for nobody
 
 
 class LadderError(PolicyboxError):
@@ -194,7 +203,7 @@ matches = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("seed", Integer, nullable=False),
-    Column("state", String(16), nullable=False),  # scheduled | played | void
+    Column("state", String(16), nullable=False),  # MatchState
     Column("scheduled_at", String(32), nullable=False),
     Column("played_at", String(32)),
     Column("reason", PolicyText),  # why a match is void (the machinery failed it every time)
@@ -315,7 +324,7 @@ final_matches = Table(
     Column("number", Integer, primary_key=True),  # its place in the final's schedule, then the separating matches
     Column("seed", Integer, nullable=False),
     Column("seats", JSON, nullable=False),  # the version id in each seat
-    Column("state", String(16), nullable=False),  # scheduled | played | void
+    Column("state", String(16), nullable=False),  # MatchState
     Column("reason", PolicyText),  # why it is void
     Column("placing", JSON),  # groups of names, best first (a group: a shared place)
     Column("result", PolicyJSON),  # its EpisodeResult (secrets masked)

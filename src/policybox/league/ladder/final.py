@@ -38,6 +38,7 @@ from policybox.league import ranking
 from policybox.league.ladder import store
 from policybox.league.ladder.database import (
     LadderError,
+    MatchState,
     final_matches,
     finals,
     names,
@@ -160,7 +161,7 @@ def _schedule(connection: Connection, final: _Final, first: int, seat_maps: list
             "number": number,
             "seed": episode_seed(final.seed, number),
             "seats": seats,
-            "state": "scheduled",
+            "state": MatchState.SCHEDULED,
         }
         for number, seats in enumerate(seat_maps, start=first)
     ]
@@ -176,7 +177,7 @@ def _play_scheduled(
     with transaction(ladder.engine) as connection:
         waiting = connection.execute(
             select(final_matches.c.number, final_matches.c.seed, final_matches.c.seats)
-            .where(final_matches.c.final_id == final.id, final_matches.c.state == "scheduled")
+            .where(final_matches.c.final_id == final.id, final_matches.c.state == MatchState.SCHEDULED)
             .order_by(final_matches.c.number)
         ).all()
         labels = _names(connection, final.version_ids)
@@ -196,19 +197,19 @@ def _play_scheduled(
         assert isinstance(number, int)
         seated = ((labels[seats_of[number][agent.agent_id]], agent) for agent in result.agents)
         order = placing(ranking.episode_outcomes(seated, result.steps, ladder.settings.rank_by))
-        _store(ladder, final, number, state="played", placing=order, result=result.model_dump(mode="json"))
+        _store(ladder, final, number, state=MatchState.PLAYED, placing=order, result=result.model_dump(mode="json"))
         if on_match:
             on_match(number + 1)
 
     for number, why in play_all(runner, dict(jobs), finished).items():
         assert isinstance(number, int)
-        _store(ladder, final, number, state="void", reason=why)
+        _store(ladder, final, number, state=MatchState.VOID, reason=why)
 
 
 def _store(ladder: LadderFolder, final: _Final, number: int, **values: Any) -> None:
     """Store match ``number``'s outcome (``values``); a played one with its stamp, as a rated match has."""
     with transaction(ladder.engine) as connection:
-        if values["state"] == "played":
+        if values["state"] == MatchState.PLAYED:
             row = connection.execute(
                 select(final_matches.c.seed, final_matches.c.seats).where(
                     final_matches.c.final_id == final.id, final_matches.c.number == number
@@ -289,7 +290,7 @@ def _placings(connection: Connection, final_id: int) -> list[Placing]:
     return list(
         connection.execute(
             select(final_matches.c.placing)
-            .where(final_matches.c.final_id == final_id, final_matches.c.state == "played")
+            .where(final_matches.c.final_id == final_id, final_matches.c.state == MatchState.PLAYED)
             .order_by(final_matches.c.number)
         ).scalars()
     )
@@ -332,7 +333,7 @@ def latest_final(ladder: LadderFolder) -> FinalState | None:
         versions=[f"{label.name} v{label.number}" for label in labels],
         retired=[label.name for label in labels if label.retired],
         scheduled=sum(states.values()),
-        played=states.get("played", 0),
-        void=states.get("void", 0),
+        played=states.get(MatchState.PLAYED, 0),
+        void=states.get(MatchState.VOID, 0),
         ranking=rank_placings(placings),
     )

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, and_, func, select
 
 from policybox.league.ladder import store
 from policybox.league.ladder.database import (
+    MatchState,
     final_matches,
     match_seats,
     matches,
@@ -26,8 +27,6 @@ from policybox.league.ladder.database import (
 )
 from policybox.league.ladder.life import VersionState
 
-PLAYED = "played"
-
 
 def names_in_order(connection: Connection) -> list[str]:
     """Every name, in the order they first arrived."""
@@ -36,7 +35,7 @@ def names_in_order(connection: Connection) -> list[str]:
 
 def played(connection: Connection) -> int:
     """How many matches were played."""
-    return connection.execute(select(func.count()).where(matches.c.state == PLAYED)).scalar_one()
+    return connection.execute(select(func.count()).where(matches.c.state == MatchState.PLAYED)).scalar_one()
 
 
 def superseded(connection: Connection, name_id: int) -> list[int]:
@@ -60,7 +59,7 @@ def played_seats(connection: Connection, version_ids: Iterable[int]) -> Sequence
     return connection.execute(
         select(match_seats)
         .join(matches, matches.c.id == match_seats.c.match_id)
-        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == PLAYED)
+        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == MatchState.PLAYED)
         .order_by(match_seats.c.match_id, match_seats.c.seat)
     ).all()
 
@@ -134,7 +133,7 @@ def seat_rewards(connection: Connection, version_ids: Iterable[int]) -> Sequence
     return connection.execute(
         select(match_seats.c.seat, match_seats.c.reward)
         .join(matches, matches.c.id == match_seats.c.match_id)
-        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == PLAYED)
+        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == MatchState.PLAYED)
     ).all()
 
 
@@ -143,7 +142,11 @@ def failed_seats(connection: Connection, version_ids: Iterable[int], limit: int)
     return connection.execute(
         select(match_seats, matches.c.result)
         .join(matches, matches.c.id == match_seats.c.match_id)
-        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == PLAYED, match_seats.c.status != "ok")
+        .where(
+            match_seats.c.version_id.in_(list(version_ids)),
+            matches.c.state == MatchState.PLAYED,
+            match_seats.c.status != "ok",
+        )
         .order_by(match_seats.c.match_id.desc())
         .limit(limit)
     ).all()
@@ -163,7 +166,7 @@ def latest_seats(connection: Connection, version_ids: Iterable[int], limit: int)
     return connection.execute(
         select(match_seats)
         .join(matches, matches.c.id == match_seats.c.match_id)
-        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == PLAYED)
+        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == MatchState.PLAYED)
         .order_by(match_seats.c.match_id.desc(), match_seats.c.seat)
         .limit(limit)
     ).all()
@@ -173,7 +176,9 @@ def played_matches(
     connection: Connection, version_ids: Iterable[int] | None, limit: int, before: int | None
 ) -> Sequence[Any]:
     """Played matches, newest first: only those of ``version_ids`` if given, ids below ``before``."""
-    query = select(matches.c.id, matches.c.played_at, matches.c.seed, matches.c.result).where(matches.c.state == PLAYED)
+    query = select(matches.c.id, matches.c.played_at, matches.c.seed, matches.c.result).where(
+        matches.c.state == MatchState.PLAYED
+    )
     if version_ids is not None:
         query = query.where(
             matches.c.id.in_(select(match_seats.c.match_id).where(match_seats.c.version_id.in_(list(version_ids))))
@@ -196,14 +201,18 @@ def seats_of(connection: Connection, match_ids: Iterable[int]) -> Sequence[Any]:
 
 def played_match(connection: Connection, match_id: int) -> Any:
     """A played match's row, or None."""
-    return connection.execute(select(matches).where(and_(matches.c.id == match_id, matches.c.state == PLAYED))).first()
+    return connection.execute(
+        select(matches).where(and_(matches.c.id == match_id, matches.c.state == MatchState.PLAYED))
+    ).first()
 
 
 def played_final_match(connection: Connection, final_id: int, number: int) -> Any:
     """Match ``number`` of final ``final_id`` (numbered from 0 in schedule order), if played; or None."""
     return connection.execute(
         select(final_matches).where(
-            final_matches.c.final_id == final_id, final_matches.c.number == number, final_matches.c.state == PLAYED
+            final_matches.c.final_id == final_id,
+            final_matches.c.number == number,
+            final_matches.c.state == MatchState.PLAYED,
         )
     ).first()
 

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, CursorResult, and_, func, select
 from policybox.league import ranking
 from policybox.league.ladder import life, stamp
 from policybox.league.ladder.database import (
+    MatchState,
     finals,
     match_seats,
     matches,
@@ -185,7 +186,9 @@ def finish_qualification(
         set_state(connection, version.id, life.VersionState.REJECTED, reason)
         return
     start = life.start_rating(previous_rating(connection, version))
-    watermark = connection.execute(select(func.max(matches.c.id)).where(matches.c.state == "played")).scalar() or 0
+    watermark = (
+        connection.execute(select(func.max(matches.c.id)).where(matches.c.state == MatchState.PLAYED)).scalar() or 0
+    )
     values: dict[str, Any] = dict(
         state=life.VersionState.ACTIVE, reason=None, qualified_at=now(), activated_after=watermark
     )
@@ -255,7 +258,7 @@ def candidates(connection: Connection, seats: int) -> list[Candidate]:
             func.max(match_seats.c.match_id),
         )
         .where(
-            match_seats.c.match_id.in_(select(matches.c.id).where(matches.c.state == "scheduled")),
+            match_seats.c.match_id.in_(select(matches.c.id).where(matches.c.state == MatchState.SCHEDULED)),
             match_seats.c.version_id.in_(ids),
         )
         .group_by(match_seats.c.version_id)
@@ -303,7 +306,9 @@ def scheduled_since(connection: Connection, since: str) -> list[str]:
 def schedule(connection: Connection, seed: int, seats: list[int]) -> int:
     """Store a match before it is played (so a killed run plays it again, with the same seed and
     seats); its seats count for the seat balance at once."""
-    match_id = new_id(connection.execute(matches.insert().values(seed=seed, state="scheduled", scheduled_at=now())))
+    match_id = new_id(
+        connection.execute(matches.insert().values(seed=seed, state=MatchState.SCHEDULED, scheduled_at=now()))
+    )
     connection.execute(
         match_seats.insert(), [{"match_id": match_id, "seat": s, "version_id": v} for s, v in enumerate(seats)]
     )
@@ -326,7 +331,7 @@ def scheduled(connection: Connection) -> list[tuple[int, int, list[int]]]:
     """The matches scheduled but not yet played, oldest first: (id, seed, the version in each seat)."""
     found = []
     for match_id, seed in connection.execute(
-        select(matches.c.id, matches.c.seed).where(matches.c.state == "scheduled").order_by(matches.c.id)
+        select(matches.c.id, matches.c.seed).where(matches.c.state == MatchState.SCHEDULED).order_by(matches.c.id)
     ):
         rows = connection.execute(
             select(match_seats.c.version_id).where(match_seats.c.match_id == match_id).order_by(match_seats.c.seat)
@@ -344,14 +349,16 @@ def void(connection: Connection, match_id: int, reason: str) -> None:
         )
     ]
     _count_seats(connection, seats, -1)
-    connection.execute(matches.update().where(matches.c.id == match_id).values(state="void", reason=reason[:2000]))
+    connection.execute(
+        matches.update().where(matches.c.id == match_id).values(state=MatchState.VOID, reason=reason[:2000])
+    )
 
 
 def oldest_kept(connection: Connection, keep: int) -> int:
     """The id from which stored matches keep their files (``retention``): the lowest of the ``keep``
     latest stored (played or void) matches' -- 0 when fewer are stored; past the latest when ``keep``
     is 0."""
-    stored = matches.c.state != "scheduled"
+    stored = matches.c.state != MatchState.SCHEDULED
     if keep == 0:
         return (connection.execute(select(func.max(matches.c.id)).where(stored)).scalar() or 0) + 1
     query = select(matches.c.id).where(stored).order_by(matches.c.id.desc()).offset(keep - 1).limit(1)
@@ -385,7 +392,7 @@ def record_match(
         matches.update()
         .where(matches.c.id == match_id)
         .values(
-            state="played",
+            state=MatchState.PLAYED,
             played_at=now(),
             result=result.model_dump(mode="json"),
             stamp=stamp_of(connection, _seed(connection, match_id), seats),
@@ -520,7 +527,7 @@ def replayed_ratings(connection: Connection, rank_by: ranking.RankBy) -> dict[in
 
     activate(0)
     for match_id, stored in connection.execute(
-        select(matches.c.id, matches.c.result).where(matches.c.state == "played").order_by(matches.c.id)
+        select(matches.c.id, matches.c.result).where(matches.c.state == MatchState.PLAYED).order_by(matches.c.id)
     ):
         seats = [
             row.version_id
