@@ -218,6 +218,23 @@ def ext4(tmp_path):
         subprocess.run(["losetup", "-d", device], check=False)
 
 
+def _made_immutable_under_a_run(folder, files: list[str], url: str) -> tuple[int, str]:
+    """Start ``ladder run``, make the database's files immutable once it has played 2 more matches:
+    how the run ended (its exit code, its stderr)."""
+    before = played(folder)
+    run = start_run(folder)
+    try:
+        wait_until(lambda: played(folder) >= before + 2, what="2 matches")
+        assert urllib.request.urlopen(f"{url}/api/standings", timeout=60).status == 200
+        subprocess.run(["chattr", "+i", *files], check=True)  # read-only, even for root
+        _, stderr = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=60)
+    return run.returncode, stderr
+
+
 def one_error_line(run: subprocess.CompletedProcess | tuple, *needles: str) -> None:
     """Exit 2, never a signal death, and one line saying what to do, naming the database."""
     returncode, stderr = (run.returncode, run.stderr) if hasattr(run, "returncode") else run
@@ -229,24 +246,25 @@ def one_error_line(run: subprocess.CompletedProcess | tuple, *needles: str) -> N
 
 def test_a_database_made_read_only_or_moved_under_a_running_ladder_is_one_message_and_exit_2(ext4):
     """#26 saw SIGBUS: SQLite maps the -shm file, and a write to a mapped page of an immutable file is
-    a bus error. Each command now ends with exit 2 and one line; the next run, files restored, plays."""
+    a bus error. Each command now ends with exit 2 and one line; the next run, files restored, plays.
+    A change that lands between the check and SQLite's write still kills the run (the stated limit):
+    such an attempt is made again, up to 3 times."""
     folder = ext4 / "cup"
     assert ladder_command("init", str(folder), "--env", GAME, "--steps", "30").returncode == 0
     for name, spec in [("walker", WANDERER), ("noop", "noop")]:
         assert ladder_command("submit", str(folder), name, spec).returncode == 0
     files = [str(folder / f"ladder.db{suffix}") for suffix in ("", "-wal", "-shm")]
 
-    run = start_run(folder)
     with serving(folder, ext4.parent / "serve.log") as (url, serve):
-        try:
-            wait_until(lambda: played(folder) >= 2, what="2 matches")
-            assert urllib.request.urlopen(f"{url}/api/standings", timeout=60).status == 200
-            subprocess.run(["chattr", "+i", *files], check=True)  # read-only, even for root
-            _, stderr = run.communicate(timeout=300)
-        finally:
-            if run.poll() is None:
-                os.killpg(run.pid, signal.SIGKILL)
-        one_error_line((run.returncode, stderr), files[0], "cannot be written", "make it writable again")
+        for _ in range(3):
+            ended = _made_immutable_under_a_run(folder, files, url)
+            if ended[0] != -signal.SIGBUS:
+                break
+            # The limit docs/security.md states: the files changed in the microseconds between the
+            # check and SQLite's write to its -shm map (a busy machine widens them). Again, restored;
+            # without the check every attempt ends so, and the test fails.
+            subprocess.run(["chattr", "-i", *files], check=True)
+        one_error_line(ended, files[0], "cannot be written", "make it writable again")
         for path in ("/api/standings", "/"):  # the page: 503 and a message (the files named on its stderr)
             with pytest.raises(urllib.error.HTTPError) as answer:
                 urllib.request.urlopen(f"{url}{path}", timeout=60)
