@@ -103,6 +103,8 @@ LSTM = Block("neural-networks.md", "Neural-network policies", "bash", 1)
 METTAGRID_TOOLS = Block("mettagrid.md", "Inside MettaGrid's own tools", "python", 0)
 FIRST_COLUMN = Block("pettingzoo.md", "PettingZoo games", "python", 0)
 PETTINGZOO_RUN = Block("pettingzoo.md", "PettingZoo games", "bash", 0)
+PLANNER = Block("environments.md", "A submission's requirements", "python", 0)
+WHEELHOUSE = Block("environments.md", "An offline competition: a wheelhouse", "bash", 0)
 EVALUATE_CUP = Block("evaluate.md", "Evaluate a leaderboard", "bash", 0)
 PYTHON_API = Block("evaluate.md", "Python API", "python", 0)
 LADDER = Block("ladder.md", "A ladder from the command line", "bash", 0)
@@ -127,6 +129,8 @@ RUN = {
     METTAGRID_TOOLS: "test_inside_mettagrids_own_tools_example",
     FIRST_COLUMN: "test_pettingzoo_example",
     PETTINGZOO_RUN: "test_pettingzoo_example",
+    PLANNER: "test_environments.py::test_the_docs_offline_competition_plays_from_a_wheelhouse_alone",
+    WHEELHOUSE: "test_environments.py::test_the_docs_offline_competition_plays_from_a_wheelhouse_alone",
     PYTHON_API: "test_python_api_example",
     LADDER: "test_the_ladder_example",
     LADDER_API: "test_the_ladder_python_api_example",

@@ -17,6 +17,7 @@ from typing import Any
 import policybox
 from policybox.envs import ActionSink, ConfigError, EnvHost, GameRequest, InvalidAction
 from policybox.errors import PolicyboxError, SpecError
+from policybox.files import environments
 from policybox.host.diagnosis import unavailable
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
@@ -264,6 +265,8 @@ def start_pool(
     are stopped when ``stack`` closes. ``cell_envs[i]`` is the environment's setup for the cell half
     of ``records[i]``. A spec whose setup script has not run is refused before any cell starts."""
     check_prepared([record.spec for record in records])
+    if settings.mode == "inline":
+        environments.check_one_process([record.spec for record in records])
     launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
     pool = (
         ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp, launcher)
@@ -279,10 +282,17 @@ def start_pool(
 
 
 def check_prepared(specs: Sequence[PolicySpec]) -> None:
-    """Refuse a spec that still has a setup script: built without what its script makes, it would fail
-    in ways that blame nobody. ``policybox.files.setup_scripts`` runs the script in a cell and gives the spec
-    of its result."""
+    """Refuse a spec that still has a setup script or requirements: built without what its script makes,
+    or without its packages, it would fail in ways that blame nobody. ``policybox.files.setup_scripts``
+    runs the script in a cell and gives the spec of its result; ``policybox.files.environments`` builds
+    the environment and gives the spec that imports from it."""
     for spec in specs:
+        if spec.requirements:
+            raise SpecError(
+                f"policy {spec.display_name} declares requirements ({', '.join(spec.requirements)}) whose environment "
+                "must be built first: policybox run and evaluate build it; from Python, "
+                "policybox.files.environments.with_environments"
+            )
         if spec.setup_script:
             raise SpecError(
                 f"policy {spec.display_name} has a setup script ({spec.setup_script}) that must run first, in a "

@@ -9,6 +9,7 @@ episode's settings without importing ``policybox.episode``.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -65,6 +66,22 @@ class EpisodeSettings(BaseModel):
         "(MettaScope loads it), a PettingZoo game's moves in policybox's (policybox.envs.moves); "
         "an episode cut short is written as far as it was played",
     )
+    environments: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Where the environments of specs with requirements are built and kept: default, evaluate's "
+        "results folder (environments/) or, for run, ~/.cache/policybox/environments",
+    )
+    index_url: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The package index requirements come from; default: what the host's pip install reaches",
+    )
+    find_links: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda value: not value,
+        description="Folders (or pages) of wheels requirements may come from, beside or instead of an index",
+    )
 
     @field_validator("env_kwargs", mode="before")
     @classmethod
@@ -80,6 +97,12 @@ class EpisodeSettings(BaseModel):
             raise ValueError(f"--env-kwargs must be a JSON object, not {type(parsed).__name__}")
         return parsed
 
+    @field_validator("environments")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        """A folder given relative to where a command runs is kept as the folder it meant."""
+        return None if value is None else str(Path(value).expanduser().absolute())
+
     @classmethod
     def from_options(cls, values: dict[str, Any]) -> EpisodeSettings:
         """Settings from flat option values, as the CLI and tournament files name them: the limits'
@@ -91,6 +114,7 @@ class EpisodeSettings(BaseModel):
         own = {name: value for name, value in values.items() if name in cls.model_fields and name != "limits"}
         own["preload"] = own.get("preload") or []
         own["env_kwargs"] = own.get("env_kwargs") or {}
+        own["find_links"] = own.get("find_links") or []
         try:
             limits = Limits(**{name: values[name] for name in Limits.model_fields if name in values})
             return cls(limits=limits, **own)

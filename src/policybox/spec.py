@@ -24,6 +24,11 @@ and the spec that comes out of that has none. The engine refuses to start a spec
 Its checkpoint may be what the script makes, so a spec with a script need not have its ``data_path``
 yet.
 
+A spec may declare ``requirements`` (pip requirement lines, or a submission folder's
+``requirements.txt``): packages built into an environment of its own before it plays
+(``policybox.files.environments``). Only names, extras, versions and markers are taken -- never an
+option, a URL or a path: the organiser decides where packages come from.
+
 A spec file or submission is not trusted: an entrant writes it. Every path it names must resolve,
 after symlinks, inside its own folder (so it cannot read or run another team's files), and the
 ``name`` it declares is kept only as a ``label``: a policy is identified by what the operator typed.
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
+from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policybox.errors import SpecError
@@ -52,6 +58,8 @@ DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 SPEC_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 SUBMISSION_SPEC = "policy_spec.json"
+REQUIREMENTS_FILE = "requirements.txt"  # beside a spec, as pip and MettaGrid's policy server read it
+SHOWN_REQUIREMENT = 200
 SUBMISSION_MANIFEST = "cogames.toml"  # MettaGrid's other submission format: a [policy] table
 SUBMISSION_ZIP_SUFFIX = ".zip"
 # A field MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
@@ -102,6 +110,12 @@ class PolicySpec(BaseModel):
         default=None, description="A display label the submission declared; never used to identify it"
     )
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables passed to its cells")
+    requirements: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda value: not value,
+        description="Packages its cells import that the host lacks (pip requirement lines: pkg==1.2), built once "
+        "into an environment of its own (policybox.files.environments); or a requirements.txt beside the spec",
+    )
     setup_script: str | None = Field(
         default=None,
         description="A Python script to run once, in a cell, in a private copy of the policy's files before "
@@ -257,11 +271,26 @@ def load_submission_dir(folder: Path, given: str | None = None) -> PolicySpec:
     spec_path, shown_file = folder / name, str(Path(shown) / name)
     inside.check(spec_path.resolve(), shown_file, "spec file", name)
     read = _read_manifest if name == SUBMISSION_MANIFEST else _read_spec_file
-    raw = _without_mettagrid_fields(read(spec_path, shown_file))
+    raw = _with_requirements_file(_without_mettagrid_fields(read(spec_path, shown_file)), folder, inside, shown)
     spec = check_spec(_validate(raw, shown_file), folder, inside, shown_file)
     if str(inside.root) not in spec.python_path:
         spec.python_path.insert(0, str(inside.root))
     return _identified(spec, shown)
+
+
+def _with_requirements_file(raw: Any, folder: Path, inside: _Confinement, shown: str) -> Any:
+    """A submission's spec with the lines of the ``requirements.txt`` beside it as its requirements."""
+    path = folder / REQUIREMENTS_FILE
+    if not isinstance(raw, dict) or not path.is_file():
+        return raw
+    shown_file = str(Path(shown) / REQUIREMENTS_FILE)
+    if raw.get("requirements"):
+        raise SpecError(f"{shown}: requirements are declared in its spec and in {REQUIREMENTS_FILE}: keep one of them")
+    inside.check(path.resolve(), shown_file, "requirements file", REQUIREMENTS_FILE)
+    try:
+        return {**raw, "requirements": _read_capped(path, shown_file).splitlines()}
+    except UnicodeDecodeError:
+        raise SpecError(f"{shown_file} is not UTF-8 text") from None
 
 
 class _Confinement(NamedTuple):
@@ -372,4 +401,29 @@ def check_spec(
     spec.python_path = [
         str(place(f"python_path[{index}]", entry, "python path folder")) for index, entry in enumerate(spec.python_path)
     ]
+    spec.requirements = _requirements(spec.requirements, origin)
     return spec
+
+
+def _requirements(lines: list[str], origin: str) -> list[str]:
+    """``lines`` as requirements uv may be given: each a name with optional extras, versions and
+    markers. Options (``--index-url``, ``-e``), URLs and paths are refused: a spec does not choose
+    where packages come from, the organiser does."""
+    cleaned = []
+    for raw in lines:
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement as exc:
+            raise SpecError(
+                f"{origin}: requirement {line[:SHOWN_REQUIREMENT]!r} is not a package requirement ({exc})"
+            ) from None
+        if requirement.url:
+            raise SpecError(
+                f"{origin}: requirement {line[:SHOWN_REQUIREMENT]!r} names a URL; give a name and versions "
+                "(pkg==1.2): packages come from the organiser's index"
+            )
+        cleaned.append(str(requirement))
+    return cleaned

@@ -19,6 +19,8 @@ from policybox.cli.tables import show_episode, show_final, show_summary
 from policybox.cli.verdict import ALPHA, BETA, EFFECT, MAX_EPISODES, WORKERS, live_line, show_result
 from policybox.episode import assign_policies, default_log_dir, run_episode
 from policybox.errors import SpecError
+from policybox.files import environments
+from policybox.files.environments import with_environments
 from policybox.files.setup_scripts import prepared_for_now
 from policybox.inert import shown
 from policybox.league.evaluate.results_folder import REPORT_FILE, as_final, load_summary, play_tournament
@@ -148,6 +150,7 @@ def run(
             console.status(f"Playing {settings.steps} steps with {len(specs)} agents ({settings.mode} mode)…"),
             prepared_for_now(specs, settings) as ready,  # setup scripts, in a cell each, into a temporary folder
         ):
+            ready = with_environments(ready, settings, environments.default_folder())
             result, unwritten = _played(ready, settings, logs, check)
     show_episode(console, result)
     for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):

@@ -21,7 +21,15 @@ from policybox.settings import LauncherName, Mode, OnFailure
 
 DEFAULTS = Limits()
 # What --help shows as each option's value: a word, not a Python type ("<int range>").
-METAVARS = {"env": "GAME", "env_kwargs": "JSON", "preload": "MODULE", "seed": "SEED"}
+METAVARS = {
+    "env": "GAME",
+    "env_kwargs": "JSON",
+    "preload": "MODULE",
+    "seed": "SEED",
+    "index_url": "URL",
+    "find_links": "DIR",
+    "environments": "DIR",
+}
 UNITS = {"_ms": "MS", "_s": "S", "_mb": "MIB"}
 
 
@@ -121,6 +129,36 @@ EPISODE_OPTIONS = [
         "preload",
         Annotated[
             list[str] | None, typer.Option(help="Module the zygote imports before forking cells, repeatable (torch).")
+        ],
+        None,
+    ),
+    _option(
+        "index_url",
+        Annotated[
+            str | None,
+            typer.Option(
+                help="Package index for policies' requirements (uv's --index-url). Default: what this machine's "
+                "pip install reaches (pip's index, extra indexes and find-links)."
+            ),
+        ],
+        None,
+    ),
+    _option(
+        "find_links",
+        Annotated[
+            list[str] | None,
+            typer.Option(help="A folder of wheels for policies' requirements, repeatable (offline: with no index)."),
+        ],
+        None,
+    ),
+    _option(
+        "environments",
+        Annotated[
+            str | None,
+            typer.Option(
+                help="Folder where policies' environments are built once and kept. Default: evaluate's results "
+                "folder, or ~/.cache/policybox/environments for run."
+            ),
         ],
         None,
     ),

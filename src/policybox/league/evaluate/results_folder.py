@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from policybox.errors import SpecError
+from policybox.files.environments import with_environments
 from policybox.files.setup_scripts import prepared
 from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
 from policybox.league.play.backends import Backend, open_runner
@@ -53,6 +54,7 @@ TOURNAMENT_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"  # policybox.league.report's page of the folder
 SETUP_FOLDER = "setup"  # what entrants' setup scripts made, by content: any tournament in the folder may use it
+ENVIRONMENTS_FOLDER = "environments"  # entrants' requirements, built once each (policybox.files.environments)
 
 
 class TournamentMismatch(SpecError):
@@ -163,13 +165,15 @@ def play_tournament(
 
 def _set_up(tournament: Tournament, out_dir: Path) -> Tournament:
     """The tournament as its episodes play it: each entrant with a setup script given the spec of what
-    its script made, once, in ``out_dir/setup/`` (PolicyRefused if it fails). What is stored and shown
+    its script made, once, in ``out_dir/setup/`` (PolicyRefused if it fails), and each with requirements
+    its environment, built once in ``out_dir/environments/`` (EnvironmentRefused). What is stored and shown
     keeps the entrants as given. A folder the tournament cannot take is refused first, untouched."""
     specs = [entrant.spec for entrant in tournament.entrants]
-    if not any(spec.setup_script for spec in specs):
+    if not any(spec.setup_script or spec.requirements for spec in specs):
         return tournament
     _check_claimable(out_dir, tournament)
     ready = prepared(specs, tournament.settings, out_dir / SETUP_FOLDER)
+    ready = with_environments(ready, tournament.settings, out_dir / ENVIRONMENTS_FOLDER)
     entrants = [
         entrant.model_copy(update={"spec": spec}) for entrant, spec in zip(tournament.entrants, ready, strict=True)
     ]
@@ -329,13 +333,14 @@ def claim_folder(out_dir: Path, tournament: Tournament) -> Path:
 
 def _check_claimable(out_dir: Path, tournament: Tournament) -> bool:
     """Refuse, touching nothing, a folder this tournament cannot take; whether it holds it already. A
-    folder holding only ``setup/`` (what setup scripts made, by content) counts as empty."""
+    folder holding only ``setup/`` and ``environments/`` (what setup scripts and requirements made, by
+    content) counts as empty."""
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecError(f"--out {out_dir} is a file, not a folder")
     if (out_dir / TOURNAMENT_FILE).exists():
         _check_same(out_dir, tournament)
         return True
-    if out_dir.exists() and any(entry.name != SETUP_FOLDER for entry in out_dir.iterdir()):
+    if out_dir.exists() and any(entry.name not in (SETUP_FOLDER, ENVIRONMENTS_FOLDER) for entry in out_dir.iterdir()):
         raise TournamentMismatch(f"--out {out_dir} is a folder with other files in it; give a new or empty folder")
     return False
 

@@ -8,9 +8,10 @@ must not import an upload). No step is played, and nothing is stored: a misspelt
 with the cell's own reason ("no class 'Zigzog' in bot.py; it defines Zigzag") at submit, not found at
 qualification.
 
-A spec with a ``setup_script`` is not built here: what it needs may only exist once its script has
-run, and scripts run at qualification, in the ladder's setup workers (``policybox.files.setup_scripts``);
-its build is checked there. Nor is a bare shorthand (``random``, ``noop``: no checkpoint, no
+A spec with a ``setup_script`` or ``requirements`` is not built here: what it needs may only exist
+once its script has run, or its environment is built, and both happen at qualification (in the
+ladder's setup workers, ``policybox.files.setup_scripts``; by ``policybox.files.environments``); its
+build is checked there. Nor is a bare shorthand (``random``, ``noop``: no checkpoint, no
 keyword arguments), which is the game family's own policy -- ``check_shorthands`` has found it.
 """
 
@@ -26,10 +27,15 @@ from policybox.spec import PolicySpec
 
 def check_builds(spec: PolicySpec, settings: EpisodeSettings, agents: int, files: Path | None = None) -> None:
     """Raise ``PolicyRefused`` (one line per reason) if ``spec`` cannot be built in a cell under
-    ``settings``; nothing if it can, or if it has a setup script still to run. ``files``: the folder
-    the spec's files were unpacked to (each submission a folder in it), left out of the paths the
-    refusal names, before it is cut to a line (a team is shown ``bot.py``, not the organiser's folders)."""
-    if spec.setup_script or (spec.is_shorthand and spec.data_path is None and not spec.init_kwargs):
+    ``settings``; nothing if it can, or if it has a setup script still to run or requirements to build.
+    ``files``: the folder the spec's files were unpacked to (each submission a folder in it), left out of
+    the paths the refusal names, before it is cut to a line (a team is shown ``bot.py``, not the
+    organiser's folders)."""
+    if (
+        spec.setup_script
+        or spec.requirements
+        or (spec.is_shorthand and spec.data_path is None and not spec.init_kwargs)
+    ):
         return  # a bare shorthand is the game family's own policy: nothing of the entrant's to build
     checked = settings.model_copy(update={"mode": "process", "replay": None})
     unpacked = None if files is None else re.compile(re.escape(f"{files}/") + r"[^/\s]+/?")

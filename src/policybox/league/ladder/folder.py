@@ -135,6 +135,13 @@ class LadderFolder:
     def __init__(self, folder: Path, settings: LadderSettings, database_url: str, engine: Any) -> None:
         self.folder, self.settings, self.database_url, self.engine = folder, settings, database_url, engine
 
+    @property
+    def environments(self) -> Path:
+        """Where its versions' requirements are built (``policybox.files.environments``): the settings'
+        ``environments`` folder, else ``environments/`` in the ladder's."""
+        given = self.settings.settings.environments
+        return Path(given) if given else self.folder / "environments"
+
     @classmethod
     def create(cls, folder: str | Path, settings: LadderSettings, database: str | None = None) -> LadderFolder:
         """Make a ladder in ``folder`` (new or empty), its database SQLite in the folder or ``database``

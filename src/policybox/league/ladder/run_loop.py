@@ -47,6 +47,7 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import DataError, IntegrityError
 
+from policybox.files.environments import EnvironmentRefused, package_source, with_environment
 from policybox.files.setup_scripts import SetupOutcome
 from policybox.files.version_files import Stored
 from policybox.league import ranking
@@ -162,6 +163,7 @@ class _Loop:
         self.scheduled = 0  # matches this run has scheduled
         self.setups: dict[Future[SetupOutcome], _Setup] = {}  # setup scripts running
         self.setup_pool: LocalWorkers | None = None  # their workers, started with the first
+        self._packages = package_source(self.settings.settings.index_url, self.settings.settings.find_links)
 
     @contextlib.contextmanager
     def setup_workers(self) -> Iterator[None]:
@@ -241,7 +243,7 @@ class _Loop:
                 self._set_up(_Setup(version, stored, out))
             elif not stored.spec.setup_script and len(self.in_flight) < self.capacity:
                 self.qualifying.add(version.id)
-                self._submit(_Qualification(version, stored, None))
+                self._qualification(version, stored, None)
 
     def _set_up(self, work: _Setup) -> None:
         if self.setup_pool is None:
@@ -267,8 +269,18 @@ class _Loop:
             self._qualified(work.version, False, f"its setup script failed: {outcome.output}", outcome.output, None)
             return
         assert outcome.spec is not None  # a setup that succeeded made one
-        stored = Stored(outcome.spec, work.stored.digest, work.out)
-        self._submit(_Qualification(work.version, stored, outcome.output))
+        self._qualification(work.version, Stored(outcome.spec, work.stored.digest, work.out), outcome.output)
+
+    def _qualification(self, version: store.Version, stored: Stored, setup_output: str | None) -> None:
+        """Play the version's validation episode -- in its environment, built first if it declares
+        requirements (``files.environments``: in this process, one uv call; a set built before is only
+        looked up). A build that fails rejects it with uv's reason. Its cells are given this spec later."""
+        try:
+            spec = with_environment(stored.spec, self.ladder.environments, self._packages, version.label)
+        except EnvironmentRefused as refused:
+            self._qualified(version, False, str(refused), setup_output, None)
+            return
+        self._submit(_Qualification(version, Stored(spec, stored.digest, stored.files), setup_output))
 
     def _schedule(self) -> None:
         """Choose and store new matches while a worker is free (and the limit is not reached)."""

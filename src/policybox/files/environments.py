@@ -1,0 +1,273 @@
+"""A submission's own packages: its requirements resolved and installed once with uv, layered on the host's.
+
+A spec may declare ``requirements`` (pip requirement lines; ``policybox.spec`` also reads a
+``requirements.txt`` beside a spec file or in a submission folder). ``with_environment`` gives the spec
+its environment, which cells put on their import path before they import the policy:
+
+* **Resolved against the host.** uv resolves the requirements with every package installed here
+  pinned at its installed version (a constraints file), so policybox, the game and their pins stay the
+  host's: a requirement that conflicts with one is refused with uv's message, which names both.
+* **A layer, not a copy.** Of the resolved set, only what the host lacks is installed (``uv pip install
+  --target --no-deps``), into a folder named by the hash of that locked set: equal sets share one
+  folder, and a set already built builds nothing. Because the layer never holds a package the host
+  has, the host's zygote (numpy, the game, torch if preloaded) serves every environment: a cell's
+  start-up is the host's.
+* **Wheels only.** ``--only-binary :all:``: an sdist would run its own code at build time, on the host.
+* **From the organiser's index.** What the host's ``pip install`` reaches by default (pip's configured
+  index, extra indexes and find-links, read with ``pip config list``), or the settings' ``index_url``
+  and ``find_links`` instead. uv reads no pip configuration itself, so it is passed on explicitly.
+* **Read-only to cells.** The folder is root's (mode 700 at the top); a cell sees its own layer only,
+  bound read-only into its private view like its policy files.
+
+Why uv and not pip: uv resolves and installs in a second where pip takes tens (it is what MettaGrid's
+policy server uses for the same job), and it can resolve against constraints without installing.
+A request -- the requirements, the index settings and the host's packages -- is remembered with the
+folder it resolved to, so the next spec that asks the same finds it without resolving again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from policybox.errors import PolicyboxError, SpecError
+from policybox.inert import inert
+from policybox.settings import EpisodeSettings
+from policybox.spec import PolicySpec
+from policybox.submission import private_folder
+
+BUILD_TIMEOUT_S = 600.0
+MAX_ENVIRONMENT_BYTES = 4 * 1024**3
+MESSAGE_CHARS = 1500  # of uv's output, in a refusal
+REQUESTS = "requests"
+SITE = "site"
+LOCK = "lock.txt"
+
+
+class EnvironmentRefused(PolicyboxError):
+    """A spec's requirements cannot be built: unknown, conflicting with the host, no wheel, too big or
+    slow, or the index unreachable. The message names the policy and gives uv's reason."""
+
+
+@dataclass(frozen=True)
+class PackageSource:
+    """Where environments' packages come from: an index URL, extra indexes and find-links folders."""
+
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    no_index: bool = False  # find-links only: a wheelhouse, offline
+
+    def uv_arguments(self) -> list[str]:
+        arguments = ["--no-index"] if self.no_index else []
+        arguments += ["--index-url", self.index_url] if self.index_url else []
+        arguments += [arg for url in self.extra_index_urls for arg in ("--extra-index-url", url)]
+        return arguments + [arg for link in self.find_links for arg in ("--find-links", link)]
+
+
+def package_source(index_url: str | None = None, find_links: Sequence[str] = ()) -> PackageSource:
+    """The given index and find-links if any is given (find-links alone: those folders only, no index),
+    else what the host's ``pip install`` reaches."""
+    if index_url or find_links:
+        return PackageSource(index_url, (), tuple(_absolute(link) for link in find_links), no_index=index_url is None)
+    return pip_configured_source()
+
+
+def _absolute(link: str) -> str:
+    """A find-links folder as an absolute path (uv runs elsewhere); a URL as it is."""
+    return link if "://" in link else str(Path(link).expanduser().resolve())
+
+
+@cache
+def pip_configured_source() -> PackageSource:
+    """pip's configured index, extra indexes and find-links (its files and PIP_* variables)."""
+    try:
+        listed = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return PackageSource()  # no pip here: uv's own default (PyPI)
+    values: dict[str, list[str]] = {}
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        name = key.rpartition(".")[2]
+        values.setdefault(name, []).extend(value.strip().strip("'\"").split())
+    index = values.get("index-url", [None])[-1]
+    return PackageSource(index, tuple(values.get("extra-index-url", [])), tuple(values.get("find-links", [])))
+
+
+def default_folder() -> Path:
+    """Where ``policybox run`` keeps environments unless told: the user's cache."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "policybox" / "environments"
+
+
+def with_environments(specs: Sequence[PolicySpec], settings: EpisodeSettings, default: Path) -> list[PolicySpec]:
+    """``specs``, each with requirements given its environment (``with_environment``), built under the
+    settings' ``environments`` folder or else ``default``, from their index and find-links."""
+    if not any(spec.requirements for spec in specs):
+        return list(specs)
+    folder = Path(settings.environments) if settings.environments else default
+    source = package_source(settings.index_url, settings.find_links)
+    return [with_environment(spec, folder, source) for spec in specs]
+
+
+def with_environment(spec: PolicySpec, folder: Path, source: PackageSource, shown: str | None = None) -> PolicySpec:
+    """``spec`` with its environment's layer (built if need be) as its last import root and no requirements
+    left to build; as it is if it declares none. EnvironmentRefused says why one cannot be built, naming
+    the policy as ``shown`` (default: its display name)."""
+    if not spec.requirements:
+        return spec
+    site = str(environment(spec.requirements, folder, source, shown or spec.display_name) / SITE)
+    return spec.model_copy(update={"python_path": [*spec.python_path, site], "requirements": []})
+
+
+def environment_of(spec: PolicySpec) -> str | None:
+    """The layer a built spec imports from (``with_environment``), if any."""
+    return next((p for p in spec.python_path if Path(p).name == SITE and (Path(p).parent / LOCK).is_file()), None)
+
+
+def check_one_process(specs: Sequence[PolicySpec]) -> None:
+    """Refuse, for inline mode, specs built in different environments: every policy then imports in this
+    one process, which holds one version of a package -- the first imported -- for all of them."""
+    layers = {layer for spec in specs if (layer := environment_of(spec))}
+    if len(layers) > 1:
+        raise SpecError(
+            f"inline mode plays every policy in this process, which cannot hold {len(layers)} environments' "
+            "packages at once: play these policies in process mode"
+        )
+
+
+def environment(requirements: Sequence[str], folder: Path, source: PackageSource, policy: str) -> Path:
+    """The folder of the environment for ``requirements``: found, or resolved and built under ``folder``."""
+    folder = private_folder(folder, EnvironmentRefused)
+    request = _digest(json.dumps([sorted(requirements), source.uv_arguments(), host_packages()]))
+    memo = folder / REQUESTS / f"{request}.txt"
+    with contextlib.suppress(FileNotFoundError):
+        known = folder / memo.read_text().strip()
+        if (known / SITE).is_dir():
+            return known
+    with tempfile.TemporaryDirectory(prefix=".building-", dir=folder) as scratch:
+        layer = _resolve(requirements, source, Path(scratch), policy)
+        built = folder / _digest("\n".join([_python_tag(), *layer]))
+        if not (built / SITE).is_dir():
+            _install(layer, source, Path(scratch), built, policy)
+    memo.parent.mkdir(mode=0o700, exist_ok=True)
+    _write(memo, built.name)
+    return built
+
+
+@cache
+def host_packages() -> tuple[str, ...]:
+    """Every distribution importable here, as ``name==version`` pins (sorted)."""
+    pins = {
+        canonicalize_name(dist.metadata["Name"]): dist.version
+        for dist in importlib.metadata.distributions()
+        if dist.metadata["Name"]
+    }
+    return tuple(f"{name}=={version}" for name, version in sorted(pins.items()))
+
+
+def _resolve(requirements: Sequence[str], source: PackageSource, scratch: Path, policy: str) -> list[str]:
+    """The locked set uv resolves for ``requirements`` beside the host's packages, less what the host has."""
+    (scratch / "requirements.in").write_text("\n".join(requirements) + "\n")
+    (scratch / "host.txt").write_text("\n".join(host_packages()) + "\n")
+    locked = _uv(
+        ["pip", "compile", "requirements.in", "--constraint", "host.txt", "--no-header", "--no-annotate"],
+        source,
+        scratch,
+        policy,
+        "cannot be resolved beside the host's packages",
+    )
+    have = set(host_packages())
+    pins = [line.strip() for line in locked.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return sorted(pin for pin in pins if _canonical_pin(pin) not in have)
+
+
+def _install(layer: list[str], source: PackageSource, scratch: Path, built: Path, policy: str) -> None:
+    """Install the pins of ``layer`` into ``scratch``, then move them to ``built`` whole (or not at all)."""
+    (scratch / LOCK).write_text("\n".join(layer) + "\n")
+    site = scratch / SITE
+    if layer:
+        _uv(
+            # Compiled now: a cell can write no bytecode, and would compile every module at each start.
+            ["pip", "install", "--no-deps", "--compile-bytecode", "--target", str(site), "-r", LOCK],
+            source,
+            scratch,
+            policy,
+            "cannot be installed",
+        )
+    site.mkdir(exist_ok=True)
+    size = sum(path.stat().st_size for path in site.rglob("*") if path.is_file() and not path.is_symlink())
+    if size > MAX_ENVIRONMENT_BYTES:
+        raise EnvironmentRefused(
+            f"policy {policy}: its environment is {size / 1024**2:.0f} MiB, over the cap of "
+            f"{MAX_ENVIRONMENT_BYTES / 1024**2:.0f} MiB"
+        )
+    _readable_not_writable(site)
+    staged = scratch / "environment"
+    staged.mkdir()
+    site.rename(staged / SITE)
+    (scratch / LOCK).rename(staged / LOCK)
+    staged.chmod(0o755)
+    with contextlib.suppress(FileExistsError, OSError):  # built meanwhile by another process: keep theirs
+        staged.rename(built)
+    if not (built / SITE).is_dir():
+        raise EnvironmentRefused(f"policy {policy}: its environment could not be moved into {built.parent}")
+
+
+def _uv(arguments: list[str], source: PackageSource, cwd: Path, policy: str, failed: str) -> str:
+    import uv  # the package ships the binary; imported here so that only building needs it
+
+    command = [uv.find_uv_bin(), *arguments, "--python", sys.executable, "--only-binary", ":all:"]
+    command += source.uv_arguments()
+    environment = {**os.environ, "UV_NO_CONFIG": "1", "NO_COLOR": "1"}
+    try:
+        done = subprocess.run(
+            command, cwd=cwd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, env=environment, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise EnvironmentRefused(
+            f"policy {policy}: its requirements {failed}: uv took longer than {BUILD_TIMEOUT_S:g} s"
+        ) from None
+    if done.returncode != 0:
+        message = inert(" ".join(done.stderr.split())[-MESSAGE_CHARS:])  # uv's lines as one
+        raise EnvironmentRefused(f"policy {policy}: its requirements {failed}: {message}")
+    return done.stdout
+
+
+def _readable_not_writable(site: Path) -> None:
+    """Every file readable by every user (cells have their own uids), writable by none but root."""
+    for path in [site, *site.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+
+
+def _canonical_pin(pin: str) -> str:
+    name, _, version = pin.partition("==")
+    return f"{canonicalize_name(name.split('[')[0].strip())}=={version.split(';')[0].strip()}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _python_tag() -> str:
+    return f"cp{sys.version_info.major}{sys.version_info.minor}-{sys.platform}"
+
+
+def _write(path: Path, text: str) -> None:
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    staged.write_text(text)
+    staged.replace(path)

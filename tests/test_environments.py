@@ -1,0 +1,318 @@
+"""A submission's own packages: requirements built once with uv into an environment layered on the
+host's, seen only by that submission's cells.
+
+Packages come from this machine's own index (file:///opt/pypi/simple): more-itertools, which the host
+does not have, in two versions. Every outcome is judged from outside the cells: the agents' statuses
+(a policy refuses to play unless it imports the version it expects), the folders on disk, the number
+of times uv ran, a TCP listener this test holds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import POLICIES
+
+import policybox.files.environments as environments
+from policybox.episode import run_episode
+from policybox.files.environments import EnvironmentRefused, PackageSource, with_environments
+from policybox.results import AgentStatus
+from policybox.settings import EpisodeSettings
+from policybox.spec import SpecError, parse_policy_arg
+
+INDEX = "file:///opt/pypi/simple"
+LOCAL = PackageSource(INDEX)
+OLD, NEW = "10.8.0", "11.1.0"
+
+
+@pytest.fixture(autouse=True)
+def host_lacks_the_package():
+    assert importlib.util.find_spec("more_itertools") is None, "the host must not have more-itertools for these tests"
+
+
+def submission(folder: Path, expect: str, requirements: str | None, cls: str = "NeedsPackage", **kwargs) -> Path:
+    """A submission folder whose policy refuses to play unless it imports more-itertools ``expect``."""
+    folder.mkdir(parents=True)
+    (folder / "bot.py").write_text((POLICIES / "needs_package.py").read_text())
+    spec = {"class_path": f"bot.py:{cls}", "init_kwargs": {"expect": expect, **kwargs}}
+    (folder / "policy_spec.json").write_text(json.dumps(spec))
+    if requirements is not None:
+        (folder / "requirements.txt").write_text(requirements)
+    return folder
+
+
+def policybox(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "policybox", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")},
+    )
+
+
+def test_two_submissions_pinning_different_versions_play_one_match_each_with_its_own(tmp_path):
+    old = submission(tmp_path / "old", OLD, f"# pinned\nmore-itertools=={OLD}\n")
+    new = submission(tmp_path / "new", NEW, f"more-itertools=={NEW}\n")
+    bare = submission(tmp_path / "bare", OLD, None)  # the same policy, without requirements
+    out, envs = tmp_path / "result.json", tmp_path / "envs"
+    run = policybox(
+        "run", "-p", str(old), "-p", str(new), "-p", str(bare), "-n", "3", "--steps", "10",
+        "--index-url", INDEX, "--environments", str(envs), "--out", str(out), "--log-dir", str(tmp_path / "logs"),
+        "--no-check",  # the bare one fails as an agent, beside the others
+    )  # fmt: skip
+    result = json.loads(out.read_text())
+    statuses = [agent["status"] for agent in result["agents"]]
+    assert statuses == ["ok", "ok", "error"], run.stdout + run.stderr
+    assert result["agents"][2]["failure"]["message"] == "No module named 'more_itertools'"  # the host lacks it
+    logs = {i: (tmp_path / "logs" / f"agent-{i}.log").read_text() for i in (0, 1)}
+    assert f"more-itertools {OLD} from {envs}" in logs[0] and f"more-itertools {NEW} from {envs}" in logs[1]
+    built = sorted(path for path in envs.iterdir() if path.name != environments.REQUESTS)
+    assert len(built) == 2
+    assert stat.S_IMODE(envs.stat().st_mode) == 0o700 and envs.stat().st_uid == 0
+    for path in built:  # root's, and no cell may write there
+        for entry in [path, *path.rglob("*")]:
+            assert entry.lstat().st_uid == 0 and not entry.lstat().st_mode & 0o022, entry
+
+
+def test_the_same_requirements_build_nothing_the_second_time(tmp_path, monkeypatch):
+    calls: list[str] = []
+    real = environments._uv
+    monkeypatch.setattr(
+        environments, "_uv", lambda arguments, *rest: calls.append(arguments[1]) or real(arguments, *rest)
+    )
+    envs = tmp_path / "envs"
+    first = environments.environment([f"more-itertools=={OLD}"], envs, LOCAL, "first")
+    assert calls == ["compile", "install"]
+    built = (first / "site").stat()
+    again = environments.environment([f"more-itertools=={OLD}"], envs, LOCAL, "second")
+    assert again == first and calls == ["compile", "install"]  # remembered: not even resolved again
+    spelt_otherwise = environments.environment([f"more_itertools == {OLD}"], envs, LOCAL, "third")
+    assert spelt_otherwise == first and calls == ["compile", "install", "compile"]  # resolved, not installed
+    assert (first / "site").stat().st_mtime_ns == built.st_mtime_ns
+    assert (first / "lock.txt").read_text() == f"more-itertools=={OLD}\n"
+    assert not [path for path in envs.iterdir() if path.name.startswith(".building")]
+
+
+def test_a_built_spec_plays_from_python_and_an_unbuilt_one_is_refused(tmp_path):
+    spec = parse_policy_arg(str(submission(tmp_path / "bot", NEW, f"more-itertools=={NEW}")))
+    assert spec.requirements == [f"more-itertools=={NEW}"]
+    settings = EpisodeSettings(steps=10, index_url=INDEX, environments=str(tmp_path / "envs"))
+    with pytest.raises(SpecError, match="declares requirements .* must be built first"):
+        run_episode([spec, "random"], settings, tmp_path / "logs", agents=2)
+    ready = with_environments([spec, parse_policy_arg("random")], settings, tmp_path / "unused")
+    assert ready[0].requirements == [] and ready[0].python_path[-1].startswith(str(tmp_path / "envs"))
+    played = run_episode(ready, settings, tmp_path / "logs", agents=2)
+    assert [agent.status for agent in played.agents] == [AgentStatus.OK, AgentStatus.OK]
+    assert not (tmp_path / "unused").exists()
+
+
+def test_inline_mode_takes_one_environment_in_its_one_process(tmp_path):
+    """Inline mode imports every policy in the host's process (a subprocess here, so that this one stays
+    without the package): one environment plays, two are refused -- a process holds one version."""
+    old = submission(tmp_path / "old", OLD, f"more-itertools=={OLD}")
+    new = submission(tmp_path / "new", NEW, f"more-itertools=={NEW}")
+    common = ["-n", "2", "--steps", "5", "--mode", "inline", "--index-url", INDEX, "--environments", str(tmp_path)]
+    one = policybox("run", "-p", str(old), *common, "--out", str(tmp_path / "one.json"))
+    assert one.returncode == 0, one.stdout + one.stderr
+    two = policybox("run", "-p", str(old), "-p", str(new), *common)
+    assert two.returncode == 2 and "cannot hold 2 environments' packages at once" in two.stderr, two.stderr
+
+
+def test_a_cell_in_a_built_environment_cannot_reach_the_network_nor_change_its_environment(tmp_path):
+    folder = submission(tmp_path / "bot", NEW, f"more-itertools=={NEW}", cls="NeedsPackageOnline", port=0)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        spec = parse_policy_arg(str(folder))
+        spec = spec.model_copy(update={"init_kwargs": {**spec.init_kwargs, "port": server.getsockname()[1]}})
+        settings = EpisodeSettings(steps=10, index_url=INDEX)
+        ready = with_environments([spec], settings, tmp_path / "envs")
+        (agent,) = run_episode(ready, settings, tmp_path / "logs", agents=1).agents
+        with pytest.raises(BlockingIOError):
+            server.accept()  # the listener saw no connection
+    assert agent.status == AgentStatus.OK
+    log = (tmp_path / "logs" / "agent-0.log").read_text()
+    assert "tcp: refused" in log and "plant: refused" in log and "rewrite: refused" in log, log
+    package = Path(ready[0].python_path[-1]) / "more_itertools"
+    assert not (package / "planted.py").exists() and "SystemExit" not in (package / "__init__.py").read_text()
+
+
+@pytest.mark.parametrize(
+    ("requirements", "message"),
+    [
+        ("numpy==1.26.4", rf"numpy==1\.26\.4 and numpy=={__import__('numpy').__version__}"),  # the host's pin
+        ("no-such-package-policybox", "no-such-package-policybox was not found"),
+        ("more-itertools==0.0.1", "there is no version of more-itertools==0.0.1"),
+    ],
+)
+def test_requirements_that_cannot_be_met_are_refused_with_uvs_reason(tmp_path, requirements, message):
+    folder = submission(tmp_path / "bot", OLD, requirements)
+    with pytest.raises(EnvironmentRefused, match=rf"policy \S*bot: its requirements cannot be resolved.*{message}"):
+        with_environments(
+            [parse_policy_arg(str(folder), base_dir=tmp_path)], EpisodeSettings(index_url=INDEX), tmp_path / "envs"
+        )
+    leftovers = [path.name for path in (tmp_path / "envs").iterdir()]
+    assert leftovers == [], leftovers  # nothing half-built
+
+
+def test_bad_requirements_and_an_unreachable_index_are_one_clear_error_and_keep_the_result(tmp_path):
+    out = tmp_path / "result.json"
+    out.write_text("kept")
+    cases = {
+        "--index-url http://evil.example/simple\n": "is not a package requirement",
+        "pkg @ https://evil.example/pkg.whl\n": "names a URL",
+        "numpy==1.26.4\n": "cannot be resolved beside the host's packages",
+    }
+    for index, (requirements, message) in enumerate(cases.items()):
+        folder = submission(tmp_path / f"bot{index}", OLD, requirements)
+        run = policybox("run", "-p", str(folder), "-n", "1", "--index-url", INDEX, "--out", str(out),
+                        "--environments", str(tmp_path / "envs"))  # fmt: skip
+        assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr, run.stderr
+    offline = submission(tmp_path / "offline", OLD, f"more-itertools=={OLD}\n")
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        index = f"http://127.0.0.1:{closed.getsockname()[1]}/simple"
+        run = policybox("run", "-p", str(offline), "-n", "1", "--index-url", index, "--out", str(out),
+                        "--environments", str(tmp_path / "envs"))  # fmt: skip
+    assert run.returncode == 2 and "its requirements cannot be resolved" in run.stderr, run.stderr
+    assert out.read_text() == "kept"
+
+
+def test_requirements_in_the_spec_and_in_a_file_are_refused(tmp_path):
+    folder = submission(tmp_path / "bot", OLD, f"more-itertools=={OLD}")
+    spec = json.loads((folder / "policy_spec.json").read_text())
+    (folder / "policy_spec.json").write_text(json.dumps({**spec, "requirements": [f"more-itertools=={NEW}"]}))
+    with pytest.raises(SpecError, match="declared in its spec and in requirements.txt: keep one"):
+        parse_policy_arg(str(folder))
+    (folder / "requirements.txt").unlink()
+    assert parse_policy_arg(str(folder)).requirements == [f"more-itertools=={NEW}"]
+
+
+def test_a_wheelhouse_alone_builds_offline(tmp_path):
+    wheelhouse = tmp_path / "wheels"
+    wheelhouse.mkdir()
+    for wheel in Path("/opt/pypi/files").glob(f"more_itertools-{OLD}-*.whl"):
+        (wheelhouse / wheel.name).write_bytes(wheel.read_bytes())
+    source = environments.package_source(None, [str(wheelhouse)])
+    assert source.uv_arguments() == ["--no-index", "--find-links", str(wheelhouse)]
+    built = environments.environment([f"more-itertools=={OLD}"], tmp_path / "envs", source, "bot")
+    assert (built / "lock.txt").read_text() == f"more-itertools=={OLD}\n"
+    with pytest.raises(EnvironmentRefused, match="cannot be resolved"):
+        environments.environment([f"more-itertools=={NEW}"], tmp_path / "envs", source, "bot")
+
+
+def test_by_default_requirements_come_from_where_pip_install_looks():
+    configured = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    source = environments.pip_configured_source()
+    for link in source.find_links:
+        assert link in configured
+    for url in source.extra_index_urls:
+        assert url in configured
+    assert environments.package_source(None, []) == source
+
+
+def test_evaluate_builds_each_environment_once_in_its_results_folder(tmp_path):
+    old = submission(tmp_path / "old", OLD, f"more-itertools=={OLD}")
+    new = submission(tmp_path / "new", NEW, f"more-itertools=={NEW}")
+    out = tmp_path / "results"
+    args = ["evaluate", "-p", str(old), "-p", str(new), "--episodes", "2", "--agents", "2", "--steps", "5"]
+    run = policybox(*args, "--index-url", INDEX, "--out", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(entry["statuses"] == {"ok": 2} for entry in summary["policies"]), summary["policies"]
+    built = sorted(p for p in (out / "environments").iterdir() if p.name != environments.REQUESTS)
+    assert len(built) == 2
+    tournament = json.loads((out / "tournament.json").read_text())
+    assert [e["spec"]["requirements"] for e in tournament["entrants"]] == [[f"more-itertools=={v}"] for v in (OLD, NEW)]
+    stamps = [path.stat().st_mtime_ns for path in built]
+    again = policybox(*args, "--episodes", "4", "--index-url", INDEX, "--out", str(out))  # more episodes, same folder
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [path.stat().st_mtime_ns for path in built] == stamps
+    assert len([p for p in (out / "environments").iterdir() if p.name != environments.REQUESTS]) == 2
+
+
+def test_a_ladder_builds_at_qualification_plays_each_version_in_its_own_and_rejects_what_cannot_be_built(tmp_path):
+    from policybox import EpisodeSettings as Settings
+    from policybox import LadderSettings
+    from policybox.ladder import Ladder
+
+    made = LadderSettings(
+        settings=Settings(env="arena", steps=20, index_url=INDEX), agents=2, placement_matches=0, suspend_after=3
+    )
+    with Ladder.create(tmp_path / "cup", made) as ladder:
+        ladder.submit("old", str(submission(tmp_path / "old", OLD, f"more-itertools=={OLD}")))
+        ladder.submit("new", str(submission(tmp_path / "new", NEW, f"more-itertools=={NEW}")))
+        ladder.submit("conflict", str(submission(tmp_path / "conflict", OLD, "numpy==1.26.4")))
+        ladder.run(matches=2, workers=1)
+        rows = {row.name: row for row in ladder.standings().rows}
+        assert rows["old"].state == rows["new"].state == "active" and rows["old"].matches == 2
+        assert rows["conflict"].state == "rejected"
+        assert "its requirements cannot be resolved beside the host's packages" in rows["conflict"].reason
+        assert "numpy==1.26.4" in rows["conflict"].reason
+        built = [p for p in (tmp_path / "cup" / "environments").iterdir() if p.name != environments.REQUESTS]
+        assert len(built) == 2
+        logs = sorted((tmp_path / "cup" / "logs").glob("match-*/agent-*.log"))
+        assert len(logs) == 4
+        seen = {log.read_text().split(" from ")[0] for log in logs}  # each agent's own version, from its log
+        assert seen == {f"more-itertools {OLD}", f"more-itertools {NEW}"}
+
+
+def test_the_docs_offline_competition_plays_from_a_wheelhouse_alone(tmp_path):
+    """docs/environments.md's team and its two commands: the wheels downloaded, then the team plays with
+    the wheelhouse as its only source (uv gets --no-index), its environment in the user's cache."""
+    from test_docs import PLANNER, WHEELHOUSE, block
+
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "bot.py").write_text(block(*PLANNER))
+    (team / "requirements.txt").write_text(block(PLANNER.page, PLANNER.heading, "text"))
+    (team / "policy_spec.json").write_text(json.dumps({"class_path": "bot.py:Planner"}))
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "200"}
+    for line in block(*WHEELHOUSE).strip().splitlines():
+        run = subprocess.run(shlex.split(line), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stdout + run.stderr
+    assert [wheel.name for wheel in (tmp_path / "wheelhouse").iterdir()] == [f"more_itertools-{OLD}-py3-none-any.whl"]
+    assert "ok" in run.stdout and "error" not in run.stdout
+    built = tmp_path / "cache" / "policybox" / "environments"
+    assert [(path / "lock.txt").read_text() for path in built.iterdir() if path.name != environments.REQUESTS] == [
+        f"more-itertools=={OLD}\n"
+    ]
+
+
+def test_an_sdist_is_never_built_on_the_host(tmp_path):
+    """A package offered only as an sdist whose setup.py plants a file when it is built: refused, and
+    the file is never made (uv gets --only-binary :all:; without it, uv builds it here and the file is
+    made -- the wheelhouse holds setuptools for that)."""
+    marker = tmp_path / "built-on-the-host"
+    package = tmp_path / "src" / "trojan-1.0"
+    package.mkdir(parents=True)
+    (package / "setup.py").write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+        "from setuptools import setup\nsetup(name='trojan', version='1.0')\n"
+    )
+    (package / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: trojan\nVersion: 1.0\n")
+    wheelhouse = tmp_path / "sdists"
+    wheelhouse.mkdir()
+    for wheel in Path("/opt/pypi/files").glob("setuptools-*-py3-none-any.whl"):  # all a build would need
+        (wheelhouse / wheel.name).write_bytes(wheel.read_bytes())
+    subprocess.run(
+        ["tar", "-czf", str(wheelhouse / "trojan-1.0.tar.gz"), "-C", str(package.parent), package.name], check=True
+    )
+    source = environments.package_source(None, [str(wheelhouse)])
+    with pytest.raises(EnvironmentRefused, match="cannot be resolved.*trojan"):
+        environments.environment(["trojan==1.0"], tmp_path / "envs", source, "bot")
+    assert not marker.exists()
