@@ -50,12 +50,13 @@ def submission(folder: Path, expect: str, requirements: str | None, cls: str = "
     return folder
 
 
-def policybox(*args: str) -> subprocess.CompletedProcess:
+def policybox(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "policybox", *args],
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=cwd,
         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")},
     )
 
@@ -316,3 +317,18 @@ def test_an_sdist_is_never_built_on_the_host(tmp_path):
     with pytest.raises(EnvironmentRefused, match="cannot be resolved.*trojan"):
         environments.environment(["trojan==1.0"], tmp_path / "envs", source, "bot")
     assert not marker.exists()
+
+
+def test_on_a_ray_cluster_each_episode_plays_in_its_environments(tmp_path):
+    """``--backend ray`` with a Ray started for the run: the environments, built once by the driver, travel
+    with the submissions' files (packed like them) and each agent imports its own version there. The
+    results folder is given relative to where the command runs."""
+    for version in (OLD, NEW):
+        submission(tmp_path / version, version, f"more-itertools=={version}")
+    run = policybox(
+        "evaluate", "-p", OLD, "-p", NEW, "--episodes", "2", "--agents", "2", "--steps", "10",
+        "--backend", "ray", "--index-url", INDEX, "--out", "results", cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert [entry["statuses"] for entry in summary["policies"]] == [{"ok": 2}, {"ok": 2}]

@@ -151,7 +151,7 @@ def check_one_process(specs: Sequence[PolicySpec]) -> None:
 
 def environment(requirements: Sequence[str], folder: Path, source: PackageSource, policy: str) -> Path:
     """The folder of the environment for ``requirements``: found, or resolved and built under ``folder``."""
-    folder = private_folder(folder, EnvironmentRefused)
+    folder = private_folder(folder.absolute(), EnvironmentRefused)  # a spec's import roots are absolute
     request = _digest(json.dumps([sorted(requirements), source.uv_arguments(), host_packages()]))
     memo = folder / REQUESTS / f"{request}.txt"
     with contextlib.suppress(FileNotFoundError):
