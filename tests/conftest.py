@@ -1,5 +1,6 @@
 """Shared fixtures: policy file paths, a one-call episode runner, the guards against leftover processes
-and IPC objects, databases (SQLite and a real PostgreSQL server) and a real headless Chromium.
+and IPC objects, databases (SQLite and a real PostgreSQL server), a real headless Chromium, and small
+tmpfs disks to fill.
 
 The suite runs on two pytest-xdist workers at once (the README's test command), on a machine others
 share: every guard looks only at what its own test made -- this process's tree, the uids its cells
@@ -8,6 +9,7 @@ had -- never at the whole machine, so that the other worker's test cannot fail i
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,3 +158,32 @@ def browser():
             yield chromium
         finally:
             chromium.close()
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[callable]:
+    """``disk("size=80k")``: a fresh tmpfs mounted with these options, unmounted after the test."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs to fill needs root")
+    mounted: list[Path] = []
+
+    def mount(options: str) -> Path:
+        point = tmp_path / f"disk{len(mounted)}"
+        point.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    try:
+        yield mount
+    finally:
+        for point in mounted:
+            if subprocess.run(["umount", str(point)], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", str(point)], check=True)  # busy: detach it all the same
+
+
+def remount(point: Path, options: str) -> None:
+    """Give the filesystem room again, keeping every file on it."""
+    subprocess.run(["mount", "-o", f"remount,{options}", str(point)], check=True)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import POLICIES
+from conftest import POLICIES, remount
 
 import policybox.files.environments as environments
 from policybox.episode import run_episode
@@ -190,6 +190,17 @@ def test_bad_requirements_and_an_unreachable_index_are_one_clear_error_and_keep_
     assert out.read_text() == "kept"
 
 
+def test_a_cogames_manifest_declares_requirements_in_its_policy_table(tmp_path):
+    folder = tmp_path / "team"
+    folder.mkdir()
+    (folder / "bot.py").write_text((POLICIES / "needs_package.py").read_text())
+    requirement = "more-itertools==10.8.0 ; python_version >= '3'"
+    (folder / "cogames.toml").write_text(
+        f'[policy]\nclass_path = "bot.py:NeedsPackage"\nrequirements = ["{requirement}"]\n'
+    )
+    assert parse_policy_arg(str(folder)).requirements == ['more-itertools==10.8.0; python_version >= "3"']
+
+
 def test_requirements_in_the_spec_and_in_a_file_are_refused(tmp_path):
     folder = submission(tmp_path / "bot", OLD, f"more-itertools=={OLD}")
     spec = json.loads((folder / "policy_spec.json").read_text())
@@ -332,3 +343,18 @@ def test_on_a_ray_cluster_each_episode_plays_in_its_environments(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert [entry["statuses"] for entry in summary["policies"]] == [{"ok": 2}, {"ok": 2}]
+
+
+def test_a_full_disk_is_the_machines_fault_not_the_policys_and_leaves_nothing_half_built(disk, tmp_path):
+    """The environments' folder on a tmpfs too small for the package: StorageFull (exit 1 from the CLI,
+    naming what ran out), never a refusal of the policy; with room, the same command builds and plays."""
+    point = disk("size=64k")
+    folder = submission(tmp_path / "bot", OLD, f"more-itertools=={OLD}")
+    args = ["run", "-p", str(folder), "-n", "1", "--steps", "5", "--index-url", INDEX]
+    full = policybox(*args, "--environments", str(point / "envs"))
+    assert full.returncode == 1 and "no space left on the filesystem" in full.stderr, full.stderr
+    assert "cannot be" not in full.stderr
+    assert [path.name for path in (point / "envs").iterdir()] == []  # nothing half-built
+    remount(point, "size=64m")
+    roomy = policybox(*args, "--environments", str(point / "envs"))
+    assert roomy.returncode == 0, roomy.stdout + roomy.stderr

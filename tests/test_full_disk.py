@@ -12,12 +12,11 @@ import re
 import subprocess
 import sys
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import policy
+from conftest import policy, remount
 
 import policybox
 from policybox.host.cgroup import kill_cgroup_parent
@@ -28,35 +27,6 @@ from policybox.storage import Resource, StorageFull, what_ran_out
 EPISODES = 20
 TOURNAMENT = ["-p", "random", "-p", "noop", "--episodes", str(EPISODES), "--agents", "4", "--steps", "100"]
 ROOMY = "size=8m,nr_inodes=4000"
-
-
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[callable]:
-    """``disk("size=80k")``: a fresh tmpfs mounted with these options, unmounted after the test."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs to fill needs root")
-    mounted: list[Path] = []
-
-    def mount(options: str) -> Path:
-        point = tmp_path / f"disk{len(mounted)}"
-        point.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-        mounted.append(point)
-        return point
-
-    try:
-        yield mount
-    finally:
-        for point in mounted:
-            if subprocess.run(["umount", str(point)], capture_output=True).returncode != 0:
-                subprocess.run(["umount", "-l", str(point)], check=True)  # busy: detach it all the same
-
-
-def remount(point: Path, options: str) -> None:
-    """Give the filesystem room again, keeping every file on it."""
-    subprocess.run(["mount", "-o", f"remount,{options}", str(point)], check=True)
 
 
 def policybox_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

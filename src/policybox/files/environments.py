@@ -28,6 +28,7 @@ folder it resolved to, so the next spec that asks the same finds it without reso
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib.metadata
 import json
@@ -46,11 +47,14 @@ from policybox.errors import PolicyboxError, SpecError
 from policybox.inert import inert
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
+from policybox.storage import StorageFull, what_ran_out, writing
 from policybox.submission import private_folder
 
 BUILD_TIMEOUT_S = 600.0
 MAX_ENVIRONMENT_BYTES = 4 * 1024**3
 MESSAGE_CHARS = 1500  # of uv's output, in a refusal
+# How uv says a write failed for a full filesystem (Rust's io::Error: "... (os error 28)").
+FULL_DISK = {f"(os error {errno.ENOSPC})": errno.ENOSPC, f"(os error {errno.EDQUOT})": errno.EDQUOT}
 REQUESTS = "requests"
 SITE = "site"
 LOCK = "lock.txt"
@@ -58,7 +62,8 @@ LOCK = "lock.txt"
 
 class EnvironmentRefused(PolicyboxError):
     """A spec's requirements cannot be built: unknown, conflicting with the host, no wheel, too big or
-    slow, or the index unreachable. The message names the policy and gives uv's reason."""
+    slow, or the index unreachable. The message names the policy and gives uv's reason. (A full disk is
+    no fault of the policy's: that is ``StorageFull``.)"""
 
 
 @dataclass(frozen=True)
@@ -158,13 +163,14 @@ def environment(requirements: Sequence[str], folder: Path, source: PackageSource
         known = folder / memo.read_text().strip()
         if (known / SITE).is_dir():
             return known
-    with tempfile.TemporaryDirectory(prefix=".building-", dir=folder) as scratch:
-        layer = _resolve(requirements, source, Path(scratch), policy)
-        built = folder / _digest("\n".join([_python_tag(), *layer]))
-        if not (built / SITE).is_dir():
-            _install(layer, source, Path(scratch), built, policy)
-    memo.parent.mkdir(mode=0o700, exist_ok=True)
-    _write(memo, built.name)
+    with writing(folder, "building an environment in"):
+        with tempfile.TemporaryDirectory(prefix=".building-", dir=folder) as scratch:
+            layer = _resolve(requirements, source, Path(scratch), policy)
+            built = folder / _digest("\n".join([_python_tag(), *layer]))
+            if not (built / SITE).is_dir():
+                _install(layer, source, Path(scratch), built, policy)
+        memo.parent.mkdir(mode=0o700, exist_ok=True)
+        _write(memo, built.name)
     return built
 
 
@@ -242,6 +248,8 @@ def _uv(arguments: list[str], source: PackageSource, cwd: Path, policy: str, fai
             f"policy {policy}: its requirements {failed}: uv took longer than {BUILD_TIMEOUT_S:g} s"
         ) from None
     if done.returncode != 0:
+        if ran_out := next((number for text, number in FULL_DISK.items() if text in done.stderr), None):
+            raise StorageFull(cwd, what_ran_out(ran_out, cwd), "building an environment in")  # not the policy's
         message = inert(" ".join(done.stderr.split())[-MESSAGE_CHARS:])  # uv's lines as one
         raise EnvironmentRefused(f"policy {policy}: its requirements {failed}: {message}")
     return done.stdout
