@@ -280,6 +280,13 @@ def test_a_ladder_builds_at_qualification_plays_each_version_in_its_own_and_reje
         assert len(logs) == 4
         seen = {log.read_text().split(" from ")[0] for log in logs}  # each agent's own version, from its log
         assert seen == {f"more-itertools {OLD}", f"more-itertools {NEW}"}
+        stray = environments.environment(["humanize"], tmp_path / "cup" / "environments", LOCAL, "nobody")
+        freed = ladder.prune()
+        assert freed.environments == 1 and not stray.exists() and all(path.is_dir() for path in built)
+        assert str(freed).startswith("0 log folders, 1 unused environment and 0 replays deleted")
+        assert ladder.prune().environments == 0
+        ladder.run(matches=1, workers=1)  # the versions still play from theirs
+        assert ladder.standings().matches == 3
 
 
 def test_the_docs_offline_competition_plays_from_a_wheelhouse_alone(tmp_path):

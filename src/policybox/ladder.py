@@ -58,8 +58,8 @@ class Ladder(LadderFolder):
 
     def prune(self, keep_logs: int | None = None, keep_replays: int | None = None) -> retention.Freed:
         """``ladder prune``: delete the log folders and replays of all but the latest matches (the
-        ladder's settings, or these counts); what it freed."""
-        return retention.prune(self, keep_logs, keep_replays)
+        ladder's settings, or these counts), and the environments no version uses; what it freed."""
+        return retention.prune(self, keep_logs, keep_replays, environments=True)
 
     def test(self, name: str, base: str | int | None = None, **options: Any) -> VersusResult:
         """``ladder test``: is ``name``'s playing version better than ``base`` (``"v1"``; None: its

@@ -438,12 +438,12 @@ def prune(
     ] = None,
 ) -> None:
     """Delete the log folders and replays of all but the latest matches (the ladder's --keep-logs and
-    --keep-replays, or these, this once), as `ladder run` does as it plays; say what it freed. The
-    database keeps every result and log tail."""
+    --keep-replays, or these, this once), as `ladder run` does as it plays, and the environments no
+    version uses; say what it freed. The database keeps every result and log tail."""
     from policybox.league.ladder import retention
 
     with guarded("what was deleted is gone; the rest is kept"), _open(folder) as ladder:
-        freed = retention.prune(ladder, keep_logs, keep_replays)
+        freed = retention.prune(ladder, keep_logs, keep_replays, environments=True)
     console.print(shown(f"prune: {freed}"))
 
 

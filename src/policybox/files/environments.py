@@ -138,6 +138,31 @@ def with_environment(spec: PolicySpec, folder: Path, source: PackageSource, show
     return spec.model_copy(update={"python_path": [*spec.python_path, site], "requirements": []})
 
 
+def built_before(requirements: Sequence[str], folder: Path, source: PackageSource) -> Path | None:
+    """The environment an earlier call built for this request (the same requirements, source and host
+    packages), if it is still there; nothing is resolved or built."""
+    try:
+        known = folder / (folder / REQUESTS / f"{_request(requirements, source)}.txt").read_text().strip()
+    except FileNotFoundError:
+        return None
+    return known if (known / SITE).is_dir() else None
+
+
+def unused(folder: Path, used: set[Path]) -> list[Path]:
+    """The environments under ``folder`` not in ``used`` (a build under way, a hidden folder, is not one)."""
+    if not folder.is_dir():
+        return []
+    built = [path for path in folder.iterdir() if path.is_dir() and path.name != REQUESTS and path.name[0] != "."]
+    return [path for path in built if path not in used]
+
+
+def forget_removed(folder: Path) -> None:
+    """Drop the remembered requests whose environment is no longer there."""
+    for memo in (folder / REQUESTS).glob("*.txt"):
+        if not (folder / memo.read_text().strip()).is_dir():
+            memo.unlink(missing_ok=True)
+
+
 def environment_of(spec: PolicySpec) -> str | None:
     """The layer a built spec imports from (``with_environment``), if any."""
     return next((p for p in spec.python_path if Path(p).name == SITE and (Path(p).parent / LOCK).is_file()), None)
@@ -157,12 +182,9 @@ def check_one_process(specs: Sequence[PolicySpec]) -> None:
 def environment(requirements: Sequence[str], folder: Path, source: PackageSource, policy: str) -> Path:
     """The folder of the environment for ``requirements``: found, or resolved and built under ``folder``."""
     folder = private_folder(folder.absolute(), EnvironmentRefused)  # a spec's import roots are absolute
-    request = _digest(json.dumps([sorted(requirements), source.uv_arguments(), host_packages()]))
-    memo = folder / REQUESTS / f"{request}.txt"
-    with contextlib.suppress(FileNotFoundError):
-        known = folder / memo.read_text().strip()
-        if (known / SITE).is_dir():
-            return known
+    if (known := built_before(requirements, folder, source)) is not None:
+        return known
+    memo = folder / REQUESTS / f"{_request(requirements, source)}.txt"
     with writing(folder, "building an environment in"):
         with tempfile.TemporaryDirectory(prefix=".building-", dir=folder) as scratch:
             layer = _resolve(requirements, source, Path(scratch), policy)
@@ -265,6 +287,11 @@ def _readable_not_writable(site: Path) -> None:
 def _canonical_pin(pin: str) -> str:
     name, _, version = pin.partition("==")
     return f"{canonicalize_name(name.split('[')[0].strip())}=={version.split(';')[0].strip()}"
+
+
+def _request(requirements: Sequence[str], source: PackageSource) -> str:
+    """A request's key: its requirements, where packages come from, and the host's packages."""
+    return _digest(json.dumps([sorted(requirements), source.uv_arguments(), host_packages()]))
 
 
 def _digest(text: str) -> str:

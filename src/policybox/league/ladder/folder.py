@@ -266,6 +266,11 @@ class LadderFolder:
         write_atomically(path, json.dumps(record))
         path.chmod(0o600)
 
+    def kept_specs(self) -> list[PolicySpec]:
+        """The spec of every version ``keep`` kept (each its cells are given)."""
+        folder = self.folder / "versions" / "specs"
+        return [PolicySpec.model_validate(json.loads(path.read_text())["spec"]) for path in folder.glob("*.json")]
+
     def stored(self, version_id: int) -> version_files.Stored:
         """What ``keep`` kept of a version: the spec its cells are given."""
         path = self.folder / "versions" / "specs" / f"{version_id}.json"

@@ -9,7 +9,9 @@ touched. The database keeps what the pages show whatever is deleted: every match
 failed agent's log tail (its last 4 KiB).
 
 ``ladder run`` applies the rule as it stores matches; ``ladder prune`` applies it on demand (with
-counts of its own, if asked) and says what it freed.
+counts of its own, if asked) and says what it freed. ``ladder prune`` also deletes the environments
+(``policybox.files.environments``) that no version uses: neither one kept to play, whose spec imports
+from it, nor one still qualifying, whose requirements it was built for.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from policybox.files import environments as layers
 from policybox.host.remove import remove_tree
 from policybox.league.ladder import store
 from policybox.league.ladder.database import transaction
@@ -38,16 +41,22 @@ class Freed:
     replays: int = 0
     bytes: int = 0
     problems: int = 0  # files that could not be deleted (left as they were)
+    environments: int = 0  # environments no version uses
 
     def __str__(self) -> str:
         mib = self.bytes / (1024 * 1024)
         kept = f"; {self.problems} could not be deleted" if self.problems else ""
-        return f"{self.logs} log folders and {self.replays} replays deleted, {mib:.1f} MiB freed{kept}"
+        plural = "s" if self.environments != 1 else ""
+        unused = f", {self.environments} unused environment{plural}" if self.environments else ""
+        return f"{self.logs} log folders{unused} and {self.replays} replays deleted, {mib:.1f} MiB freed{kept}"
 
 
-def prune(ladder: LadderFolder, keep_logs: int | None = None, keep_replays: int | None = None) -> Freed:
+def prune(
+    ladder: LadderFolder, keep_logs: int | None = None, keep_replays: int | None = None, environments: bool = False
+) -> Freed:
     """Delete what the rule does not keep: the files of all but the latest ``keep_logs`` /
-    ``keep_replays`` stored matches (default: the ladder's settings)."""
+    ``keep_replays`` stored matches (default: the ladder's settings); with ``environments``, also the
+    environments no version uses (``ladder prune``, not ``ladder run``'s pruning as it plays)."""
     keep_logs = ladder.settings.keep_logs if keep_logs is None else keep_logs
     keep_replays = ladder.settings.keep_replays if keep_replays is None else keep_replays
     with transaction(ladder.engine) as connection:
@@ -69,7 +78,24 @@ def prune(ladder: LadderFolder, keep_logs: int | None = None, keep_replays: int 
     for path in _entries(ladder.folder / REPLAYS):
         if (match := MATCH_FILE.fullmatch(path.name)) and int(match[1]) < replays_from and int(match[1]) not in playing:
             _delete(path, freed, "replays")
+    if environments:
+        _prune_environments(ladder, freed)
     return freed
+
+
+def _prune_environments(ladder: LadderFolder, freed: Freed) -> None:
+    """Delete the environments no version uses: not one kept to play (its spec imports from it), nor
+    one still qualifying (its requirements were built into it, or are being built)."""
+    settings = ladder.settings.settings
+    source = layers.package_source(settings.index_url, settings.find_links)
+    with transaction(ladder.engine) as connection:
+        qualifying = [ladder.stored(version.id).spec for version in store.qualifying(connection)]
+    folder = ladder.environments.absolute()
+    used = {Path(site).parent for spec in ladder.kept_specs() if (site := layers.environment_of(spec))}
+    used |= {found for spec in qualifying if (found := layers.built_before(spec.requirements, folder, source))}
+    for path in layers.unused(folder, used):
+        _delete(path, freed, "environments")
+    layers.forget_removed(folder)
 
 
 def missing(ladder: LadderFolder, match_id: int) -> tuple[str | None, str | None]:
