@@ -365,3 +365,13 @@ def test_a_full_disk_is_the_machines_fault_not_the_policys_and_leaves_nothing_ha
     remount(point, "size=64m")
     roomy = policybox(*args, "--environments", str(point / "envs"))
     assert roomy.returncode == 0, roomy.stdout + roomy.stderr
+
+
+def test_a_build_over_its_size_or_time_cap_is_refused_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(environments, "MAX_ENVIRONMENT_BYTES", 4096)  # more-itertools is ~600 KB installed
+    with pytest.raises(EnvironmentRefused, match=r"policy bot: its environment is \d+ MiB, over the cap of 0 MiB"):
+        environments.environment([f"more-itertools=={OLD}"], tmp_path / "envs", LOCAL, "bot")
+    monkeypatch.setattr(environments, "BUILD_TIMEOUT_S", 0.001)
+    with pytest.raises(EnvironmentRefused, match="uv took longer than 0.001 s"):
+        environments.environment([f"more-itertools=={NEW}"], tmp_path / "envs", LOCAL, "bot")
+    assert list((tmp_path / "envs").iterdir()) == []
