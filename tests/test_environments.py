@@ -229,10 +229,11 @@ def test_by_default_requirements_come_from_where_pip_install_looks():
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
     ).stdout
     source = environments.pip_configured_source()
-    for link in source.find_links:
-        assert link in configured
-    for url in source.extra_index_urls:
-        assert url in configured
+    for value in (*source.find_links, *source.extra_index_urls, *source.constraints):
+        assert value in configured
+    for name, values in [("find-links", source.find_links), ("extra-index-url", source.extra_index_urls)]:
+        assert bool(values) == (f"{name}=" in configured)
+    assert len(set(source.find_links)) == len(source.find_links)  # pip lists one from a file and PIP_FIND_LINKS
     assert environments.package_source(None, []) == source
 
 

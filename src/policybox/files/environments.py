@@ -1,8 +1,8 @@
 """A submission's own packages: its requirements resolved and installed once with uv, layered on the host's.
 
-A spec may declare ``requirements`` (pip requirement lines; ``policybox.spec`` also reads a
-``requirements.txt`` beside a spec file or in a submission folder). ``with_environment`` gives the spec
-its environment, which cells put on their import path before they import the policy:
+A spec may declare ``requirements`` (pip requirement lines; ``policybox.spec`` also reads a submission
+folder's ``requirements.txt``). ``with_environment`` gives the spec its environment, as its last import
+root, which its cells put on their import path before they import the policy:
 
 * **Resolved against the host.** uv resolves the requirements with every package installed here
   pinned at its installed version (a constraints file), so policybox, the game and their pins stay the
@@ -14,8 +14,9 @@ its environment, which cells put on their import path before they import the pol
   start-up is the host's.
 * **Wheels only.** ``--only-binary :all:``: an sdist would run its own code at build time, on the host.
 * **From the organiser's index.** What the host's ``pip install`` reaches by default (pip's configured
-  index, extra indexes and find-links, read with ``pip config list``), or the settings' ``index_url``
-  and ``find_links`` instead. uv reads no pip configuration itself, so it is passed on explicitly.
+  index, extra indexes and find-links, read with ``pip config list``, and its constraint files), or
+  the settings' ``index_url`` and ``find_links`` instead. uv reads no pip configuration itself, so it
+  is passed on explicitly.
 * **Read-only to cells.** The folder is root's (mode 700 at the top); a cell sees its own layer only,
   bound read-only into its private view like its policy files.
 
@@ -68,18 +69,24 @@ class EnvironmentRefused(PolicyboxError):
 
 @dataclass(frozen=True)
 class PackageSource:
-    """Where environments' packages come from: an index URL, extra indexes and find-links folders."""
+    """Where environments' packages come from: an index URL, extra indexes and find-links folders, and
+    the constraint files that cap what may be taken from them (pip's configured ones)."""
 
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     no_index: bool = False  # find-links only: a wheelhouse, offline
+    constraints: tuple[str, ...] = ()
 
     def uv_arguments(self) -> list[str]:
         arguments = ["--no-index"] if self.no_index else []
         arguments += ["--index-url", self.index_url] if self.index_url else []
         arguments += [arg for url in self.extra_index_urls for arg in ("--extra-index-url", url)]
         return arguments + [arg for link in self.find_links for arg in ("--find-links", link)]
+
+    def uv_constraints(self) -> list[str]:
+        """What resolving adds: pip's constraint files (installing takes a locked set: none)."""
+        return [arg for path in self.constraints for arg in ("--constraint", path)]
 
 
 def package_source(index_url: str | None = None, find_links: Sequence[str] = ()) -> PackageSource:
@@ -97,7 +104,8 @@ def _absolute(link: str) -> str:
 
 @cache
 def pip_configured_source() -> PackageSource:
-    """pip's configured index, extra indexes and find-links (its files and PIP_* variables)."""
+    """pip's configured index, extra indexes, find-links and constraint files (its files and PIP_*
+    variables), each named once."""
     try:
         listed = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, check=True
@@ -110,7 +118,12 @@ def pip_configured_source() -> PackageSource:
         name = key.rpartition(".")[2]
         values.setdefault(name, []).extend(value.strip().strip("'\"").split())
     index = values.get("index-url", [None])[-1]
-    return PackageSource(index, tuple(values.get("extra-index-url", [])), tuple(values.get("find-links", [])))
+
+    def listed_once(name: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(values.get(name, [])))
+
+    extra, links, constraints = listed_once("extra-index-url"), listed_once("find-links"), listed_once("constraint")
+    return PackageSource(index, extra, links, constraints=constraints)
 
 
 def default_folder() -> Path:
@@ -212,7 +225,8 @@ def _resolve(requirements: Sequence[str], source: PackageSource, scratch: Path, 
     (scratch / "requirements.in").write_text("\n".join(requirements) + "\n")
     (scratch / "host.txt").write_text("\n".join(host_packages()) + "\n")
     locked = _uv(
-        ["pip", "compile", "requirements.in", "--constraint", "host.txt", "--no-header", "--no-annotate"],
+        ["pip", "compile", "requirements.in", "--constraint", "host.txt", *source.uv_constraints()]
+        + ["--no-header", "--no-annotate"],
         source,
         scratch,
         policy,
@@ -291,7 +305,7 @@ def _canonical_pin(pin: str) -> str:
 
 def _request(requirements: Sequence[str], source: PackageSource) -> str:
     """A request's key: its requirements, where packages come from, and the host's packages."""
-    return _digest(json.dumps([sorted(requirements), source.uv_arguments(), host_packages()]))
+    return _digest(json.dumps([sorted(requirements), source.uv_arguments() + source.uv_constraints(), host_packages()]))
 
 
 def _digest(text: str) -> str:
