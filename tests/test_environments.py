@@ -339,9 +339,13 @@ def test_an_sdist_is_never_built_on_the_host(tmp_path):
 
 
 def test_on_a_ray_cluster_each_episode_plays_in_its_environments(tmp_path):
-    """``--backend ray`` with a Ray started for the run: the environments, built once by the driver, travel
-    with the submissions' files (packed like them) and each agent imports its own version there. The
-    results folder is given relative to where the command runs."""
+    """``--backend ray`` with a Ray started for the run: the driver builds each environment (its check),
+    sends the node its locked pins, not its files, and the node builds the same set into a folder of its
+    own, by the same hash, where each agent imports its own version. The results folder is given
+    relative to where the command runs."""
+    from policybox.league.evaluate.journal import RESULTS, read_records
+    from policybox.league.play.ray_backend import NODE_BASE
+
     for version in (OLD, NEW):
         submission(tmp_path / version, version, f"more-itertools=={version}")
     run = policybox(
@@ -351,6 +355,11 @@ def test_on_a_ray_cluster_each_episode_plays_in_its_environments(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert [entry["statuses"] for entry in summary["policies"]] == [{"ok": 2}, {"ok": 2}]
+    records, _ = read_records(tmp_path / "results" / RESULTS)
+    played = {agent.spec.requirements[0] for record in records.values() for agent in record.agents}
+    assert played == {f"more-itertools=={OLD}", f"more-itertools=={NEW}"}  # the pins travelled, not the files
+    for built in (p for p in (tmp_path / "results" / "environments").iterdir() if p.name != environments.REQUESTS):
+        assert (NODE_BASE / "environments" / built.name / "site" / "more_itertools").is_dir()
 
 
 def test_a_full_disk_is_the_machines_fault_not_the_policys_and_leaves_nothing_half_built(disk, tmp_path):

@@ -176,6 +176,18 @@ def forget_removed(folder: Path) -> None:
             memo.unlink(missing_ok=True)
 
 
+def as_locked(spec: PolicySpec) -> PolicySpec:
+    """A built spec as another machine builds it again: its layer's locked pins as its requirements,
+    and no import root of this machine's. Equal host packages there resolve them to the same set, so
+    to a folder of the same name (a Ray node's copy); a spec without an environment as it is."""
+    site = environment_of(spec)
+    if site is None:
+        return spec
+    lock = (Path(site).parent / LOCK).read_text().split()
+    python_path = [entry for entry in spec.python_path if entry != site]
+    return spec.model_copy(update={"python_path": python_path, "requirements": lock})
+
+
 def environment_of(spec: PolicySpec) -> str | None:
     """The layer a built spec imports from (``with_environment``), if any."""
     return next((p for p in spec.python_path if Path(p).name == SITE and (Path(p).parent / LOCK).is_file()), None)

@@ -9,7 +9,9 @@ result.
 - **Submissions travel in Ray's object store**, not over a shared filesystem: the driver packs each
   policy's files once (``policybox.files.packing``: a deterministic tar named by its sha256); a node
   verifies the hash and unpacks it into a root-only folder, and plays the spec relocated there.
-  Results name the policy by the driver's spec, never the node's copy.
+  Results name the policy by the driver's spec, never the node's copy. A policy's environment
+  (``policybox.files.environments``) does not travel: the driver sends its locked pins, and a node
+  builds them once into a root-only folder of its own, by the same hash, from the episode's index.
 - **One zygote per Ray worker process**, kept for all the episodes that process plays; cells die
   with it, and it dies with the worker.
 - **Faults.** A node or worker lost mid-episode: Ray runs the task again elsewhere (``max_retries``),
@@ -34,6 +36,7 @@ import ray
 
 from policybox.envs import ConfigError
 from policybox.errors import PolicyboxError
+from policybox.files.environments import as_locked, package_source, with_environment
 from policybox.files.packing import Bundle, pack, relocate, unpack
 from policybox.league.play.runner import MAX_ATTEMPTS, EpisodeJob
 from policybox.league.play.worker import Player
@@ -124,6 +127,7 @@ class RayEpisodes:
     def check(self, specs: list[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
         """The check a node makes of these specs and settings, as its episodes would; a user's error raised here."""
         _refuse_replays(settings)
+        specs = [as_locked(spec) for spec in specs]
         try:
             ray.get(
                 _check.remote(
@@ -138,6 +142,7 @@ class RayEpisodes:
     def submit(self, job: EpisodeJob) -> Future[str]:
         """The episode as a Ray task: Ray itself replaces lost workers and nodes and retries it."""
         _refuse_replays(job.settings)
+        job = job.model_copy(update={"specs": [as_locked(spec) for spec in job.specs]})
         result: Future[str] = _episode.remote(job.model_dump_json(), self._packed(job.specs)).future()
         return result
 
@@ -165,8 +170,9 @@ def _refuse_replays(settings: EpisodeSettings) -> None:
 
 @ray.remote(num_cpus=1, max_retries=0)
 def _check(specs: list[str], settings: str, agents: int, bundles: dict[str, Any]) -> None:
-    here = [_on_this_node(PolicySpec.model_validate_json(spec), bundles) for spec in specs]
-    _player().check(here, EpisodeSettings.model_validate_json(settings), agents)
+    given = EpisodeSettings.model_validate_json(settings)
+    here = [_on_this_node(PolicySpec.model_validate_json(spec), bundles, given) for spec in specs]
+    _player().check(here, given, agents)
 
 
 @ray.remote(num_cpus=1, max_retries=MAX_ATTEMPTS - 1)
@@ -180,7 +186,7 @@ def play_on_node(job: EpisodeJob, bundles: dict[str, Any]) -> str:
     played (its logs are there). A sandbox level this node cannot give is refused, naming it."""
     here = job.model_copy(
         update={
-            "specs": [_on_this_node(spec, bundles) for spec in job.specs],
+            "specs": [_on_this_node(spec, bundles, job.settings) for spec in job.specs],
             "log_dir": str(_node_base() / "logs" / hashlib.sha256(job.log_dir.encode()).hexdigest()[:16] / job.name),
         }
     )
@@ -212,10 +218,12 @@ def _node_base() -> Path:
     return private_folder(NODE_BASE, ConfigError)
 
 
-def _on_this_node(spec: PolicySpec, bundles: dict[str, Any]) -> PolicySpec:
-    """The spec relocated into its bundle, unpacked on this node (once); a spec without files as it is."""
+def _on_this_node(spec: PolicySpec, bundles: dict[str, Any], settings: EpisodeSettings) -> PolicySpec:
+    """The spec relocated into its bundle, unpacked on this node (once), and given its environment, built
+    on this node from its locked pins (once: ``files.environments``); a spec without files as it is."""
     ref = bundles.get(spec_key(spec))
-    if ref is None:
-        return spec
-    bundle: Bundle = ref if isinstance(ref, Bundle) else ray.get(ref)
-    return relocate(spec, bundle, unpack(bundle, _node_base() / "bundles"))
+    if ref is not None:
+        bundle: Bundle = ref if isinstance(ref, Bundle) else ray.get(ref)
+        spec = relocate(spec, bundle, unpack(bundle, _node_base() / "bundles"))
+    source = package_source(settings.index_url, settings.find_links)
+    return with_environment(spec, _node_base() / "environments", source)
