@@ -129,3 +129,37 @@ def test_the_api_example_runs_from_a_plain_script_stdin_and_a_notebook(tmp_path,
     assert run.returncode == 0, run.stdout + run.stderr
     assert "bootstrapping phase" not in run.stderr and "Traceback" not in run.stderr
     assert json.loads((tmp_path / "board-api" / "summary.json").read_text())["episodes_done"] >= 1
+
+
+DROPPED = """
+import os, signal, sys, time
+import typer
+from policybox.cli.common import guarded
+
+class Collected:
+    def __del__(self):  # as SQLAlchemy's weakref callbacks: the signal's handler runs in here
+        os.kill(os.getpid(), signal.{signal})
+        time.sleep(0.2)
+
+try:
+    with guarded("nothing was written"):
+        Collected()
+        time.sleep(10)
+        print("not interrupted", flush=True)
+except typer.Exit as stop:
+    sys.exit(stop.exit_code)
+"""
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_python_drops_inside_a_finaliser_still_stops_the_command(signum, code):
+    """Python drops what a signal handler raises while a ``__del__`` or a garbage-collection callback
+    runs ("Exception ignored"): a ladder run once ignored a Ctrl-C so, and ran on. Guarded commands
+    raise it again once out of there, so the command ends as interrupted, at once."""
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-c", DROPPED.format(signal=signum.name)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == code, run.stdout + run.stderr
+    assert "not interrupted" not in run.stdout and "interrupted: nothing was written" in run.stderr
+    assert time.monotonic() - started < 8  # not after the ten seconds' sleep

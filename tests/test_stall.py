@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import uuid
 from pathlib import Path
@@ -62,6 +63,19 @@ def catches_wake(process: psutil.Process) -> bool:
     return bool(caught >> (WAKE - 1) & 1)
 
 
+def stopped(run: subprocess.Popen, signum: int) -> str:
+    """Send ``run`` the signal and wait for it to end; what it printed on stderr. One that does not end
+    within two minutes fails the test, and is killed, with all it started, so that no later test finds
+    it still running."""
+    run.send_signal(signum)
+    try:
+        return run.communicate(timeout=120)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)  # start_run gives it a session, so a group, of its own
+        run.communicate()
+        raise AssertionError(f"{signal.Signals(signum).name} did not stop the run within 120 s") from None
+
+
 def leftovers(marker: str) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
@@ -108,8 +122,7 @@ def test_matches_are_stored_while_a_setup_script_runs(tmp_path, database_url):
             wait_until(lambda: len(outcomes()) == 3, timeout=400, what="the three qualifications")
             assert outcomes()["slow-setup"] == "qualified"
     finally:
-        run.send_signal(signal.SIGINT)
-        _, err = run.communicate(timeout=120)
+        err = stopped(run, signal.SIGINT)
     assert run.returncode == 130, err[-3000:]
     assert not leftovers(marker)
 
@@ -134,8 +147,7 @@ def test_sigterm_stops_a_running_setup_script_and_leaves_nothing(tmp_path):
     try:
         wait_until(lambda: leftovers(marker), timeout=120, what="the setup script's sleep")
     finally:
-        run.send_signal(signal.SIGTERM)
-        _, err = run.communicate(timeout=120)
+        err = stopped(run, signal.SIGTERM)
     assert run.returncode == 143 and "Traceback" not in err
     wait_until(lambda: not leftovers(marker), timeout=30, what="the sleep to go")
     with Ladder.open(tmp_path / "cup") as ladder, transaction(ladder.engine) as connection:

@@ -44,11 +44,35 @@ def _terminated(signum: int, frame: object) -> None:
     raise Terminated
 
 
+_dropped: list[type[KeyboardInterrupt]] = []  # interrupts Python dropped, to be raised again
+REDELIVER_S = 0.01
+
+
+def _redelivered(unraisable: Any) -> None:
+    """``sys.unraisablehook`` while guarded: an interrupt that Python dropped -- its handler ran inside a
+    garbage-collection callback or a ``__del__`` (SQLAlchemy's weakref callbacks, say), where what is
+    raised is printed as "Exception ignored" and lost -- is raised again a moment later, by SIGALRM,
+    once out of there (not from this hook: it runs inside the same callback). Without this, a Ctrl-C
+    or SIGTERM could be ignored by a command that runs until stopped."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _dropped.append(type(unraisable.exc_value))
+        signal.setitimer(signal.ITIMER_REAL, REDELIVER_S)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def _raise_dropped(signum: int, frame: object) -> None:
+    if _dropped:
+        raise _dropped.pop()
+
+
 @contextlib.contextmanager
 def guarded(after_interrupt: str) -> Iterator[None]:
     """A user's mistake: one clear message and exit 2. A full disk: its message, exit 1 (what was
     written is kept). Ctrl-C: say what was kept, exit 130; SIGTERM the same, exit 143."""
     previous = signal.signal(signal.SIGTERM, _terminated), signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_alarm, previous_hook = signal.signal(signal.SIGALRM, _raise_dropped), sys.unraisablehook
+    sys.unraisablehook = _redelivered
     try:
         yield
     except StorageFull as exc:
@@ -67,6 +91,10 @@ def guarded(after_interrupt: str) -> Iterator[None]:
     finally:
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])
+        signal.setitimer(signal.ITIMER_REAL, 0)  # a redelivery not yet due must not reach SIGALRM's default
+        signal.signal(signal.SIGALRM, previous_alarm)
+        sys.unraisablehook = previous_hook
+        _dropped.clear()
 
 
 def show_warning(
