@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES, remount
+from test_cli import policybox
 
 import policybox.files.environments as environments
 from policybox.episode import run_episode
@@ -48,17 +49,6 @@ def submission(folder: Path, expect: str, requirements: str | None, cls: str = "
     if requirements is not None:
         (folder / "requirements.txt").write_text(requirements)
     return folder
-
-
-def policybox(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "policybox", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")},
-    )
 
 
 def test_two_submissions_pinning_different_versions_play_one_match_each_with_its_own(tmp_path):
