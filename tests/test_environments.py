@@ -191,6 +191,12 @@ def test_a_cogames_manifest_declares_requirements_in_its_policy_table(tmp_path):
     assert parse_policy_arg(str(folder)).requirements == ['more-itertools==10.8.0; python_version >= "3"']
 
 
+def test_a_requirement_with_a_control_character_is_refused(tmp_path):
+    folder = submission(tmp_path / "bot", OLD, 'more-itertools ; python_version == "\x1b]0;owned\x07"\n')
+    with pytest.raises(SpecError, match=r"holds a control character"):
+        parse_policy_arg(str(folder))
+
+
 def test_requirements_in_the_spec_and_in_a_file_are_refused(tmp_path):
     folder = submission(tmp_path / "bot", OLD, f"more-itertools=={OLD}")
     spec = json.loads((folder / "policy_spec.json").read_text())

@@ -414,6 +414,8 @@ def _requirements(lines: list[str], origin: str) -> list[str]:
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
+        if not line.isprintable():
+            raise SpecError(f"{origin}: requirement {ascii(line[:SHOWN_REQUIREMENT])} holds a control character")
         try:
             requirement = Requirement(line)
         except InvalidRequirement as exc:
