@@ -87,12 +87,13 @@ def _prune_environments(ladder: LadderFolder, freed: Freed) -> None:
     """Delete the environments no version uses: not one kept to play (its spec imports from it), nor
     one still qualifying (its requirements were built into it, or are being built)."""
     settings = ladder.settings.settings
-    source = layers.package_source(settings.index_url, settings.find_links)
     with transaction(ladder.engine) as connection:
         qualifying = [ladder.stored(version.id).spec for version in store.qualifying(connection)]
     folder = ladder.environments.absolute()
     used = {Path(site).parent for spec in ladder.kept_specs() if (site := layers.environment_of(spec))}
-    used |= {found for spec in qualifying if (found := layers.built_before(spec.requirements, folder, source))}
+    if asking := [spec.requirements for spec in qualifying if spec.requirements]:
+        source = layers.package_source(settings.index_url, settings.find_links)
+        used |= {found for wanted in asking if (found := layers.built_before(wanted, folder, source))}
     for path in layers.unused(folder, used):
         _delete(path, freed, "environments")
     layers.forget_removed(folder)

@@ -163,7 +163,6 @@ class _Loop:
         self.scheduled = 0  # matches this run has scheduled
         self.setups: dict[Future[SetupOutcome], _Setup] = {}  # setup scripts running
         self.setup_pool: LocalWorkers | None = None  # their workers, started with the first
-        self._packages = package_source(self.settings.settings.index_url, self.settings.settings.find_links)
 
     @contextlib.contextmanager
     def setup_workers(self) -> Iterator[None]:
@@ -276,7 +275,10 @@ class _Loop:
         requirements (``files.environments``: in this process, one uv call; a set built before is only
         looked up). A build that fails rejects it with uv's reason. Its cells are given this spec later."""
         try:
-            spec = with_environment(stored.spec, self.ladder.environments, self._packages, version.label)
+            spec = stored.spec
+            if spec.requirements:  # where packages come from is read only then (pip's config: a process)
+                source = package_source(self.settings.settings.index_url, self.settings.settings.find_links)
+                spec = with_environment(spec, self.ladder.environments, source, version.label)
         except EnvironmentRefused as refused:
             self._qualified(version, False, str(refused), setup_output, None)
             return

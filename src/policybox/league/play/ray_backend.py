@@ -225,5 +225,7 @@ def _on_this_node(spec: PolicySpec, bundles: dict[str, Any], settings: EpisodeSe
     if ref is not None:
         bundle: Bundle = ref if isinstance(ref, Bundle) else ray.get(ref)
         spec = relocate(spec, bundle, unpack(bundle, _node_base() / "bundles"))
+    if not spec.requirements:
+        return spec
     source = package_source(settings.index_url, settings.find_links)
     return with_environment(spec, _node_base() / "environments", source)
