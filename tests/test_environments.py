@@ -178,6 +178,9 @@ def test_bad_requirements_and_an_unreachable_index_are_one_clear_error_and_keep_
                         "--environments", str(tmp_path / "envs"))  # fmt: skip
     assert run.returncode == 2 and "its requirements cannot be resolved" in run.stderr, run.stderr
     assert out.read_text() == "kept"
+    nowhere = policybox("run", "-p", str(offline), "-n", "1", "--environments", str(out / "envs"), "--out", str(out))
+    assert nowhere.returncode == 2 and "cannot make the environments' folder" in nowhere.stderr, nowhere.stderr
+    assert "Traceback" not in nowhere.stderr and out.read_text() == "kept"
 
 
 def test_a_cogames_manifest_declares_requirements_in_its_policy_table(tmp_path):

@@ -206,7 +206,13 @@ def check_one_process(specs: Sequence[PolicySpec]) -> None:
 
 def environment(requirements: Sequence[str], folder: Path, source: PackageSource, policy: str) -> Path:
     """The folder of the environment for ``requirements``: found, or resolved and built under ``folder``."""
-    folder = private_folder(folder.absolute(), EnvironmentRefused)  # a spec's import roots are absolute
+    try:
+        folder = private_folder(folder.absolute(), EnvironmentRefused)  # a spec's import roots are absolute
+    except OSError as exc:  # --environments where no folder can be made
+        raise EnvironmentRefused(
+            f"cannot make the environments' folder {folder} ({exc.strerror}): give --environments a folder "
+            "that can be made and written"
+        ) from None
     if (known := built_before(requirements, folder, source)) is not None:
         return known
     memo = folder / REQUESTS / f"{_request(requirements, source)}.txt"
