@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--index-url", default=None, help="Default: what this machine's pip install reaches")
     args = parser.parse_args()
-    source = package_source(args.index_url)
+    source = package_source(EpisodeSettings(index_url=args.index_url))
     settings = EpisodeSettings(steps=args.steps, seed=1)
     with tempfile.TemporaryDirectory() as scratch, Zygote(zygote_preload(settings)) as zygote:
         folder = Path(scratch) / "environments"

@@ -9,6 +9,8 @@ of times uv ran, a TCP listener this test holds.
 
 from __future__ import annotations
 
+import functools
+import http.server
 import importlib.util
 import json
 import os
@@ -17,6 +19,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -215,7 +218,7 @@ def test_a_wheelhouse_alone_builds_offline(tmp_path):
     wheelhouse.mkdir()
     for wheel in Path("/opt/pypi/files").glob(f"more_itertools-{OLD}-*.whl"):
         (wheelhouse / wheel.name).write_bytes(wheel.read_bytes())
-    source = environments.package_source(None, [str(wheelhouse)])
+    source = environments.package_source(EpisodeSettings(find_links=[str(wheelhouse)]))
     assert source.uv_arguments() == ["--no-index", "--find-links", str(wheelhouse)]
     built = environments.environment([f"more-itertools=={OLD}"], tmp_path / "envs", source, "bot")
     assert (built / "lock.txt").read_text() == f"more-itertools=={OLD}\n"
@@ -233,7 +236,7 @@ def test_by_default_requirements_come_from_where_pip_install_looks():
     for name, values in [("find-links", source.find_links), ("extra-index-url", source.extra_index_urls)]:
         assert bool(values) == (f"{name}=" in configured)
     assert len(set(source.find_links)) == len(source.find_links)  # pip lists one from a file and PIP_FIND_LINKS
-    assert environments.package_source(None, []) == source
+    assert environments.package_source(EpisodeSettings()) == source
 
 
 def test_evaluate_builds_each_environment_once_in_its_results_folder(tmp_path):
@@ -261,19 +264,23 @@ def test_a_ladder_builds_at_qualification_plays_each_version_in_its_own_and_reje
     from policybox import LadderSettings
     from policybox.ladder import Ladder
 
-    made = LadderSettings(
-        settings=Settings(env="arena", steps=20, index_url=INDEX), agents=2, placement_matches=0, suspend_after=3
-    )
+    sdists = trojan_sdist(tmp_path, build="raise SystemExit('this build needs a compiler it cannot have')")
+    settings = Settings(env="arena", steps=20, index_url=INDEX, find_links=[str(sdists)], sdists=True)
+    made = LadderSettings(settings=settings, agents=2, placement_matches=0, suspend_after=3)
     with Ladder.create(tmp_path / "cup", made) as ladder:
         ladder.submit("old", str(submission(tmp_path / "old", OLD, f"more-itertools=={OLD}")))
         ladder.submit("new", str(submission(tmp_path / "new", NEW, f"more-itertools=={NEW}")))
         ladder.submit("conflict", str(submission(tmp_path / "conflict", OLD, "numpy==1.26.4")))
+        ladder.submit("unbuildable", str(submission(tmp_path / "unbuildable", OLD, "trojan==1.0")))
         ladder.run(matches=2, workers=1)
         rows = {row.name: row for row in ladder.standings().rows}
         assert rows["old"].state == rows["new"].state == "active" and rows["old"].matches == 2
         assert rows["conflict"].state == "rejected"
         assert "its requirements cannot be resolved beside the host's packages" in rows["conflict"].reason
         assert "numpy==1.26.4" in rows["conflict"].reason
+        assert rows["unbuildable"].state == "rejected"  # its sdist's build, in a cell, failed
+        assert "its requirements need a package built from source, and the build failed" in rows["unbuildable"].reason
+        assert "this build needs a compiler it cannot have" in rows["unbuildable"].reason
         built = [p for p in (tmp_path / "cup" / "environments").iterdir() if p.name != environments.REQUESTS]
         assert len(built) == 2
         logs = sorted((tmp_path / "cup" / "logs").glob("match-*/agent-*.log"))
@@ -312,16 +319,24 @@ def test_the_docs_offline_competition_plays_from_a_wheelhouse_alone(tmp_path):
     ]
 
 
-def test_an_sdist_is_never_built_on_the_host(tmp_path):
-    """A package offered only as an sdist whose setup.py plants a file when it is built: refused, and
-    the file is never made (uv gets --only-binary :all:; without it, uv builds it here and the file is
-    made -- the wheelhouse holds setuptools for that)."""
-    marker = tmp_path / "built-on-the-host"
+def trojan_sdist(tmp_path: Path, port: int = 9, build: str = "") -> Path:
+    """A wheelhouse holding setuptools and ``trojan-1.0``, a package offered only as an sdist whose
+    setup.py, when it is built, tries to plant a file in ``tmp_path`` and to reach 127.0.0.1:``port``
+    (printing how each went), runs ``build`` and makes a module saying where it was built. Returns the
+    wheelhouse; the file would be ``tmp_path/built-on-the-host``."""
     package = tmp_path / "src" / "trojan-1.0"
     package.mkdir(parents=True)
     (package / "setup.py").write_text(
-        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
-        "from setuptools import setup\nsetup(name='trojan', version='1.0')\n"
+        "import socket, sys\nfrom pathlib import Path\n"
+        "from setuptools import setup\n"
+        "def attempt(name, action):\n"
+        "    try:\n        action()\n        print(f'{name}: succeeded', flush=True)\n"
+        "    except OSError as exc:\n        print(f'{name}: refused {exc}', flush=True)\n"
+        f"attempt('plant', lambda: Path({str(tmp_path / 'built-on-the-host')!r}).write_text('ran'))\n"
+        f"attempt('tcp', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=3).close())\n"
+        f"{build}\n"
+        "Path('trojan.py').write_text(f'VALUE = {\"built as uid \" + str(__import__(\"os\").getuid())!r}\\n')\n"
+        "setup(name='trojan', version='1.0', py_modules=['trojan'])\n"
     )
     (package / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: trojan\nVersion: 1.0\n")
     wheelhouse = tmp_path / "sdists"
@@ -331,10 +346,71 @@ def test_an_sdist_is_never_built_on_the_host(tmp_path):
     subprocess.run(
         ["tar", "-czf", str(wheelhouse / "trojan-1.0.tar.gz"), "-C", str(package.parent), package.name], check=True
     )
-    source = environments.package_source(None, [str(wheelhouse)])
+    return wheelhouse
+
+
+def test_an_sdist_is_never_built_on_the_host(tmp_path):
+    """A package offered only as an sdist whose setup.py plants a file when it is built: refused, and
+    the file is never made (uv gets --only-binary :all:; without it, uv builds it here and the file is
+    made -- the wheelhouse holds setuptools for that)."""
+    wheelhouse = trojan_sdist(tmp_path)
+    source = environments.package_source(EpisodeSettings(find_links=[str(wheelhouse)]))
     with pytest.raises(EnvironmentRefused, match="cannot be resolved.*trojan"):
         environments.environment(["trojan==1.0"], tmp_path / "envs", source, "bot")
-    assert not marker.exists()
+    assert not (tmp_path / "built-on-the-host").exists()
+
+
+def test_an_allowed_sdist_is_built_in_a_sandboxed_cell_offline_and_plays(tmp_path):
+    """With --sdists the same package is built -- in a cell: its setup.py cannot plant its file on the
+    host nor reach a listener this test holds, it runs as a cell's uid, not root -- and the policy that
+    imports it plays, from its environment, root's and read-only like any other."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    wheelhouse = trojan_sdist(tmp_path, port=listener.getsockname()[1])
+    folder = tmp_path / "bot"
+    folder.mkdir()
+    (folder / "bot.py").write_text((POLICIES / "needs_built_package.py").read_text())
+    (folder / "policy_spec.json").write_text(json.dumps({"class_path": "bot.py:NeedsBuiltPackage"}))
+    (folder / "requirements.txt").write_text("trojan==1.0\n")
+    envs, logs = tmp_path / "envs", tmp_path / "logs"
+    args = ["run", "-p", str(folder), "-n", "1", "--steps", "5", "--find-links", str(wheelhouse)]
+    args += ["--environments", str(envs), "--log-dir", str(logs)]
+    refused = policybox(*args)  # wheels only, as by default
+    assert refused.returncode == 2 and "trojan" in refused.stderr and "no usable wheels" in refused.stderr, (
+        refused.stderr
+    )
+    run = policybox(*args, "--sdists")
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = (logs / "agent-0.log").read_text()
+    assert "trojan says built as uid " in said and f"from {envs}" in said and "built as uid 0" not in said
+    assert not (tmp_path / "built-on-the-host").exists()
+    with pytest.raises(BlockingIOError):  # nobody called
+        listener.accept()
+    [built] = [path for path in envs.iterdir() if path.name != environments.REQUESTS]
+    assert (built / "lock.txt").read_text() == "trojan==1.0\n"
+    for entry in [built, *built.rglob("*")]:
+        assert entry.lstat().st_uid == 0 and not entry.lstat().st_mode & 0o022, entry
+
+
+def test_a_failing_sdist_build_is_refused_with_its_output_and_leaves_nothing(tmp_path):
+    wheelhouse = trojan_sdist(tmp_path, build="raise SystemExit('this build needs a compiler it cannot have')")
+    source = environments.package_source(EpisodeSettings(find_links=[str(wheelhouse)], sdists=True))
+    with pytest.raises(EnvironmentRefused) as refused:
+        environments.environment(["trojan==1.0"], tmp_path / "envs", source, "bot")
+    assert str(refused.value).startswith(
+        "policy bot: its requirements need a package built from source, and the build failed"
+    )
+    assert "this build needs a compiler it cannot have" in str(refused.value)
+    assert "plant: refused" in str(refused.value)  # the build's own output, as it said it
+    assert list((tmp_path / "envs").iterdir()) == []
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(wheelhouse))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:  # the same sdist, from a page
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        page = f"http://127.0.0.1:{server.server_address[1]}/"
+        online = PackageSource(find_links=(page,), no_index=True, sdists=EpisodeSettings())
+        with pytest.raises(EnvironmentRefused, match="built offline, from local folders .* and none is given"):
+            environments.environment(["trojan==1.0"], tmp_path / "envs", online, "bot")
+        server.shutdown()
 
 
 def test_on_a_ray_cluster_each_episode_plays_in_its_environments(tmp_path):

@@ -137,7 +137,7 @@ def test_the_settings_launcher_and_sandbox_are_used(tmp_path, launcher, sandbox)
     outcome = setup.run_setup(stored, settings, tmp_path / "setups" / stored.digest, 60)
     assert outcome.ok, outcome.output
     assert next((tmp_path / "setups").glob("*/0/team_a/ckpt/weights.txt")).read_text() == "built-by-setup"
-    scratch = "/policybox-scratch-" if sandbox == "standard" else "/policybox-setup-"  # no scratch folder when off
+    scratch = "/policybox-scratch-" if sandbox == "standard" else "/policybox-job-"  # no scratch folder when off
     assert scratch in outcome.output
 
 
@@ -329,7 +329,7 @@ def test_a_huge_file_stops_at_the_disk_limit(tmp_path):
 
 def test_a_script_that_kills_its_runner_is_rejected_not_retried(tmp_path):
     _, outcome, out = set_up(tmp_path, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n")
-    assert not outcome.ok and outcome.output.startswith("the setup cell failed: ") and not out.exists()
+    assert not outcome.ok and outcome.output.startswith("the cell of the setup script failed: ") and not out.exists()
 
 
 def test_a_zygote_that_dies_is_the_machinerys_failure_and_raised(tmp_path, token):

@@ -82,6 +82,13 @@ class EpisodeSettings(BaseModel):
         exclude_if=lambda value: not value,
         description="Folders (or pages) of wheels requirements may come from, beside or instead of an index",
     )
+    sdists: bool = Field(
+        default=False,
+        exclude_if=lambda value: not value,
+        description="Allow requirements built from source (sdists) where wheels cannot meet them: the build "
+        "runs in a cell, sandboxed like a setup script, offline, from the local find-links folders and file:// "
+        "indexes",
+    )
 
     @field_validator("env_kwargs", mode="before")
     @classmethod

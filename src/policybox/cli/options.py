@@ -152,6 +152,18 @@ EPISODE_OPTIONS = [
         None,
     ),
     _option(
+        "sdists",
+        Annotated[
+            bool,
+            typer.Option(
+                "--sdists/--wheels-only",
+                help="Allow requirements built from source where no wheel meets them: the build runs sandboxed, "
+                "like a setup script, offline, from --find-links folders and file:// indexes.",
+            ),
+        ],
+        False,
+    ),
+    _option(
         "environments",
         Annotated[
             str | None,

@@ -12,7 +12,12 @@ root, which its cells put on their import path before they import the policy:
   folder, and a set already built builds nothing. Because the layer never holds a package the host
   has, the host's zygote (numpy, the game, torch if preloaded) serves every environment: a cell's
   start-up is the host's.
-* **Wheels only.** ``--only-binary :all:``: an sdist would run its own code at build time, on the host.
+* **Wheels, unless sdists are allowed.** ``--only-binary :all:``: an sdist would run its own code at
+  build time, on the host. With ``sdists`` allowed, requirements that wheels alone cannot meet are
+  resolved and installed again in a cell (``policybox.files.build_policy``): under the settings'
+  sandbox and limits, as a setup script runs, with no network -- offline, from the local folders of
+  the package source (find-links folders, ``file://`` indexes), bound in read-only -- and what it
+  made is harvested (``policybox.files.cell_jobs``).
 * **From the organiser's index.** What the host's ``pip install`` reaches by default (pip's configured
   index, extra indexes and find-links, read with ``pip config list``, and its constraint files), or
   the settings' ``index_url`` and ``find_links`` instead. uv reads no pip configuration itself, so it
@@ -29,6 +34,7 @@ folder it resolved to, so the next spec that asks the same finds it without reso
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import importlib.metadata
@@ -45,6 +51,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from policybox.errors import PolicyboxError, SpecError
+from policybox.files.build_policy import CONSTRAINTS, HOST, LOCK, REQUIREMENTS, SITE, layer_pins
 from policybox.inert import inert
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
@@ -55,10 +62,11 @@ BUILD_TIMEOUT_S = 600.0
 MAX_ENVIRONMENT_BYTES = 4 * 1024**3
 MESSAGE_CHARS = 1500  # of uv's output, in a refusal
 # How uv says a write failed for a full filesystem (Rust's io::Error: "... (os error 28)").
+# How uv says a package has no wheel that fits (with --only-binary :all:, its --no-build).
+NO_WHEEL = ("has no usable wheels", "building from source is disabled")
 FULL_DISK = {f"(os error {errno.ENOSPC})": errno.ENOSPC, f"(os error {errno.EDQUOT})": errno.EDQUOT}
 REQUESTS = "requests"
-SITE = "site"
-LOCK = "lock.txt"
+BUILDER = "policybox.files.build_policy.BuildEnvironment"
 
 
 class EnvironmentRefused(PolicyboxError):
@@ -77,6 +85,18 @@ class PackageSource:
     find_links: tuple[str, ...] = ()
     no_index: bool = False  # find-links only: a wheelhouse, offline
     constraints: tuple[str, ...] = ()
+    sdists: EpisodeSettings | None = None  # sdists allowed: the settings their build's cell runs under
+
+    def local(self) -> PackageSource:
+        """Only the sources on this machine's disk: its find-links folders and ``file://`` indexes."""
+        indexes = [url for url in (self.index_url, *self.extra_index_urls) if url and _is_local(url)]
+        links = tuple(link for link in self.find_links if _is_local(link))
+        return PackageSource(indexes[0] if indexes else None, tuple(indexes[1:]), links, no_index=not indexes)
+
+    def folders(self) -> list[str]:
+        """The folders the sources are in."""
+        urls = [url for url in (self.index_url, *self.extra_index_urls, *self.find_links) if url]
+        return [url.removeprefix("file://") for url in urls if _is_local(url)]
 
     def uv_arguments(self) -> list[str]:
         arguments = ["--no-index"] if self.no_index else []
@@ -89,17 +109,25 @@ class PackageSource:
         return [arg for path in self.constraints for arg in ("--constraint", path)]
 
 
-def package_source(index_url: str | None = None, find_links: Sequence[str] = ()) -> PackageSource:
-    """The given index and find-links if any is given (find-links alone: those folders only, no index),
-    else what the host's ``pip install`` reaches."""
+def package_source(settings: EpisodeSettings) -> PackageSource:
+    """The settings' index and find-links if either is given (find-links alone: those folders only, no
+    index), else what the host's ``pip install`` reaches; with sdists if the settings allow them."""
+    index_url, find_links = settings.index_url, settings.find_links
     if index_url or find_links:
-        return PackageSource(index_url, (), tuple(_absolute(link) for link in find_links), no_index=index_url is None)
-    return pip_configured_source()
+        links = tuple(_absolute(link) for link in find_links)
+        source = PackageSource(index_url, (), links, no_index=index_url is None)
+    else:
+        source = pip_configured_source()
+    return dataclasses.replace(source, sdists=settings if settings.sdists else None)
 
 
 def _absolute(link: str) -> str:
     """A find-links folder as an absolute path (uv runs elsewhere); a URL as it is."""
     return link if "://" in link else str(Path(link).expanduser().resolve())
+
+
+def _is_local(url: str) -> bool:
+    return "://" not in url or url.startswith("file://")
 
 
 @cache
@@ -137,7 +165,7 @@ def with_environments(specs: Sequence[PolicySpec], settings: EpisodeSettings, de
     if not any(spec.requirements for spec in specs):
         return list(specs)
     folder = Path(settings.environments) if settings.environments else default
-    source = package_source(settings.index_url, settings.find_links)
+    source = package_source(settings)
     return [with_environment(spec, folder, source) for spec in specs]
 
 
@@ -218,13 +246,25 @@ def environment(requirements: Sequence[str], folder: Path, source: PackageSource
     memo = folder / REQUESTS / f"{_request(requirements, source)}.txt"
     with writing(folder, "building an environment in"):
         with tempfile.TemporaryDirectory(prefix=".building-", dir=folder) as scratch:
-            layer = _resolve(requirements, source, Path(scratch), policy)
-            built = folder / _digest("\n".join([_python_tag(), *layer]))
-            if not (built / SITE).is_dir():
-                _install(layer, source, Path(scratch), built, policy)
+            built = _built(requirements, source, Path(scratch), folder, policy)
         memo.parent.mkdir(mode=0o700, exist_ok=True)
         _write(memo, built.name)
     return built
+
+
+def _built(requirements: Sequence[str], source: PackageSource, scratch: Path, folder: Path, policy: str) -> Path:
+    """The environment for ``requirements`` in ``folder``: resolved with wheels only and installed, or
+    found built; else, where a package has no wheel and sdists are allowed, built from source in a cell."""
+    try:
+        layer = _resolve(requirements, source, scratch, policy)
+    except EnvironmentRefused as wheels_only:
+        if source.sdists is None or not any(words in str(wheels_only) for words in NO_WHEEL):
+            raise
+        return _kept(_built_from_source(requirements, source, scratch, policy, wheels_only), folder, policy)
+    built = folder / _name(layer)
+    if (built / SITE).is_dir():
+        return built
+    return _kept(_install(layer, source, scratch, policy), folder, policy)
 
 
 @cache
@@ -250,41 +290,83 @@ def _resolve(requirements: Sequence[str], source: PackageSource, scratch: Path, 
         policy,
         "cannot be resolved beside the host's packages",
     )
-    have = set(host_packages())
-    pins = [line.strip() for line in locked.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return sorted(pin for pin in pins if _canonical_pin(pin) not in have)
+    return layer_pins(locked, set(host_packages()))
 
 
-def _install(layer: list[str], source: PackageSource, scratch: Path, built: Path, policy: str) -> None:
-    """Install the pins of ``layer`` into ``scratch``, then move them to ``built`` whole (or not at all)."""
-    (scratch / LOCK).write_text("\n".join(layer) + "\n")
-    site = scratch / SITE
+def _install(layer: list[str], source: PackageSource, scratch: Path, policy: str) -> Path:
+    """Install the pins of ``layer`` into a new folder in ``scratch``, beside their ``lock.txt``: that folder."""
+    staged = scratch / "environment"
+    (staged / SITE).mkdir(parents=True)
+    (staged / LOCK).write_text("".join(f"{pin}\n" for pin in layer))
     if layer:
         _uv(
             # Compiled now: a cell can write no bytecode, and would compile every module at each start.
-            ["pip", "install", "--no-deps", "--compile-bytecode", "--target", str(site), "-r", LOCK],
+            ["pip", "install", "--no-deps", "--compile-bytecode", "--target", SITE, "-r", LOCK],
             source,
-            scratch,
+            staged,
             policy,
             "cannot be installed",
         )
-    site.mkdir(exist_ok=True)
+    return staged
+
+
+def _built_from_source(
+    requirements: Sequence[str], source: PackageSource, scratch: Path, policy: str, wheels_only: EnvironmentRefused
+) -> Path:
+    """The environment for ``requirements`` built in a cell, offline, from ``source``'s local folders,
+    sdists allowed (``policybox.files.build_policy``), harvested into ``scratch``: that folder."""
+    import uv  # the package ships the binary; imported here so that only building needs it
+
+    from policybox.files.cell_jobs import run_job  # the episode machinery, needed only to build from source
+
+    assert source.sdists is not None
+    local = source.local()
+    if not local.folders():
+        raise EnvironmentRefused(
+            f"{wheels_only}; sdists are allowed, but they are built offline, from local folders (--find-links "
+            "DIR or a file:// index), and none is given"
+        )
+    request = scratch / "request"
+    (request / CONSTRAINTS).mkdir(parents=True)
+    (request / REQUIREMENTS).write_text("\n".join(requirements) + "\n")
+    (request / HOST).write_text("\n".join(host_packages()) + "\n")
+    for number, constraint in enumerate(source.constraints):
+        (request / CONSTRAINTS / f"{number}.txt").write_text(Path(constraint).read_text())
+    job = PolicySpec(
+        class_path=BUILDER,
+        data_path=str(request),
+        python_path=local.folders(),  # bound read-only into the cell, as import roots are (wheels import nothing)
+        init_kwargs={"uv": uv.find_uv_bin(), "source": local.uv_arguments()},
+        name=f"build of {policy}",
+    )
+    why, tail = run_job(job, "the build from source", source.sdists, scratch / "built", BUILD_TIMEOUT_S)
+    if why:
+        told = inert(" ".join(f"{why}: {tail}".split())[-MESSAGE_CHARS:])
+        raise EnvironmentRefused(
+            f"policy {policy}: its requirements need a package built from source, and the build failed "
+            f"(offline, from {', '.join(local.folders())}): {told}"
+        )
+    return scratch / "built"
+
+
+def _kept(staged: Path, folder: Path, policy: str) -> Path:
+    """The environment ``staged`` (``site/`` and ``lock.txt``) moved into ``folder`` whole, named by its
+    lock, unless it is over its size cap or one of that name is there: that folder."""
+    site = staged / SITE
     size = sum(path.stat().st_size for path in site.rglob("*") if path.is_file() and not path.is_symlink())
     if size > MAX_ENVIRONMENT_BYTES:
         raise EnvironmentRefused(
             f"policy {policy}: its environment is {size / 1024**2:.0f} MiB, over the cap of "
             f"{MAX_ENVIRONMENT_BYTES / 1024**2:.0f} MiB"
         )
+    built = folder / _name((staged / LOCK).read_text().split())
     _readable_not_writable(site)
-    staged = scratch / "environment"
-    staged.mkdir()
-    site.rename(staged / SITE)
-    (scratch / LOCK).rename(staged / LOCK)
     staged.chmod(0o755)
     with contextlib.suppress(FileExistsError, OSError):  # built meanwhile by another process: keep theirs
         staged.rename(built)
     if not (built / SITE).is_dir():
         raise EnvironmentRefused(f"policy {policy}: its environment could not be moved into {built.parent}")
+    return built
 
 
 def _uv(arguments: list[str], source: PackageSource, cwd: Path, policy: str, failed: str) -> str:
@@ -316,14 +398,15 @@ def _readable_not_writable(site: Path) -> None:
             path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
 
 
-def _canonical_pin(pin: str) -> str:
-    name, _, version = pin.partition("==")
-    return f"{canonicalize_name(name.split('[')[0].strip())}=={version.split(';')[0].strip()}"
-
-
 def _request(requirements: Sequence[str], source: PackageSource) -> str:
-    """A request's key: its requirements, where packages come from, and the host's packages."""
-    return _digest(json.dumps([sorted(requirements), source.uv_arguments() + source.uv_constraints(), host_packages()]))
+    """A request's key: its requirements, where packages come from (sdists or not), and the host's packages."""
+    where = [*source.uv_arguments(), *source.uv_constraints(), *(["sdists"] if source.sdists else [])]
+    return _digest(json.dumps([sorted(requirements), where, host_packages()]))
+
+
+def _name(layer: Sequence[str]) -> str:
+    """An environment's folder name: the hash of its locked set, for this Python."""
+    return _digest("\n".join([_python_tag(), *layer]))
 
 
 def _digest(text: str) -> str:

@@ -1,4 +1,5 @@
-"""SetupScript: the policy under which a version's setup script runs, in a cell of its own.
+"""CellJob: a policy that does one job in a cell of its own as it loads -- SetupScript runs a version's
+setup script; ``policybox.files.build_policy`` builds an environment from source.
 
 ``policybox.files.setup_scripts`` starts it, with the version's stored files as its checkpoint (so they are
 bound into the cell read-only). Loading that checkpoint copies the files into ``COPY`` in the cell's
@@ -8,8 +9,8 @@ everything it starts are the cell's processes: in its cgroup, under its sandbox 
 write only the scratch folder. Its output comes through a pipe (not a file: a script that fills its
 scratch folder must still be able to say so), and its tail goes to the cell's log.
 
-A script that exits non-zero, is killed or runs out of time raises ``SetupFailed``, so the cell's
-READY means the script succeeded. Either way, every process it left behind is killed first: this
+A job whose command exits non-zero, is killed or runs out of time raises ``SetupFailed``, so the
+cell's READY means the job succeeded. Either way, every process it left behind is killed first: this
 process is their subreaper (an orphan comes back to it, even one that left its session), so none can
 still be changing the copy when the host reads it. It has the shape of every family's policies
 (MettaGrid's ``agent_policy``/``step``, PettingZoo's ``act``), so it runs under any game; it never plays.
@@ -40,10 +41,63 @@ SWEEP_S = 10.0  # to kill what the script left: a fork bomb inside its pids limi
 
 
 class SetupFailed(RuntimeError):
-    """The setup script failed; the message says how (its output is in the cell's log)."""
+    """The job failed; the message says how (its output is in the cell's log)."""
 
 
-class SetupScript:
+class CellJob:
+    """A policy that does one job as its files load, in ``workdir`` (the scratch folder, unless there is
+    none: ``--sandbox off``), within ``timeout_s``: the cell's READY means the job succeeded, and it
+    never plays. ``run`` is the job; its commands run with ``command``."""
+
+    def __init__(self, *env_info: object, timeout_s: float, workdir: str | None = None, **kwargs: object) -> None:
+        self._timeout_s = timeout_s
+        self._deadline = 0.0  # set when the job starts
+        self._workdir = Path(workdir or os.getcwd())
+
+    def load_policy_data(self, files: str) -> None:
+        self._deadline = time.monotonic() + self._timeout_s
+        _become_subreaper()
+        tail = bytearray()
+        try:
+            failure = self.run(Path(files), tail)
+        finally:
+            stuck = _end_leftovers()
+            sys.stdout.write(tail.decode("utf-8", "replace"))  # into the cell's log, where the host reads it
+            sys.stdout.flush()
+        failures = [failure, f"it left {stuck} processes that would not stop" if stuck else None]
+        if any(failures):
+            raise SetupFailed("; ".join(failure for failure in failures if failure))
+
+    def load(self, files: str) -> None:  # PettingZoo's name for it
+        self.load_policy_data(files)
+
+    def run(self, files: Path, tail: bytearray) -> str | None:
+        """Do the job with ``files`` (bound read-only); why it failed, or None."""
+        raise NotImplementedError
+
+    def command(
+        self, what: str, argv: list[str], cwd: Path, tail: bytearray, env: dict[str, str] | None = None
+    ) -> str | None:
+        """Run ``argv`` in ``cwd`` within what is left of the time, its output kept in ``tail``; how ``what``
+        failed, or None."""
+        code = _run(argv, cwd, tail, max(0.0, self._deadline - time.monotonic()), env)
+        if code is None:
+            return f"{what} did not finish within {self._timeout_s:g} s"
+        if code < 0:
+            return f"{what} was killed by {signal.Signals(-code).name}"
+        return f"{what} exited with code {code}" if code else None
+
+    def agent_policy(self, agent_id: int) -> CellJob:
+        return self
+
+    def step(self, observation: object) -> str:
+        return "noop"
+
+    def act(self, observation: object) -> int:
+        return 0
+
+
+class SetupScript(CellJob):
     """Runs ``script`` (relative to ``folder``) in ``folder`` (relative to the version's files) of a copy of them."""
 
     def __init__(
@@ -55,41 +109,14 @@ class SetupScript:
         workdir: str | None = None,
         **kwargs: object,
     ) -> None:
-        self._script, self._folder, self._timeout_s = script, folder, timeout_s
-        self._workdir = Path(workdir or os.getcwd())  # the scratch folder, unless there is none (--sandbox off)
+        super().__init__(*env_info, timeout_s=timeout_s, workdir=workdir)
+        self._script, self._folder = script, folder
 
-    def load_policy_data(self, files: str) -> None:
+    def run(self, files: Path, tail: bytearray) -> str | None:
         copy = self._workdir / COPY
         shutil.copytree(files, copy)
-        _become_subreaper()
-        tail = bytearray()
-        try:
-            code = _run(copy / self._folder / self._script, copy / self._folder, tail, self._timeout_s)
-        finally:
-            stuck = _end_leftovers()
-            sys.stdout.write(tail.decode("utf-8", "replace"))  # into the cell's log, where the host reads it
-            sys.stdout.flush()
-        failures = [self._failure(code), f"it left {stuck} processes that would not stop" if stuck else None]
-        if any(failures):
-            raise SetupFailed("; ".join(failure for failure in failures if failure))
-
-    def _failure(self, code: int | None) -> str | None:
-        if code is None:
-            return f"setup script {self._script} did not finish within {self._timeout_s:g} s"
-        if code < 0:
-            return f"setup script {self._script} was killed by {signal.Signals(-code).name}"
-        return f"setup script {self._script} exited with code {code}" if code else None
-
-    load = load_policy_data  # PettingZoo's name for it
-
-    def agent_policy(self, agent_id: int) -> SetupScript:
-        return self
-
-    def step(self, observation: object) -> str:
-        return "noop"
-
-    def act(self, observation: object) -> int:
-        return 0
+        script = copy / self._folder / self._script
+        return self.command(f"setup script {self._script}", [sys.executable, str(script)], copy / self._folder, tail)
 
 
 def _become_subreaper() -> None:
@@ -97,12 +124,13 @@ def _become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
-def _run(script: Path, cwd: Path, tail: bytearray, timeout_s: float) -> int | None:
-    """``python SCRIPT`` in ``cwd``, the end of its output kept in ``tail``; its exit code, or None if it
-    ran out of time (it is killed then)."""
+def _run(argv: list[str], cwd: Path, tail: bytearray, timeout_s: float, env: dict[str, str] | None) -> int | None:
+    """``argv`` in ``cwd``, the end of its output kept in ``tail``; its exit code, or None if it ran out
+    of time (it is killed then)."""
     process = subprocess.Popen(
-        [sys.executable, str(script)],
+        argv,
         cwd=cwd,
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -1,18 +1,13 @@
 """Running a version's setup script once, sandboxed, and keeping what it made.
 
 MettaGrid runs a submission's ``setup_script`` on its own host: ``python SCRIPT`` in the submission's
-folder, failing on a non-zero exit or after 300 s. policybox runs it in one cell, under the settings'
-sandbox, limits and launcher (a zygote of the settings' preload), as the version's later cells run:
-the cell's policy is ``policybox.files.setup_policy.SetupScript``, which copies the version's files
-(bound read-only) into its scratch folder and runs the script in that copy. The script can write
-nowhere else -- the scratch folder is a tmpfs capped by ``--disk-limit-mb`` and ``--disk-limit-files``
--- and everything it starts is in the cell's cgroup; the runner kills all of it before READY.
-
-After READY, while the cell still lives, the host copies the cell's copy out -- through
-``/proc/<pid>/root``, the one place its tmpfs can be seen from -- with ``policybox.files.harvest``
-(hostile files: nothing followed, only plain files and folders, within the same limits) into
-``out``, in a folder only root may enter; later cells get it read-only, like any policy's files. The
-outcome's spec points there and has no setup script left to run.
+folder, failing on a non-zero exit or after 300 s. policybox runs it as a job in one cell
+(``policybox.files.cell_jobs``: the settings' sandbox, limits and launcher, as the version's later
+cells run): the cell's policy is ``policybox.files.setup_policy.SetupScript``, which copies the
+version's files (bound read-only) into its scratch folder and runs the script in that copy. What the
+copy holds when the script is done is harvested into ``out``, in a folder only root may enter; later
+cells get it read-only, like any policy's files. The outcome's spec points there and has no setup
+script left to run.
 
 A script that fails, runs out of time, or leaves what may not be kept rejects the version, with its
 output as the reason. A failure of the machinery -- the zygote dies, the disk of ``out`` is full --
@@ -30,19 +25,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from policybox.episode import PolicyRefused, agent_records, check_strict, log_tail, open_env, start_pool
-from policybox.files.harvest import HarvestRefused, harvest
+from policybox.episode import PolicyRefused
+from policybox.files.cell_jobs import run_job
 from policybox.files.packing import spec_roots, with_paths
-from policybox.files.setup_policy import COPY, SWEEP_S
 from policybox.files.version_files import Stored, keep_spec
-from policybox.host.process_pool import ProcessPool
-from policybox.host.record import AgentRecord
-from policybox.host.sandbox import wanted_layers
-from policybox.host.zygote import Zygote, ZygoteError
 from policybox.inert import inert
-from policybox.results import Failure
-from policybox.sandbox import SandboxLevel
-from policybox.settings import EpisodeSettings, agent_count, zygote_preload
+from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
 from policybox.submission import private_folder
 
@@ -51,7 +39,6 @@ RUNNER = "policybox.files.setup_policy.SetupScript"
 OUTPUT_CHARS = 8000
 REFUSAL_CHARS = 800
 VERSIONS = "versions"
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -68,28 +55,14 @@ def run_setup(stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: f
     """Run ``stored``'s setup script once in a cell and keep what it made in ``out``, a new folder (its
     parent is made private; an ``out`` another run made first is kept)."""
     script, folder = _script_and_folder(stored)
-    limits = settings.limits.model_copy(
-        update={"init_timeout_s": settings.limits.init_timeout_s + timeout_s + SWEEP_S}  # the script runs at start-up
+    runner = PolicySpec(
+        class_path=RUNNER,
+        data_path=str(stored.files),
+        init_kwargs={"script": script, "folder": folder},
+        env=stored.spec.env,  # the script is the entrant's code as much as its policy is
+        name=f"setup {script}",
     )
-    settings = settings.model_copy(update={"mode": "process", "replay": None, "limits": limits})
-    if settings.sandbox == SandboxLevel.STRICT:
-        check_strict(settings)  # a layer missing here is the machine's to fix, not the version's fault
-    out = private_folder(out.parent).resolve() / out.name
-    with tempfile.TemporaryDirectory(prefix="policybox-setup-") as temp:
-        workdir = None if wanted_layers(settings.sandbox, settings.seccomp) else Path(temp) / "work"
-        kwargs = {"script": script, "folder": folder, "timeout_s": timeout_s, "workdir": workdir and str(workdir)}
-        runner = PolicySpec(
-            class_path=RUNNER,
-            data_path=str(stored.files),
-            init_kwargs=kwargs,
-            env=stored.spec.env,  # the script is the entrant's code as much as its policy is
-            name=f"setup {script}",
-        )
-        [record] = agent_records([runner], settings, Path(temp) / "logs")
-        if workdir is not None:
-            workdir.mkdir()
-        why = _run_cell(record, settings, out, workdir)
-        tail = (log_tail(record.log_path) if record.log_path else None) or ""
+    why, tail = run_job(runner, "the setup script", settings, out, timeout_s)
     spec = None if why else result_spec(stored, out)
     why = why or (_missing_checkpoint(spec) if spec else None)
     output = inert(f"{why}\n{tail}" if why else tail)[-OUTPUT_CHARS:]
@@ -105,35 +78,6 @@ def _script_and_folder(stored: Stored) -> tuple[str, str]:
     script = Path(spec.setup_script)
     folder = next(root for root in spec_roots(spec) if script.is_relative_to(root))
     return str(script.relative_to(folder)), str(folder.relative_to(files))
-
-
-def _run_cell(record: AgentRecord, settings: EpisodeSettings, out: Path, workdir: Path | None) -> str | None:
-    """Start the runner's cell; once it is READY, copy what the script left into ``out``. Why the
-    version is rejected, or None."""
-    env = open_env(settings, agent_count(settings, None, 1))
-    try:
-        with contextlib.ExitStack() as cells:
-            zygote = cells.enter_context(Zygote(zygote_preload(settings))) if settings.launcher == "zygote" else None
-            pool = start_pool([record], [env.cell_setup(record.agent_id)], settings, zygote, cells)
-            if record.failure is not None:
-                if zygote is not None and not zygote.alive:  # it took the cell with it: not the script's doing
-                    raise ZygoteError("the zygote died while the setup script ran")
-                return _reason(record.failure)
-            assert isinstance(pool, ProcessPool)  # mode is process
-            scratch = workdir or pool.scratch_view(record.agent_id)
-            assert scratch is not None  # a ready cell with a sandbox has a scratch folder
-            limits = settings.limits
-            try:
-                harvest(scratch / COPY, out, max_entries=limits.disk_limit_files, max_bytes=limits.disk_limit_mb * MIB)
-            except HarvestRefused as exc:
-                return f"what the setup script made cannot be kept: {exc}"
-    finally:
-        env.close()
-    return None
-
-
-def _reason(failure: Failure) -> str:
-    return failure.message if failure.kind == "SetupFailed" else f"the setup cell failed: {failure.one_line()}"
 
 
 def result_spec(stored: Stored, out: Path) -> PolicySpec:

@@ -92,7 +92,7 @@ def _prune_environments(ladder: LadderFolder, freed: Freed) -> None:
     folder = ladder.environments.absolute()
     used = {Path(site).parent for spec in ladder.kept_specs() if (site := layers.environment_of(spec))}
     if asking := [spec.requirements for spec in qualifying if spec.requirements]:
-        source = layers.package_source(settings.index_url, settings.find_links)
+        source = layers.package_source(settings)
         used |= {found for wanted in asking if (found := layers.built_before(wanted, folder, source))}
     for path in layers.unused(folder, used):
         _delete(path, freed, "environments")

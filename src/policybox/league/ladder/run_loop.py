@@ -277,7 +277,7 @@ class _Loop:
         try:
             spec = stored.spec
             if spec.requirements:  # where packages come from is read only then (pip's config: a process)
-                source = package_source(self.settings.settings.index_url, self.settings.settings.find_links)
+                source = package_source(self.settings.settings)
                 spec = with_environment(spec, self.ladder.environments, source, version.label)
         except EnvironmentRefused as refused:
             self._qualified(version, False, str(refused), setup_output, None)

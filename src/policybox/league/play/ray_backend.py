@@ -227,5 +227,5 @@ def _on_this_node(spec: PolicySpec, bundles: dict[str, Any], settings: EpisodeSe
         spec = relocate(spec, bundle, unpack(bundle, _node_base() / "bundles"))
     if not spec.requirements:
         return spec
-    source = package_source(settings.index_url, settings.find_links)
+    source = package_source(settings)
     return with_environment(spec, _node_base() / "environments", source)
