@@ -366,7 +366,11 @@ def test_an_allowed_sdist_is_built_in_a_sandboxed_cell_offline_and_plays(tmp_pat
     imports it plays, from its environment, root's and read-only like any other."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.setblocking(False)
-    wheelhouse = trojan_sdist(tmp_path, port=listener.getsockname()[1])
+    forge = (  # the lock the cell hands back, rewritten to name another set: its environment's folder name?
+        "import os\nlock = Path(os.environ['UV_CACHE_DIR']).parent / 'version' / 'lock.txt'\n"
+        f"attempt('forge', lambda: lock.write_text('more-itertools=={OLD}\\n'))"
+    )
+    wheelhouse = trojan_sdist(tmp_path, port=listener.getsockname()[1], build=forge)
     folder = tmp_path / "bot"
     folder.mkdir()
     (folder / "bot.py").write_text((POLICIES / "needs_built_package.py").read_text())
@@ -387,9 +391,13 @@ def test_an_allowed_sdist_is_built_in_a_sandboxed_cell_offline_and_plays(tmp_pat
     with pytest.raises(BlockingIOError):  # nobody called
         listener.accept()
     [built] = [path for path in envs.iterdir() if path.name != environments.REQUESTS]
-    assert (built / "lock.txt").read_text() == "trojan==1.0\n"
     for entry in [built, *built.rglob("*")]:
         assert entry.lstat().st_uid == 0 and not entry.lstat().st_mode & 0o022, entry
+    assert (built / "lock.txt").read_text() == f"more-itertools=={OLD}\n"  # forged: it names nothing but its own
+    assert built.name.startswith("from-source-")
+    honest = environments.environment([f"more-itertools=={OLD}"], envs, LOCAL, "honest")
+    assert honest != built and (honest / "site" / "more_itertools").is_dir()
+    assert not (honest / "site" / "trojan.py").exists()
 
 
 def test_a_failing_sdist_build_is_refused_with_its_output_and_leaves_nothing(tmp_path):

@@ -40,6 +40,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,7 @@ NO_WHEEL = ("has no usable wheels", "building from source is disabled")
 FULL_DISK = {f"(os error {errno.ENOSPC})": errno.ENOSPC, f"(os error {errno.EDQUOT})": errno.EDQUOT}
 REQUESTS = "requests"
 BUILDER = "policybox.files.build_policy.BuildEnvironment"
+PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")  # what uv's lock lines are (no markers: one host)
 
 
 class EnvironmentRefused(PolicyboxError):
@@ -260,11 +262,14 @@ def _built(requirements: Sequence[str], source: PackageSource, scratch: Path, fo
     except EnvironmentRefused as wheels_only:
         if source.sdists is None or not any(words in str(wheels_only) for words in NO_WHEEL):
             raise
-        return _kept(_built_from_source(requirements, source, scratch, policy, wheels_only), folder, policy)
+        staged = _built_from_source(requirements, source, scratch, policy, wheels_only)
+        # Named by the request, not by the lock its build wrote: the build's code could have written any
+        # lock there, the name of another set's environment among them.
+        return _kept(staged, folder / f"from-source-{_request(requirements, source)}", policy)
     built = folder / _name(layer)
     if (built / SITE).is_dir():
         return built
-    return _kept(_install(layer, source, scratch, policy), folder, policy)
+    return _kept(_install(layer, source, scratch, policy), built, policy)
 
 
 @cache
@@ -317,7 +322,7 @@ def _built_from_source(
     sdists allowed (``policybox.files.build_policy``), harvested into ``scratch``: that folder."""
     import uv  # the package ships the binary; imported here so that only building needs it
 
-    from policybox.files.cell_jobs import run_job  # the episode machinery, needed only to build from source
+    from policybox.files.cell_jobs import run_job  # the episode loop, which imports this module for inline mode
 
     assert source.sdists is not None
     local = source.local()
@@ -346,12 +351,16 @@ def _built_from_source(
             f"policy {policy}: its requirements need a package built from source, and the build failed "
             f"(offline, from {', '.join(local.folders())}): {told}"
         )
+    if not all(PIN.fullmatch(line) for line in (scratch / "built" / LOCK).read_text().splitlines()):
+        raise EnvironmentRefused(
+            f"policy {policy}: the build from source left a lock.txt of more than name==version pins"
+        )
     return scratch / "built"
 
 
-def _kept(staged: Path, folder: Path, policy: str) -> Path:
-    """The environment ``staged`` (``site/`` and ``lock.txt``) moved into ``folder`` whole, named by its
-    lock, unless it is over its size cap or one of that name is there: that folder."""
+def _kept(staged: Path, built: Path, policy: str) -> Path:
+    """The environment ``staged`` (``site/`` and ``lock.txt``) moved to ``built`` whole, unless it is over
+    its size cap or ``built`` is there already: ``built``."""
     site = staged / SITE
     size = sum(path.stat().st_size for path in site.rglob("*") if path.is_file() and not path.is_symlink())
     if size > MAX_ENVIRONMENT_BYTES:
@@ -359,7 +368,6 @@ def _kept(staged: Path, folder: Path, policy: str) -> Path:
             f"policy {policy}: its environment is {size / 1024**2:.0f} MiB, over the cap of "
             f"{MAX_ENVIRONMENT_BYTES / 1024**2:.0f} MiB"
         )
-    built = folder / _name((staged / LOCK).read_text().split())
     _readable_not_writable(site)
     staged.chmod(0o755)
     with contextlib.suppress(FileExistsError, OSError):  # built meanwhile by another process: keep theirs
