@@ -2,7 +2,7 @@
 Rollout, MettaGrid's policy server and policybox.
 
     .venv/bin/python benchmarks/bench_nn.py                 # both cases and the batching measurement, 3 reps
-    .venv/bin/python benchmarks/bench_nn.py --reps 5 --only 4
+    .venv/bin/python benchmarks/bench_nn.py --reps 5 --only 4 --only lookup
 
 The policy is ``mettagrid.policy.lstm.LSTMPolicy`` (shorthand ``lstm``): a two-layer MLP over the observation's
 500x3 token buffer, a 128-unit LSTM and an action head, sampling its action from the logits. Its checkpoint is
@@ -16,15 +16,18 @@ turn; the tables show medians and ratios. Contenders (env steps/s of the steppin
   more with torch on one thread, for reference;
 * MettaGrid policy server: ``run_episode_isolated`` with the checkpoint in a submission folder
   (``baselines.policy_uri``), all agents on one server, one WebSocket request per step;
-* policybox inline, and policybox process: default settings, and with ``preload=["torch"]`` (the zygote imports
-  torch once; cells are forked from it); timed by the result's ``play_s``. Both with each cell's default
-  thread budget; and once with every cell given as many threads as cores (``threads_per_cell``), as before the
-  budget existed.
+* policybox inline, and policybox process: default settings (the LSTM's cells fork from the zygote's sibling with
+  torch, found unasked: ``policybox.host.torch_use``), with ``preload=["torch"]`` (the zygote imports torch
+  once; cells are forked from it), and with the lookup switched off (every cell imports torch itself, as
+  before it looked); timed by the result's ``play_s``. All with each cell's default thread budget; and once
+  with every cell given as many threads as cores (``threads_per_cell``), as before the budget existed.
 
 policybox runs with MettaGrid's deadlines instead of its own (an act deadline of 10 s, as ``Rollout`` and the
 runner's ``max_action_time_ms``; 300 s to start, as the policy server's ``startup_timeout``), so that a slow step
 is measured rather than dropped; any timeout is reported. A start-up table follows each case, and a
-micro-measurement of what batching one policy's 24 agents into one forward pass would win.
+micro-measurement of what batching one policy's 24 agents into one forward pass would win. ``--only lookup``
+measures what looking for torch costs a run whose policies never import it: a random policy's start-up with
+the lookup and without, side by side, and one lookup's time.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import psutil
 import torch
@@ -55,12 +59,17 @@ sys.path.insert(0, str(BENCH))
 import baselines  # noqa: E402
 from bench_episode import SEED, Bench, interleaved, same_every_rep  # noqa: E402
 
+from policybox.envs.mettagrid import resolve_shorthand  # noqa: E402
+from policybox.host import torch_use  # noqa: E402
 from policybox.host.zygote import Zygote  # noqa: E402
 from policybox.limits import Limits  # noqa: E402
 from policybox.results import EpisodeResult  # noqa: E402
-from policybox.spec import parse_policy_arg  # noqa: E402
+from policybox.spec import PolicySpec, parse_policy_arg  # noqa: E402
 
 STEPS = {4: 300, 24: 300}
+UNFOUND = "policybox process, torch not looked for"
+LOOKUP_AGENTS, LOOKUP_STEPS, LOOKUP_CALLS = 8, 50, 1000
+LOOKUP_SPECS = {"random": "random", "lstm": "lstm", "a torch file": f"{BENCH / 'torch_policy.py'}:TorchPolicy"}
 CORES = os.cpu_count() or 1
 LIMITS = Limits(act_timeout_ms=10_000, init_timeout_s=300)
 ROLLOUT, SERVER = "MettaGrid Rollout (in-process)", "MettaGrid policy server (batched)"
@@ -127,7 +136,55 @@ def contenders(bench: Bench, agents: int, checkpoint: Path, outcomes: Outcomes) 
     named[f"policybox process, threads-per-cell={CORES}"] = {"mode": "process", "threads_per_cell": CORES}
     for name, settings in named.items():
         runs[name] = policybox(name, **settings)
+    runs[UNFOUND] = unfound(policybox(UNFOUND, mode="process"))
     return runs
+
+
+def unfound(run: Callable[[], float]) -> Callable[[], float]:
+    """``run`` with policybox not looking for torch (``policybox.host.torch_use``): every cell imports it
+    itself, as before it looked."""
+
+    def without_lookup() -> float:
+        with mock.patch.object(torch_use, "needs_torch", lambda *_: False):
+            return run()
+
+    return without_lookup
+
+
+def lookup(bench: Bench) -> None:
+    """What looking for torch costs a run whose policies never import it: start-up of a random policy's
+    episode with the lookup and without, side by side, and the lookup itself per agent."""
+    spec = PolicySpec(class_path="random")
+    outcomes = Outcomes()
+
+    def run(name: str) -> float:
+        return outcomes.record(name, bench.episode(LOOKUP_AGENTS, LOOKUP_STEPS, spec, "process"))
+
+    with_lookup, without = "policybox process (looks for torch)", "policybox process, not looking"
+    interleaved(bench.reps * 3, {with_lookup: lambda: run(with_lookup), without: unfound(lambda: run(without))})
+    specs = {name: parse_policy_arg(arg) for name, arg in LOOKUP_SPECS.items()}
+    table = Table(title=f"{LOOKUP_AGENTS} agents, random policy, {LOOKUP_STEPS} steps: what looking for torch costs")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    for name in (with_lookup, without):
+        table.add_row(
+            f"start-up (s), {name}: median of {bench.reps * 3}", f"{statistics.median(outcomes.startup[name]):.3f}"
+        )
+    for name, looked_up in specs.items():
+        started = time.perf_counter_ns()
+        for _ in range(LOOKUP_CALLS):
+            found = torch_use.needs_torch(looked_up, resolve_shorthand)
+        table.add_row(
+            f"one lookup, {name} (needs torch: {found})",
+            f"{(time.perf_counter_ns() - started) / LOOKUP_CALLS / 1e3:.1f} µs",
+        )
+    console.print(table)
+    console.print(f"  zygotes with torch started by the random runs: {_torch_zygotes()}")
+
+
+def _torch_zygotes() -> int:
+    zygotes = [child.cmdline() for child in psutil.Process().children() if "policybox.cell.zygote" in child.cmdline()]
+    return sum("torch" in command for command in zygotes)
 
 
 def case(bench: Bench, agents: int, checkpoint: Path) -> None:
@@ -269,7 +326,7 @@ def batching(reps: int, checkpoint: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions (medians are reported)")
-    sections = ["4", "24", "batching"]
+    sections = ["4", "24", "batching", "lookup"]
     parser.add_argument("--only", choices=sections, action="append", help="run only these sections")
     args = parser.parse_args()
     chosen = args.only or sections
@@ -293,6 +350,8 @@ def main() -> None:
                     case(bench, agents, checkpoints[agents])
             if "batching" in chosen:
                 batching(bench.reps, checkpoints[BATCH_AGENTS])
+            if "lookup" in chosen:
+                lookup(bench)
         finally:
             bench.close()
 

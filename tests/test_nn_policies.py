@@ -109,9 +109,10 @@ def _maps_torch(pid: int) -> bool | None:
         return None
 
 
-def _watch(command: list[str]) -> dict[int, tuple[str, bool]]:
-    """Run ``command``; every 50 ms, note each of its processes (by pid) and whether it maps libtorch."""
-    seen: dict[int, tuple[str, bool]] = {}
+def _watch(command: list[str]) -> dict[int, tuple[str, bool, int]]:
+    """Run ``command``; every 50 ms, note each of its processes (by pid): its role, whether it maps
+    libtorch, and its parent's pid (a cell's: the zygote it was forked from)."""
+    seen: dict[int, tuple[str, bool, int]] = {}
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     host = psutil.Process(process.pid)
     try:
@@ -124,7 +125,7 @@ def _watch(command: list[str]) -> dict[int, tuple[str, bool]]:
                 maps = _maps_torch(member.pid)
                 if maps is not None:
                     role = "host" if member.pid == process.pid else "zygote" if member.ppid() == process.pid else "cell"
-                    seen[member.pid] = (role, maps or seen.get(member.pid, ("", False))[1])
+                    seen[member.pid] = (role, maps or seen.get(member.pid, ("", False, 0))[1], member.ppid())
             time.sleep(0.05)
     finally:
         _, err = process.communicate(timeout=120)
@@ -151,13 +152,90 @@ def test_a_random_run_never_loads_torch_and_preload_torch_does(tmp_path):
         str(tmp_path / "result.json"),
     ]
     seen = _watch(run)
-    roles = sorted(role for role, _ in seen.values())
+    roles = sorted(role for role, _, _ in seen.values())
     assert roles.count("cell") == 3 and roles.count("zygote") == 1 and roles.count("host") == 1, roles
-    assert not any(maps for _, maps in seen.values()), seen
+    assert not any(maps for _, maps, _ in seen.values()), seen
 
     seen = _watch([*run, "--steps", "1500", "--preload", "torch"])
-    assert {role for role, maps in seen.values() if maps} == {"zygote", "cell"}, seen
+    assert {role for role, maps, _ in seen.values() if maps} == {"zygote", "cell"}, seen
     assert json.loads((tmp_path / "result.json").read_text())["agents"][0]["status"] == "ok"
+
+
+def test_a_torch_policy_forks_from_a_zygote_with_torch_unasked_and_the_others_do_not(tmp_path):
+    """No --preload: the torch policy's cells are forked from a second zygote, which has torch mapped;
+    the random policy's from the first, which has not, and they never map it. Judged from /proc."""
+    sampler = str(POLICIES / "torch_sampler.py") + ":TorchSampler"
+    run = [sys.executable, "-m", "policybox", "run", "-p", "random", "-p", sampler, "--agents", "4"]
+    seen = _watch([*run, "--steps", "3000", "--log-dir", str(tmp_path / "logs"), "--out", str(tmp_path / "r.json")])
+    zygotes = {pid: maps for pid, (role, maps, _) in seen.items() if role == "zygote"}
+    assert sorted(zygotes.values()) == [False, True], seen
+    [torch_zygote] = [pid for pid, maps in zygotes.items() if maps]
+    cells = [(maps, parent == torch_zygote) for role, maps, parent in seen.values() if role == "cell"]
+    assert sorted(cells) == [(False, False), (False, False), (True, True), (True, True)], seen
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert [agent["status"] for agent in result["agents"]] == ["ok"] * 4
+
+
+def _torch_zygotes() -> int:
+    """How many zygotes with torch this process has running."""
+    return sum(
+        "torch" in child.cmdline()
+        for child in psutil.Process().children()
+        if "policybox.cell.zygote" in child.cmdline()
+    )
+
+
+def test_a_policy_whose_cell_imported_torch_starts_with_it_next_time(tmp_path):
+    """Its module never names torch (a helper imports it): the first cell imports torch itself and its
+    READY says so; this process's next episode forks its cells from the zygote with torch."""
+    from policybox.episode import run_episode
+    from policybox.host.zygote import Zygote
+    from policybox.settings import EpisodeSettings, zygote_preload
+
+    spec = policy("torch_via_helper.py:TorchViaHelper")
+    settings = EpisodeSettings(steps=3, seed=5)
+    before = _torch_zygotes()  # another test's, in this worker
+    with Zygote(zygote_preload(settings)) as zygote:
+        first = run_episode([spec], settings, tmp_path / "first", agents=2, zygote=zygote)
+        assert _torch_zygotes() == before
+        second = run_episode([spec], settings, tmp_path / "second", agents=2, zygote=zygote)
+        assert _torch_zygotes() == before + 1
+    for result, preloaded in ((first, False), (second, True)):
+        assert [agent.status for agent in result.agents] == ["ok", "ok"], [a.failure for a in result.agents]
+        said = [Path(agent.log_path).read_text() for agent in result.agents]
+        expected = f"torch loaded before the policy's module: {preloaded}; torch 2.13.0 with 1 threads"
+        assert all(expected in text for text in said), said
+    assert _torch_zygotes() == before  # closed with the zygote
+
+
+def test_which_policies_need_torch_is_read_from_source_never_imported(tmp_path):
+    """A dotted class in an entrant's package is found on disk: the package's __init__, which would
+    plant a file if it ran, never runs on the host. A FIFO in place of a policy file is not read."""
+    from policybox.envs.mettagrid import resolve_shorthand
+    from policybox.host.torch_use import needs_torch
+    from policybox.spec import PolicySpec
+
+    package = tmp_path / "trap"
+    package.mkdir()
+    (package / "__init__.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').write('ran')\n")
+    (package / "bot.py").write_text("import torch.nn as nn\n")
+    (package / "plain.py").write_text("import numpy\n")
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    cases = {
+        "lstm": True,
+        "random": False,
+        str(POLICIES / "torch_sampler.py") + ":TorchSampler": True,
+        str(POLICIES / "torch_via_helper.py") + ":TorchViaHelper": False,  # learned from its first cell
+        str(POLICIES / "seeded_random.py") + ":SeededRandom": False,
+        f"{fifo}:Policy": False,
+    }
+    for class_path, expected in cases.items():  # named apart from the specs other tests' cells taught
+        assert needs_torch(PolicySpec(class_path=class_path, name="read"), resolve_shorthand) is expected, class_path
+    assert needs_torch(PolicySpec(class_path="trap.bot.Bot", python_path=[str(tmp_path)]), resolve_shorthand)
+    assert not needs_torch(PolicySpec(class_path="trap.plain.Bot", python_path=[str(tmp_path)]), resolve_shorthand)
+    assert needs_torch(PolicySpec(class_path="random", requirements=["Torch>=2"]), resolve_shorthand)
+    assert not (tmp_path / "imported").exists()
 
 
 def test_a_shorthand_missing_a_dependency_says_which(play):

@@ -18,6 +18,7 @@ import policybox
 from policybox.envs import ActionSink, ConfigError, EnvHost, GameRequest, InvalidAction
 from policybox.errors import PolicyboxError, SpecError
 from policybox.files import environments
+from policybox.host import torch_use
 from policybox.host.diagnosis import unavailable
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
@@ -243,12 +244,14 @@ def agent_records(
     """One record per agent, ``specs[i]`` for agent ``agent_ids[i]`` (default: i), with its cell's
     thread budget and log file."""
     ids = range(len(specs)) if agent_ids is None else agent_ids
+    adapter, _ = env_family(settings)
     return [
         AgentRecord(
             agent_id,
             spec,
             cell_threads(spec.env, settings.threads_per_cell, len(specs)),
             _log_path(log_dir, agent_id, settings.mode),
+            torch=torch_use.needs_torch(spec, adapter.resolve_shorthand),
         )
         for agent_id, spec in zip(ids, specs, strict=True)
     ]

@@ -9,6 +9,7 @@ policy code.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -44,7 +45,12 @@ class AgentRuntime:
             policy_class = load_policy_class(self.spec, self._env.resolve_shorthand)
         with self._policy_call("init"):
             self._act, minimum_ms = self._env.build_agent(policy_class, self.spec, self.agent_id)
-        return {"protocol": PROTOCOL_VERSION, "policy": self.spec.display_name, "minimum_action_timeout_ms": minimum_ms}
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "policy": self.spec.display_name,
+            "minimum_action_timeout_ms": minimum_ms,
+            "torch": "torch" in sys.modules,  # the host starts its next cells with it (policybox.host.torch_use)
+        }
 
     def step(self, payload: bytes | bytearray) -> tuple[FrameType, bytes]:
         """(ACTION, action bytes) or (INVALID_ACTION, reason) for one observation payload."""

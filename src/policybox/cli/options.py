@@ -128,7 +128,11 @@ EPISODE_OPTIONS = [
     _option(
         "preload",
         Annotated[
-            list[str] | None, typer.Option(help="Module the zygote imports before forking cells, repeatable (torch).")
+            list[str] | None,
+            typer.Option(
+                help="Module the zygote imports before forking cells, repeatable. Torch needs no asking: a policy "
+                "that imports it forks from a zygote with torch."
+            ),
         ],
         None,
     ),

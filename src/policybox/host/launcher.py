@@ -57,8 +57,9 @@ class CellProcess:
 
 
 class Launcher(Protocol):
-    def launch(self, output_fd: int, sandbox: CellSandbox) -> CellProcess:
-        """Start one cell whose stdout and stderr are ``output_fd`` (the write end of its output pipe)."""
+    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False) -> CellProcess:
+        """Start one cell whose stdout and stderr are ``output_fd`` (the write end of its output pipe);
+        ``torch``: its policy imports torch, so a cell that already has it starts faster."""
         ...
 
 
@@ -69,7 +70,7 @@ class SpawnLauncher:
     environment decides what the cell imports; ``-u`` keeps the policy's prints in order in its log.
     """
 
-    def launch(self, output_fd: int, sandbox: CellSandbox) -> CellProcess:
+    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False) -> CellProcess:
         def start(cell_fd: int) -> tuple[int, Callable[[float], int | None]]:
             command = [sys.executable, "-I", "-u", "-m", "policybox.cell", "--fd", str(cell_fd)]
             popen = subprocess.Popen(
@@ -88,16 +89,19 @@ class SpawnLauncher:
 
 
 class ZygoteLauncher:
-    """Each cell is a fork of a zygote that has already imported numpy and MettaGrid (never policy code)."""
+    """Each cell is a fork of a zygote that has already imported numpy and MettaGrid (never policy code);
+    a cell whose policy imports torch, of its sibling that has torch too (``Zygote.with_torch``)."""
 
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote
 
-    def launch(self, output_fd: int, sandbox: CellSandbox) -> CellProcess:
+    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False) -> CellProcess:
+        zygote = self._zygote.with_torch() if torch else self._zygote
+
         def start(cell_fd: int) -> tuple[int, Callable[[float], int | None]]:
             cwd = str(sandbox.scratch) if sandbox.scratch else None
-            pid = self._zygote.fork(sandbox.environment(), cwd, [cell_fd, output_fd])
-            return pid, lambda timeout: self._zygote.wait(pid, timeout)
+            pid = zygote.fork(sandbox.environment(), cwd, [cell_fd, output_fd])
+            return pid, lambda timeout: zygote.wait(pid, timeout)
 
         return _launch(sandbox, start)
 

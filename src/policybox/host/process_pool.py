@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from policybox.host import torch_use
 from policybox.host.budget import host_budget
 from policybox.host.launcher import CellProcess, Launcher
 from policybox.host.output import OutputPump
@@ -148,6 +149,8 @@ class _Cell:
             raise ProtocolError(f"cell speaks protocol {ready.get('protocol')!r}, host {PROTOCOL_VERSION}")
         minimum = ready.get("minimum_action_timeout_ms", 0)
         self.record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
+        if ready.get("torch") is True and not self.record.torch:
+            torch_use.remember(self.record.spec)  # its next cells start with torch
         claims = _layer_statuses(ready.get("sandbox"))
         checked: dict[Layer, str] = verified_statuses(self.process.pid, self.plan, claims) if self.plan else {}
         statuses = {**self.process.sandbox.statuses, **checked}
@@ -300,7 +303,7 @@ class ProcessPool:
         try:
             output = self._output.open(record.log_path)
             try:
-                process = self._launcher.launch(output, sandbox)
+                process = self._launcher.launch(output, sandbox, record.torch)
             finally:
                 os.close(output)  # the cell holds the only write end: its exit ends the log
         except BaseException:

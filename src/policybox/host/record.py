@@ -23,6 +23,7 @@ class AgentRecord:
     spec: PolicySpec
     threads: int  # the thread budget of its cell (policybox.threads)
     log_path: Path | None = None
+    torch: bool = False  # its policy imports torch (policybox.host.torch_use): its cell may start with it
     log_note: str | None = None  # why its log was cut short (policybox.host.output), if it was
     status: AgentStatus = AgentStatus.OK
     failure: Failure | None = None

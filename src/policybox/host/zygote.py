@@ -20,6 +20,7 @@ from typing import Any
 
 from policybox.errors import PolicyboxError
 from policybox.host.sandbox import host_environment
+from policybox.host.torch_use import TORCH
 from policybox.threads import thread_environment
 
 MAX_MESSAGE = 1 << 16
@@ -57,6 +58,8 @@ class Zygote:
             )
         self._exits: dict[int, int] = {}
         self._lock = threading.Lock()  # held to fork, to read the control socket, and to close
+        self._torch: Zygote | None = None  # this one's sibling with torch preloaded too, once a cell needs it
+        self._torch_lock = threading.Lock()
         try:
             reply = self._receive(time.monotonic() + START_TIMEOUT_S)
         except TimeoutError:
@@ -74,6 +77,20 @@ class Zygote:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def with_torch(self) -> Zygote:
+        """A zygote that preloads what this one does and torch (``policybox.host.torch_use``): this one if
+        it preloads torch; else a sibling, started on first use and closed with this one -- or this one
+        still, if torch cannot be imported here (a cell then imports it itself, or fails saying why)."""
+        if TORCH in self.preload:
+            return self
+        with self._torch_lock:
+            if self._torch is None:
+                try:
+                    self._torch = Zygote((*self.preload, TORCH))
+                except ZygoteError:
+                    self._torch = self
+            return self._torch
 
     @property
     def alive(self) -> bool:
@@ -129,7 +146,12 @@ class Zygote:
         return message
 
     def close(self) -> None:
-        """Stop the zygote: it exits when its control socket closes; killed if it does not."""
+        """Stop the zygote (and its sibling with torch): it exits when its control socket closes; killed
+        if it does not."""
+        with self._torch_lock:
+            sibling, self._torch = self._torch, None
+        if sibling is not None and sibling is not self:
+            sibling.close()
         with self._lock:
             self._control.close()
         try:
