@@ -245,13 +245,14 @@ def agent_records(
     thread budget and log file."""
     ids = range(len(specs)) if agent_ids is None else agent_ids
     adapter, _ = env_family(settings)
+    torch = {id(spec): torch_use.needs_torch(spec, adapter.resolve_shorthand) for spec in specs}  # once a spec
     return [
         AgentRecord(
             agent_id,
             spec,
             cell_threads(spec.env, settings.threads_per_cell, len(specs)),
             _log_path(log_dir, agent_id, settings.mode),
-            torch=torch_use.needs_torch(spec, adapter.resolve_shorthand),
+            torch=torch[id(spec)],
         )
         for agent_id, spec in zip(ids, specs, strict=True)
     ]

@@ -80,9 +80,11 @@ def _module_imports_torch(spec: PolicySpec, resolve_shorthand: Callable[[str], s
     return source is not None and _imports_torch(source)
 
 
+@functools.lru_cache(maxsize=MAX_REMEMBERED)
 def _module_file(module: str, roots: tuple[str, ...]) -> Path | None:
     """The source of ``module`` in the first of ``roots`` that has it -- found on disk, not imported
-    (importing a package to find a module would run its ``__init__``: an entrant's code, on the host)."""
+    (importing a package to find a module would run its ``__init__``: an entrant's code, on the host).
+    Remembered: a version's files never change, and a new one is a new root."""
     parts = module.split(".")
     for root in roots:
         for candidate in (Path(root, *parts).with_suffix(".py"), Path(root, *parts, "__init__.py")):
