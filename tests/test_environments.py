@@ -431,18 +431,27 @@ def test_on_a_ray_cluster_each_episode_plays_in_its_environments(tmp_path):
 
     for version in (OLD, NEW):
         submission(tmp_path / version, version, f"more-itertools=={version}")
+    sdists = trojan_sdist(tmp_path)  # and one built from source: on the node too, in a cell there
+    (tmp_path / "built").mkdir()
+    (tmp_path / "built" / "bot.py").write_text((POLICIES / "needs_built_package.py").read_text())
+    (tmp_path / "built" / "policy_spec.json").write_text(json.dumps({"class_path": "bot.py:NeedsBuiltPackage"}))
+    (tmp_path / "built" / "requirements.txt").write_text("trojan==1.0\n")
     run = policybox(
-        "evaluate", "-p", OLD, "-p", NEW, "--episodes", "2", "--agents", "2", "--steps", "10",
-        "--backend", "ray", "--index-url", INDEX, "--out", "results", cwd=tmp_path,
+        "evaluate", "-p", OLD, "-p", NEW, "-p", "built", "--episodes", "2", "--agents", "3", "--steps", "10",
+        "--backend", "ray", "--index-url", INDEX, "--find-links", str(sdists), "--sdists", "--out", "results",
+        cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
-    assert [entry["statuses"] for entry in summary["policies"]] == [{"ok": 2}, {"ok": 2}]
+    assert [list(entry["statuses"]) for entry in summary["policies"]] == [["ok"]] * 3, summary["policies"]
     records, _ = read_records(tmp_path / "results" / RESULTS)
     played = {agent.spec.requirements[0] for record in records.values() for agent in record.agents}
-    assert played == {f"more-itertools=={OLD}", f"more-itertools=={NEW}"}  # the pins travelled, not the files
-    for built in (p for p in (tmp_path / "results" / "environments").iterdir() if p.name != environments.REQUESTS):
-        assert (NODE_BASE / "environments" / built.name / "site" / "more_itertools").is_dir()
+    assert played == {f"more-itertools=={OLD}", f"more-itertools=={NEW}", "trojan==1.0"}  # pins, not files
+    built = [p.name for p in (tmp_path / "results" / "environments").iterdir() if p.name != environments.REQUESTS]
+    for name in built:
+        if not name.startswith("from-source-"):  # named by its lock: the node's has the same name
+            assert (NODE_BASE / "environments" / name / "site" / "more_itertools").is_dir()
+    assert len(built) == 3 and any((p / "site" / "trojan.py").is_file() for p in (NODE_BASE / "environments").iterdir())
 
 
 def test_a_full_disk_is_the_machines_fault_not_the_policys_and_leaves_nothing_half_built(disk, tmp_path):
