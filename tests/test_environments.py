@@ -259,7 +259,10 @@ def test_evaluate_builds_each_environment_once_in_its_results_folder(tmp_path):
     assert len([p for p in (out / "environments").iterdir() if p.name != environments.REQUESTS]) == 2
 
 
-def test_a_ladder_builds_at_qualification_plays_each_version_in_its_own_and_rejects_what_cannot_be_built(tmp_path):
+def test_a_ladder_builds_at_qualification_plays_each_version_in_its_own_and_rejects_what_cannot_be_built(
+    tmp_path, monkeypatch
+):
+    """Each build runs in a setup worker, beside play: uv never runs in the ladder's own process."""
     from policybox import EpisodeSettings as Settings
     from policybox import LadderSettings
     from policybox.ladder import Ladder
@@ -268,11 +271,18 @@ def test_a_ladder_builds_at_qualification_plays_each_version_in_its_own_and_reje
     settings = Settings(env="arena", steps=20, index_url=INDEX, find_links=[str(sdists)], sdists=True)
     made = LadderSettings(settings=settings, agents=2, placement_matches=0, suspend_after=3)
     with Ladder.create(tmp_path / "cup", made) as ladder:
-        ladder.submit("old", str(submission(tmp_path / "old", OLD, f"more-itertools=={OLD}")))
-        ladder.submit("new", str(submission(tmp_path / "new", NEW, f"more-itertools=={NEW}")))
+        # The refused first: one setup worker prepares one version at a time, and no match is played
+        # before two versions are active, so both are decided before the run's two matches end it.
         ladder.submit("conflict", str(submission(tmp_path / "conflict", OLD, "numpy==1.26.4")))
         ladder.submit("unbuildable", str(submission(tmp_path / "unbuildable", OLD, "trojan==1.0")))
+        ladder.submit("old", str(submission(tmp_path / "old", OLD, f"more-itertools=={OLD}")))
+        ladder.submit("new", str(submission(tmp_path / "new", NEW, f"more-itertools=={NEW}")))
+        in_this_process: list[list[str]] = []
+        real_uv = environments._uv
+        monkeypatch.setattr(environments, "_uv", lambda *a: in_this_process.append(a[0]) or real_uv(*a))
         ladder.run(matches=2, workers=1)
+        assert in_this_process == []
+        monkeypatch.undo()
         rows = {row.name: row for row in ladder.standings().rows}
         assert rows["old"].state == rows["new"].state == "active" and rows["old"].matches == 2
         assert rows["conflict"].state == "rejected"

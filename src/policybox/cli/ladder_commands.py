@@ -103,7 +103,10 @@ def init(
         int, typer.Option(min=1, metavar="N", help="The most files and folders a submission zip may hold.")
     ] = 10_000,
     setup_workers: Annotated[
-        int, typer.Option(min=1, max=64, metavar="N", help="Setup scripts run at once, beside the matches.")
+        int,
+        typer.Option(
+            min=1, max=64, metavar="N", help="Setup scripts and environment builds run at once, beside the matches."
+        ),
     ] = 1,
     submissions_per_hour: Annotated[
         int, typer.Option(min=1, metavar="N", help="Submissions a team may make in any hour (over it: HTTP 429).")

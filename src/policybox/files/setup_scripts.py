@@ -14,7 +14,8 @@ output as the reason. A failure of the machinery -- the zygote dies, the disk of
 is raised, to be retried.
 
 ``prepared`` does the same for ``policybox run`` and ``evaluate``: once per spec with a script, into a
-folder that is reused once it holds the result.
+folder that is reused once it holds the result. ``prepare_version`` is a ladder's: the script, then the
+version's environment (``files.environments``), both in a setup worker, beside play.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from policybox.episode import PolicyRefused
 from policybox.files.cell_jobs import run_job
+from policybox.files.environments import EnvironmentRefused, package_source, with_environment
 from policybox.files.packing import spec_roots, with_paths
 from policybox.files.version_files import Stored, keep_spec
 from policybox.inert import inert
@@ -49,6 +51,7 @@ class SetupOutcome:
     ok: bool
     output: str
     spec: PolicySpec | None
+    refused: str | None = None  # why its environment cannot be built (``prepare_version``; its script, if any, ran)
 
 
 def run_setup(stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: float) -> SetupOutcome:
@@ -67,6 +70,25 @@ def run_setup(stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: f
     why = why or (_missing_checkpoint(spec) if spec else None)
     output = inert(f"{why}\n{tail}" if why else tail)[-OUTPUT_CHARS:]
     return SetupOutcome(ok=why is None, output=output, spec=None if why else spec)
+
+
+def prepare_version(
+    stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: float, environments: Path, label: str
+) -> SetupOutcome:
+    """A ladder's version made ready to play, in a setup worker so that play goes on meanwhile: its setup
+    script run into ``out`` (``run_setup``), if it has one, then its environment built or found under
+    ``environments`` (``files.environments``), if it declares requirements -- a refusal naming it as
+    ``label``. The outcome's spec is the one to play."""
+    outcome = (
+        run_setup(stored, settings, out, timeout_s) if stored.spec.setup_script else SetupOutcome(True, "", stored.spec)
+    )
+    if not outcome.ok or outcome.spec is None or not outcome.spec.requirements:
+        return outcome
+    try:
+        spec = with_environment(outcome.spec, environments, package_source(settings), label)
+    except EnvironmentRefused as refused:
+        return SetupOutcome(ok=False, output=outcome.output, spec=None, refused=str(refused))
+    return SetupOutcome(ok=True, output=outcome.output, spec=spec)
 
 
 def _script_and_folder(stored: Stored) -> tuple[str, str]:

@@ -8,10 +8,13 @@ The loop, until stopped (or until ``matches`` have been played):
    validation episode with a copy of itself in every seat, under the ladder's settings (as Kaggle
    does). It qualifies when every agent ends ``ok`` and the game raised nothing; otherwise it is
    ``rejected`` with the reason (``life.verdict``: status, step, the traceback or log tail). A failure of the
-   machinery is retried, never a rejection. Setup scripts run beside play, in worker processes of
-   their own (``setup_workers`` of them, started when the first script is to run): matches go on
-   being played and stored while a script runs. A run that stops stops the scripts still running
-   (their cells with them); their versions stay queued, for the next run.
+   machinery is retried, never a rejection. Setup scripts, and the builds of versions'
+   environments (``files.environments``: a version that declares requirements), run beside play, in
+   worker processes of their own (``setup_workers`` of them, started when the first is to run:
+   ``files.setup_scripts.prepare_version``): matches go on being played and stored while a script
+   runs or uv builds. A build that cannot be made rejects the version with uv's reason. A run that
+   stops stops the scripts still running (their cells with them); their versions stay queued, for
+   the next run.
 3. **Match.** While a worker is free: ``matchmaking.choose`` picks the versions and seats from the
    database's state, the match is stored as scheduled (so a kill cannot lose it), then played. With
    ``max_matches_per_hour`` N, no match is scheduled while N were in the last hour (counted from the
@@ -47,7 +50,6 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import DataError, IntegrityError
 
-from policybox.files.environments import EnvironmentRefused, package_source, with_environment
 from policybox.files.setup_scripts import SetupOutcome
 from policybox.files.version_files import Stored
 from policybox.league import ranking
@@ -236,13 +238,14 @@ class _Loop:
             if len(self.setups) >= self.settings.setup_workers and len(self.in_flight) >= self.capacity:
                 return  # no room for either
             stored = self.ladder.stored(version.id)
-            if stored.spec.setup_script and len(self.setups) < self.settings.setup_workers:
+            to_prepare = bool(stored.spec.setup_script or stored.spec.requirements)
+            if to_prepare and len(self.setups) < self.settings.setup_workers:
                 out = self.ladder.folder / "versions" / "setup" / f"{version.name}-v{version.number}"
                 self.qualifying.add(version.id)
                 self._set_up(_Setup(version, stored, out))
-            elif not stored.spec.setup_script and len(self.in_flight) < self.capacity:
+            elif not to_prepare and len(self.in_flight) < self.capacity:
                 self.qualifying.add(version.id)
-                self._qualification(version, stored, None)
+                self._submit(_Qualification(version, stored, None))
 
     def _set_up(self, work: _Setup) -> None:
         if self.setup_pool is None:
@@ -250,7 +253,9 @@ class _Loop:
             self.setup_pool = LocalWorkers(count, shared_budget(self.settings.settings, count))
         work.attempts += 1
         settings, timeout_s = self.settings.settings, self.settings.setup_timeout_s
-        self.setups[self.setup_pool.set_up(work.stored, settings, work.out, timeout_s)] = work
+        environments = self.ladder.environments.absolute()
+        future = self.setup_pool.set_up(work.stored, settings, work.out, timeout_s, environments, work.version.label)
+        self.setups[future] = work
 
     def _set_up_done(self, work: _Setup, future: Future[SetupOutcome]) -> None:
         """A setup script ended: its version is rejected, or plays its validation episode. A failure of
@@ -264,25 +269,15 @@ class _Loop:
                 self.qualifying.discard(work.version.id)
                 self.progress.note = f"{work.version.label}'s setup failed {MAX_ATTEMPTS} times: {exc}"
             return
+        script = work.stored.spec.setup_script is not None
+        setup_output = outcome.output if script else None
         if not outcome.ok:
-            self._qualified(work.version, False, f"its setup script failed: {outcome.output}", outcome.output, None)
+            reason = outcome.refused or f"its setup script failed: {outcome.output}"  # or its environment's build
+            self._qualified(work.version, False, reason, setup_output, None)
             return
-        assert outcome.spec is not None  # a setup that succeeded made one
-        self._qualification(work.version, Stored(outcome.spec, work.stored.digest, work.out), outcome.output)
-
-    def _qualification(self, version: store.Version, stored: Stored, setup_output: str | None) -> None:
-        """Play the version's validation episode -- in its environment, built first if it declares
-        requirements (``files.environments``: in this process, one uv call; a set built before is only
-        looked up). A build that fails rejects it with uv's reason. Its cells are given this spec later."""
-        try:
-            spec = stored.spec
-            if spec.requirements:  # where packages come from is read only then (pip's config: a process)
-                source = package_source(self.settings.settings)
-                spec = with_environment(spec, self.ladder.environments, source, version.label)
-        except EnvironmentRefused as refused:
-            self._qualified(version, False, str(refused), setup_output, None)
-            return
-        self._submit(_Qualification(version, Stored(spec, stored.digest, stored.files), setup_output))
+        assert outcome.spec is not None  # a preparation that succeeded made one
+        files = work.out if script else work.stored.files
+        self._submit(_Qualification(work.version, Stored(outcome.spec, work.stored.digest, files), setup_output))
 
     def _schedule(self) -> None:
         """Choose and store new matches while a worker is free (and the limit is not reached)."""

@@ -7,13 +7,14 @@ workers are one program, and no policy code runs in a worker, only in its cells)
 
     driver -> worker   ("start", memory budget, CPU index)
                        ("check", specs, settings, agents)  |  ("play", key, EpisodeJob JSON)  |  ("stop",)
-                       ("setup", key, run_setup's arguments)
+                       ("setup", key, prepare_version's arguments)
     worker -> driver   ("checked", None or the exception)
                        ("played", key, EpisodeResult JSON)  |  ("set up", key, SetupOutcome)
                        ("failed", key, the exception)
 
-A ladder runs its versions' setup scripts in workers of their own (``files.setup_scripts``: one script at a time
-each, beside the workers that play matches), so that a slow script never holds up play.
+A ladder runs its versions' setup scripts and builds their environments in workers of their own
+(``files.setup_scripts.prepare_version``: one version at a time each, beside the workers that play
+matches), so that a slow script or build never holds up play.
 
 A worker is a fresh interpreter, never a re-import of its caller's ``__main__`` (multiprocessing's
 spawn does that, so a script without an ``if __name__ == "__main__":`` guard could not evaluate). It
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from policybox.episode import check_playable, check_policies, run_episode
-from policybox.files.setup_scripts import run_setup
+from policybox.files.setup_scripts import prepare_version
 from policybox.host.budget import Budget, adopt
 from policybox.host.zygote import Zygote, ZygoteError
 from policybox.league.play.runner import EpisodeJob
@@ -107,7 +108,7 @@ def serve(connection: Connection) -> None:
                 continue
             if message[0] == "setup":
                 key, done = message[1], "set up"
-                outcome = _attempt(lambda arguments=message[2]: run_setup(*arguments))
+                outcome = _attempt(lambda arguments=message[2]: prepare_version(*arguments))
             else:
                 key, job, done = message[1], EpisodeJob.model_validate_json(message[2]), "played"
                 outcome = _attempt(lambda job=job: player.play(job).model_dump_json())

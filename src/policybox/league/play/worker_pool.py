@@ -172,10 +172,12 @@ class LocalWorkers:
         """Play ``job`` on the least busy worker; its EpisodeResult as JSON."""
         return self._ask("play", job.model_dump_json())
 
-    def set_up(self, stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: float) -> Future[SetupOutcome]:
-        """Run ``policybox.files.setup_scripts.run_setup(stored, settings, out, timeout_s)`` on the least busy
+    def set_up(
+        self, stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: float, environments: Path, label: str
+    ) -> Future[SetupOutcome]:
+        """Run ``policybox.files.setup_scripts.prepare_version`` with these arguments on the least busy
         worker; its outcome."""
-        return self._ask("setup", (stored, settings, out, timeout_s))
+        return self._ask("setup", (stored, settings, out, timeout_s, environments, label))
 
     def _ask(self, kind: str, payload: Any) -> Future[Any]:
         index = min(range(self.count), key=lambda i: len(self._live(i).pending))
