@@ -74,7 +74,7 @@ class BuildEnvironment(CellJob):
         temp.mkdir(exist_ok=True)
         env = {**os.environ, "UV_CACHE_DIR": str(cache), "TMPDIR": str(temp), "UV_NO_CONFIG": "1", "NO_COLOR": "1"}
         command = [self._uv_binary, *arguments, "--python", sys.executable, "--offline", *self._source]
-        return self.command(f"uv, {what},", command, self._workdir, tail, env)
+        return self.command(f"uv ({what})", command, self._workdir, tail, env)
 
 
 def layer_pins(locked: str, have: set[str]) -> list[str]:
