@@ -412,8 +412,11 @@ def test_a_lost_database_connection_leaves_the_ladder_intact_and_the_next_run_ca
     assert resumed.returncode == 0, resumed.stderr
     assert ladder_command("rerate", str(folder)).returncode == 0
     with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
-        ids = connection.execute(select(matches.c.id).order_by(matches.c.id)).scalars().all()
-        assert ids == list(range(1, len(ids) + 1))
+        # Every match the cut run scheduled was played (or voided) by the next, none is left half stored.
+        # (Its ids may skip one: PostgreSQL's sequences are not transactional, and an insert the cut
+        # connection rolled back keeps the id it was given.)
+        states = set(connection.execute(select(matches.c.state)).scalars())
+        assert states <= {"played", "void"} and "played" in states, states
         _check_rated_once(connection)
 
 
