@@ -234,7 +234,6 @@ def test_which_policies_need_torch_is_read_from_source_never_imported(tmp_path):
         assert needs_torch(PolicySpec(class_path=class_path, name="read"), resolve_shorthand) is expected, class_path
     assert needs_torch(PolicySpec(class_path="trap.bot.Bot", python_path=[str(tmp_path)]), resolve_shorthand)
     assert not needs_torch(PolicySpec(class_path="trap.plain.Bot", python_path=[str(tmp_path)]), resolve_shorthand)
-    assert needs_torch(PolicySpec(class_path="random", requirements=["Torch>=2"]), resolve_shorthand)
     assert not (tmp_path / "imported").exists()
 
 

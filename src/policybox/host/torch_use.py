@@ -8,9 +8,10 @@ torch never starts it: it pays a look at each distinct policy's source, once per
 
 A policy needs torch when
 
-* its spec says so: its requirements name torch, or the module its class is defined in imports it --
-  read from the module's source, never imported (a file-path class's file; a dotted class's or a
-  shorthand's module, found in the spec's import roots or the host's);
+* the module its class is defined in imports it -- read from the module's source, never imported (a
+  file-path class's file; a dotted class's or a shorthand's module, found in the spec's import roots
+  or the host's). (Its requirements cannot tell: the host has torch, so an environment never holds it,
+  and a built spec's requirements are gone.)
 * or a cell of the same spec imported torch before, in this process: its READY says so
   (``remember``). A worker that plays many episodes learns this in its first one; a policy whose
   torch comes in through a helper module is found that way.
@@ -30,8 +31,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from policybox.spec import PolicySpec
 
 TORCH = "torch"
@@ -43,7 +42,7 @@ _learned: dict[str, None] = {}  # spec digests, oldest first
 
 def needs_torch(spec: PolicySpec, resolve_shorthand: Callable[[str], str]) -> bool:
     """Whether ``spec``'s policy imports torch, as far as its spec or an earlier cell tells."""
-    return _digest(spec) in _learned or _requires_torch(spec) or _module_imports_torch(spec, resolve_shorthand)
+    return _digest(spec) in _learned or _module_imports_torch(spec, resolve_shorthand)
 
 
 def remember(spec: PolicySpec) -> None:
@@ -55,16 +54,6 @@ def remember(spec: PolicySpec) -> None:
 
 def _digest(spec: PolicySpec) -> str:
     return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
-
-
-def _requires_torch(spec: PolicySpec) -> bool:
-    for line in spec.requirements:
-        try:
-            if Requirement(line).name.lower() == TORCH:
-                return True
-        except InvalidRequirement:
-            continue
-    return False
 
 
 def _module_imports_torch(spec: PolicySpec, resolve_shorthand: Callable[[str], str]) -> bool:

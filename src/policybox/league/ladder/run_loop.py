@@ -105,7 +105,7 @@ class _Match:
 @dataclass
 class _Setup:
     version: store.Version
-    stored: Stored  # as submitted, its setup script still to run
+    stored: Stored  # as submitted: its setup script still to run, its environment still to build
     out: Path  # where what it makes is kept
     attempts: int = 0
 
