@@ -123,9 +123,13 @@ def _watch(command: list[str]) -> dict[int, tuple[str, bool, int]]:
                 break
             for member in family:
                 maps = _maps_torch(member.pid)
+                try:
+                    parent = member.ppid()
+                except psutil.Error:  # it ended meanwhile (a cell at the episode's end)
+                    continue
                 if maps is not None:
-                    role = "host" if member.pid == process.pid else "zygote" if member.ppid() == process.pid else "cell"
-                    seen[member.pid] = (role, maps or seen.get(member.pid, ("", False, 0))[1], member.ppid())
+                    role = "host" if member.pid == process.pid else "zygote" if parent == process.pid else "cell"
+                    seen[member.pid] = (role, maps or seen.get(member.pid, ("", False, 0))[1], parent)
             time.sleep(0.05)
     finally:
         _, err = process.communicate(timeout=120)
