@@ -252,20 +252,20 @@ def _send_cost_us(round_trips: int = 2000) -> float:
 
 
 def _step_work_us() -> float:
-    """Median time of AgentRuntime.step (observation bytes -> action bytes) for a noop policy, in-process."""
-    from policybox.cell.runtime import AgentRuntime
+    """Median time of CellRuntime.step (observation bytes -> action bytes) for a noop policy, in-process."""
+    from policybox.cell.runtime import CellRuntime
     from policybox.envs.mettagrid import MettaGridHost
     from policybox.wire import PROTOCOL_VERSION
 
     host = MettaGridHost(baselines.arena_config(1, 100, SEED), SEED)
-    setup = {"protocol": PROTOCOL_VERSION, "agent_id": 0, "seed": SEED, "env": host.cell_setup()}
-    runtime = AgentRuntime({**setup, "spec": PolicySpec(class_path="noop").model_dump()}, owns_process=True)
+    setup = {"protocol": PROTOCOL_VERSION, "agents": [0], "seed": SEED, "env": host.cell_setup(0)}
+    runtime = CellRuntime({**setup, "spec": PolicySpec(class_path="noop").model_dump()}, owns_process=True)
     runtime.start()
     payload = bytes(host.observation(0))
     times = []
     for _ in range(2000):
         started = time.perf_counter_ns()
-        runtime.step(payload)
+        runtime.step([(0, payload)])
         times.append(time.perf_counter_ns() - started)
     host.close()
     return statistics.median(times) / 1e3

@@ -35,11 +35,11 @@ def handshake(tmp_path, setup: dict):
 
 
 def test_protocol_version_mismatch_is_a_clear_error(tmp_path):
-    frame, exit_code = handshake(tmp_path, {"protocol": 999, "agent_id": 0, "seed": 0, "spec": {}, "env": {}})
+    frame, exit_code = handshake(tmp_path, {"protocol": 999, "agents": [0], "seed": 0, "spec": {}, "env": {}})
     assert frame.type == FrameType.ERROR
     report = json.loads(frame.payload)
     assert report["phase"] == "init"
-    assert "protocol version mismatch: host speaks 999, this cell speaks 1" in report["message"]
+    assert "protocol version mismatch: host speaks 999, this cell speaks 2" in report["message"]
     assert exit_code == 1
 
 

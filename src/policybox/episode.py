@@ -8,7 +8,7 @@ import os
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,10 +19,11 @@ from policybox.envs import ActionSink, ConfigError, EnvHost, GameRequest, Invali
 from policybox.errors import PolicyboxError, SpecError
 from policybox.files import environments
 from policybox.host import torch_use
+from policybox.host.cell_groups import cell_count, cell_groups
 from policybox.host.diagnosis import unavailable
 from policybox.host.inline_pool import InlinePool
 from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
-from policybox.host.process_pool import ProcessPool, Reply
+from policybox.host.process_pool import ProcessPool
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
 from policybox.host.zygote import Zygote
@@ -40,7 +41,7 @@ from policybox.settings import (
 from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import StorageFull, writing
 from policybox.threads import cell_threads
-from policybox.wire import FrameType
+from policybox.wire import FrameType, Reply
 
 LOG_TAIL_BYTES = 4096
 SLOW_SHARE = 0.5  # of the time played: an agent whose replies took more is blamed for the episode's time limit
@@ -246,11 +247,12 @@ def agent_records(
     ids = range(len(specs)) if agent_ids is None else agent_ids
     adapter, _ = env_family(settings)
     torch = {id(spec): torch_use.needs_torch(spec, adapter.resolve_shorthand) for spec in specs}  # once a spec
+    cells = cell_count(specs, settings.cells)
     return [
         AgentRecord(
             agent_id,
             spec,
-            cell_threads(spec.env, settings.threads_per_cell, len(specs)),
+            cell_threads(spec.env, settings.threads_per_cell, cells),
             _log_path(log_dir, agent_id, settings.mode),
             torch=torch[id(spec)],
         )
@@ -265,23 +267,22 @@ def start_pool(
     zygote: Zygote | None,
     stack: contextlib.ExitStack,
 ) -> ProcessPool | InlinePool:
-    """Start every record's cell (or inline runtime) and wait until each is ready or has failed; they
-    are stopped when ``stack`` closes. ``cell_envs[i]`` is the environment's setup for the cell half
-    of ``records[i]``. A spec whose setup script has not run is refused before any cell starts."""
+    """Start the cells (or inline runtimes) that play ``records`` -- one per record, or per policy
+    (``settings.cells``) -- and wait until each is ready or has failed; they are stopped when ``stack``
+    closes. ``cell_envs[i]`` is the environment's setup for the cell half of ``records[i]``. A spec
+    whose setup script has not run is refused before any cell starts."""
     check_prepared([record.spec for record in records])
     if settings.mode == "inline":
         environments.check_one_process([record.spec for record in records])
+    groups = cell_groups(records, cell_envs, settings.cells)
     launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
     pool = (
-        ProcessPool(records, settings.limits, settings.sandbox, settings.seccomp, launcher)
+        ProcessPool(groups, settings.limits, settings.sandbox, settings.seccomp, launcher)
         if launcher is not None
-        else InlinePool(records)
+        else InlinePool(groups)
     )
     stack.enter_context(pool)
-    limit = settings.limits.log_limit_bytes
-    pool.start(
-        [record.setup_message(settings.seed, limit, env) for record, env in zip(records, cell_envs, strict=True)]
-    )
+    pool.start([group.setup_message(settings.seed, settings.limits.log_limit_bytes) for group in groups])
     return pool
 
 
@@ -426,7 +427,7 @@ def _blame_slow(records: list[AgentRecord], step: int, played_s: float) -> None:
 
 
 def _apply(
-    env: EnvHost, records: list[AgentRecord], step: int, acting: Sequence[int], replies: list[Reply | None]
+    env: EnvHost, records: list[AgentRecord], step: int, acting: Sequence[int], replies: Mapping[int, Reply]
 ) -> None:
     """Give the game every acting agent's action, then step it. A raise names the agent whose action
     it was applying (in a step with one mover: that mover), and blames it when that action was its
@@ -436,7 +437,7 @@ def _apply(
     for i in acting:
         records[i].turns += 1
         try:
-            own[i] = apply_reply(env, records[i], step, replies[i])
+            own[i] = apply_reply(env, records[i], step, replies.get(i))
         except Exception as exc:
             raise _fault("step", step, exc, i) from exc
     try:
@@ -528,6 +529,7 @@ def _result(
     return EpisodeResult(
         policybox_version=policybox.__version__,
         mode=settings.mode,
+        cells=settings.cells,
         seed=settings.seed,
         steps=env.current_step,
         env=env.describe(),

@@ -279,9 +279,9 @@ class _Cells:
         self._calls += 1
         payloads = {i: encode_observation(obs, self._token_shape, self._talk) for i, obs in observations.items()}
         replies = self._pool.act(step, payloads)
-        for record, reply in zip(self._records, replies, strict=True):
+        for record in self._records:
             if record.agent_id in observations:
-                apply_reply(self._actions, record, step, reply)
+                apply_reply(self._actions, record, step, replies.get(record.agent_id))
                 self._steps[record.agent_id] = step + 1
         return {agent_id: self._actions.chosen.pop(agent_id) for agent_id in observations}
 

@@ -157,6 +157,10 @@ class AgentResult(BaseModel):
 class EpisodeResult(BaseModel):
     policybox_version: str
     mode: str
+    cells: str = Field(
+        default="per-agent",
+        description="per-agent: each agent in its own cell; per-policy: each policy's seats shared one cell",
+    )
     seed: int
     steps: int
     env: dict[str, Any]

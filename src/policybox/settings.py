@@ -21,6 +21,7 @@ from policybox.sandbox import SandboxLevel
 Mode = Literal["process", "inline"]
 OnFailure = Literal["continue", "abort"]
 LauncherName = Literal["zygote", "spawn"]
+Cells = Literal["per-agent", "per-policy"]
 DEFAULT_AGENTS = 4  # for games of any size (arena, navigation) when no number is given
 REPLAY_SUFFIX = ".json.z"
 
@@ -42,6 +43,12 @@ class EpisodeSettings(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     launcher: LauncherName = Field(
         default="zygote", description="zygote: cells forked from a pre-warmed process; spawn: fresh interpreters"
+    )
+    cells: Cells = Field(
+        default="per-agent",
+        description="per-agent: every agent in a cell of its own; per-policy: all the seats one policy holds in "
+        "an episode share one cell, stepped as a batch when the policy can (MettaGrid's step_group or "
+        "step_batch) -- its agents are no longer isolated from each other, policies still are",
     )
     preload: list[str] = Field(default_factory=list, description="Extra modules the zygote imports (e.g. torch)")
     threads_per_cell: int | None = Field(

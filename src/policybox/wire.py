@@ -5,40 +5,48 @@ Every message is one frame: a 12-byte little-endian header followed by ``length`
     offset  size  field
     0       1     type      (FrameType)
     1       3     reserved  (zero)
-    4       4     sequence  (u32: the step index for OBSERVATION/ACTION/INVALID_ACTION/ERROR, else 0)
+    4       4     sequence  (u32: the step index for OBSERVATION/ACTION, else 0)
     8       4     length    (u32: payload size; bounded by the reader, never trusted)
 
 Conversation (host on the left, one cell on the right)::
 
-    SETUP  {protocol, agent_id, seed, threads,
+    SETUP  {protocol, agents, seed, threads,
             log_limit_bytes, spec, env, sandbox} ->
                                                <-  READY {protocol, policy, minimum_action_timeout_ms,
-                                                          sandbox: {layer: status}}
+                                                          torch, sandbox: {layer: status}}
                                                or  ERROR {phase: "init", type, message, traceback}
-    OBSERVATION seq=t  <env-specific bytes>    ->
-                                               <-  ACTION seq=t          <env-specific action bytes>
-                                               or  INVALID_ACTION seq=t  <utf-8 reason>
-                                               or  ERROR seq=t {phase: "step", ...}
+    OBSERVATION seq=t  <observations>          ->
+                                               <-  ACTION seq=t  <replies>
     STOP                                       ->  (cell exits; a closed socket means the same)
+
+A cell plays the seats ``agents`` (a list of agent ids): one with ``--cells per-agent``, all the seats
+of one submission with ``--cells per-policy``. An OBSERVATION frame holds the observations of the
+agents asked at step t, each as ``<II`` (agent id, length) then that many bytes; the ACTION frame that
+answers it holds one reply per agent asked, in the same order, each as ``<IBI`` (agent id, kind,
+length) then that many bytes. A reply's kind is ACTION (the env-specific action bytes),
+INVALID_ACTION (a UTF-8 reason: the cell could not encode what the policy returned) or ERROR (a JSON
+report ``{phase: "step", type, message, traceback}``: the policy raised for that agent, which the
+cell then no longer plays).
 
 ``env`` is what the environment adapter's cell half needs (for MettaGrid: its PolicyEnvInterface
 and action names); ``sandbox`` is the SandboxPlan the cell applies before importing the policy
-(null with ``--sandbox off``). JSON payloads are UTF-8 objects. Observation and action payloads are
+(null with ``--sandbox off``). JSON payloads are UTF-8 objects. Observation and action bytes are
 opaque here: each environment adapter (``policybox.envs``) defines them -- for MettaGrid, the raw
 observation token bytes and a packed action id. Nothing is ever pickled. A reader rejects unknown
-types, oversize lengths and malformed JSON with ``ProtocolError``; the host turns that into a
-failure of that one agent.
+types, oversize lengths, malformed JSON and replies that do not answer exactly the agents asked with
+``ProtocolError``; the host turns that into a failure of the agents of that cell.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 HEADER = struct.Struct("<B3xII")
 HEADER_SIZE = HEADER.size
@@ -61,7 +69,12 @@ class FrameType(IntEnum):
 
 
 HOST_TO_CELL = frozenset({FrameType.SETUP, FrameType.OBSERVATION, FrameType.STOP})
-CELL_TO_HOST = frozenset({FrameType.READY, FrameType.ERROR, FrameType.ACTION, FrameType.INVALID_ACTION})
+CELL_TO_HOST = frozenset({FrameType.READY, FrameType.ERROR, FrameType.ACTION})
+REPLY_KINDS = frozenset({FrameType.ACTION, FrameType.INVALID_ACTION, FrameType.ERROR})
+OBSERVATION_ENTRY = struct.Struct("<II")  # agent id, length
+REPLY_ENTRY = struct.Struct("<IBI")  # agent id, kind, length
+
+Reply = tuple[FrameType, bytes]  # one agent's reply: its kind and bytes
 
 
 class ProtocolError(Exception):
@@ -84,18 +97,28 @@ def encode_frame(frame_type: FrameType, seq: int = 0, payload: bytes = b"") -> b
 
 
 def encode_json(frame_type: FrameType, obj: dict[str, Any], seq: int = 0) -> bytes:
-    return encode_frame(frame_type, seq, json.dumps(obj, separators=(",", ":")).encode())
+    return encode_frame(frame_type, seq, encode_report(obj))
+
+
+def encode_report(obj: dict[str, Any]) -> bytes:
+    """A JSON object as payload bytes (a frame's, or an ERROR reply's)."""
+    return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def decode_json(frame: Frame) -> dict[str, Any]:
-    """A JSON object frame; its strings are valid text (a lone surrogate, which JSON's ``\\ud800``
-    escape can carry but no UTF-8 writer can write, is replaced by its visible escape)."""
+    return decode_object(frame.payload, f"{frame.type.name} frame")
+
+
+def decode_object(payload: bytes, what: str) -> dict[str, Any]:
+    """The JSON object ``payload`` holds (``what`` names it in the error); its strings are valid text
+    (a lone surrogate, which JSON's ``\\ud800`` escape can carry but no UTF-8 writer can write, is
+    replaced by its visible escape)."""
     try:
-        value = json.loads(frame.payload.decode("utf-8"))
+        value = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"{frame.type.name} frame does not hold valid UTF-8 JSON: {exc}") from None
+        raise ProtocolError(f"{what} does not hold valid UTF-8 JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise ProtocolError(f"{frame.type.name} frame holds JSON {type(value).__name__}, expected an object")
+        raise ProtocolError(f"{what} holds JSON {type(value).__name__}, expected an object")
     valid: dict[str, Any] = _valid_text(value)
     return valid
 
@@ -175,3 +198,58 @@ class FrameDecoder:
         if length > self._max_length:
             raise ProtocolError(f"{frame_type.name} frame claims {length} bytes, limit is {self._max_length}")
         return frame_type, seq, length
+
+
+def observation_parts(step: int, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[bytes | memoryview]:
+    """One OBSERVATION frame for ``(agent id, payload)`` pairs, as parts for ``sendmsg`` (no payload is copied)."""
+    parts: list[bytes | memoryview] = [b""]
+    for agent_id, payload in observations:
+        parts += [OBSERVATION_ENTRY.pack(agent_id, len(payload)), payload]
+    parts[0] = encode_header(FrameType.OBSERVATION, step, sum(len(part) for part in parts))
+    return parts
+
+
+def decode_observations(payload: bytes | memoryview) -> list[tuple[int, memoryview]]:
+    """The ``(agent id, payload)`` pairs of an OBSERVATION frame."""
+    view, entries, at = memoryview(payload), [], 0
+    while at < len(view):
+        agent_id, length = _entry(OBSERVATION_ENTRY, view, at)
+        at += OBSERVATION_ENTRY.size
+        entries.append((agent_id, _body(view, at, length)))
+        at += length
+    return entries
+
+
+def encode_replies(step: int, replies: Sequence[tuple[int, Reply]]) -> bytes:
+    """The ACTION frame answering step ``step``: one ``(agent id, (kind, bytes))`` per agent asked."""
+    body = b"".join(REPLY_ENTRY.pack(agent_id, kind, len(data)) + data for agent_id, (kind, data) in replies)
+    return encode_frame(FrameType.ACTION, step, body)
+
+
+def decode_replies(payload: bytes, asked: Sequence[int]) -> list[Reply]:
+    """The replies of an ACTION frame, which must answer exactly the agents ``asked``, in order."""
+    view, replies, at = memoryview(payload), [], 0
+    for expected in asked:
+        agent_id, kind, length = _entry(REPLY_ENTRY, view, at)
+        if agent_id != expected:
+            raise ProtocolError(f"ACTION frame answers agent {agent_id} where agent {expected} was asked")
+        if kind not in REPLY_KINDS:
+            raise ProtocolError(f"ACTION frame holds a reply of unknown kind {kind} for agent {agent_id}")
+        at += REPLY_ENTRY.size
+        replies.append((FrameType(kind), bytes(_body(view, at, length))))
+        at += length
+    if at != len(view):
+        raise ProtocolError(f"ACTION frame holds {len(view) - at} bytes after the replies of the agents asked")
+    return replies
+
+
+def _entry(entry: struct.Struct, view: memoryview, at: int) -> tuple[int, ...]:
+    if at + entry.size > len(view):
+        raise ProtocolError("frame ends inside an entry's header")
+    return entry.unpack_from(view, at)
+
+
+def _body(view: memoryview, at: int, length: int) -> memoryview:
+    if at + length > len(view):
+        raise ProtocolError(f"an entry claims {length} bytes, {len(view) - at} are left in its frame")
+    return view[at : at + length]

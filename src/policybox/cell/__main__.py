@@ -30,8 +30,9 @@ from policybox.wire import (
     ProtocolError,
     check_protocol,
     decode_json,
-    encode_frame,
+    decode_observations,
     encode_json,
+    encode_replies,
 )
 
 PR_SET_PDEATHSIG = 1
@@ -91,9 +92,9 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
         plan = message.get("sandbox")
         statuses = sandbox.apply(SandboxPlan.model_validate(plan), parent_pid) if plan else {}
         # Only now: numpy (imported by the runtime) starts threads, and policy code may run.
-        from policybox.cell.runtime import AgentRuntime
+        from policybox.cell.runtime import CellRuntime
 
-        runtime = AgentRuntime(message, owns_process=True)
+        runtime = CellRuntime(message, owns_process=True)
         ready = runtime.start()
     except PolicyFailure as failure:
         conn.send(encode_json(FrameType.ERROR, failure.report))
@@ -105,12 +106,13 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
     while (frame := conn.read()) is not None and frame.type == FrameType.OBSERVATION:
         gc.disable()  # no collector pause between an observation and its reply: collect while waiting
         try:
-            reply_type, reply = runtime.step(frame.payload)
-        except PolicyFailure as failure:
-            conn.send(encode_json(FrameType.ERROR, failure.report, seq=frame.seq))
-            return 1
-        conn.send(encode_frame(reply_type, frame.seq, reply))
+            replies = runtime.step(decode_observations(frame.payload))
+        except ValueError as exc:  # observations for seats it does not play: the host broke the protocol
+            raise ProtocolError(str(exc)) from None
+        conn.send(encode_replies(frame.seq, replies))
         gc.enable()
+        if not runtime.playing:  # every seat's policy raised
+            return 1
     return 0
 
 

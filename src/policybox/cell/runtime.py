@@ -1,17 +1,24 @@
-"""One agent's policy at run time: build it from a SETUP message, turn observation bytes into actions.
+"""One cell's policy at run time: build it for the cell's seats from a SETUP message, turn their
+observation bytes into replies.
+
+A cell plays one seat (``--cells per-agent``) or every seat of one submission (``--cells per-policy``):
+its policy is built once, and each seat gets its own act function (MettaGrid: ``agent_policy(i)``).
+Several seats asked at once are stepped with one call into the policy when it can batch them (the
+family's ``step_group``: MettaGrid's ``step_group`` or ``step_batch``), else one after another.
 
 The same code runs inside a cell process and, in ``inline`` mode, inside the host -- which is what
 makes the two modes give identical results. The only difference is the process-wide state (random
 streams, thread budget, ``policybox.cell.agent_state``): a cell owns its process and sets it once,
-while inline agents share the host, so inline runtimes swap theirs in around every call into
-policy code.
+while inline cells share the host, so theirs is swapped in around every step of the cell. The
+state is the cell's first seat's: the seats of a per-policy cell draw from one set of streams, in
+seat order, as the agents of one policy do in MettaGrid's own ``Rollout``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from policybox.cell.agent_state import AgentState
@@ -19,61 +26,100 @@ from policybox.cell.loader import load_policy_class
 from policybox.cell.report import PolicyFailure, failure_report
 from policybox.envs import InvalidAction, cell_half
 from policybox.spec import PolicySpec
-from policybox.wire import PROTOCOL_VERSION, FrameType, check_protocol
+from policybox.wire import PROTOCOL_VERSION, FrameType, Reply, check_protocol, encode_report
 
 
-class AgentRuntime:
-    """Builds one agent's policy and steps it. Raises PolicyFailure when policy code raises."""
+class CellRuntime:
+    """Builds one cell's policy for its seats and steps them. ``start`` raises PolicyFailure when
+    policy code raises; a seat whose step raises gets an ERROR reply and is not stepped again."""
 
     def __init__(self, setup: dict[str, Any], *, owns_process: bool) -> None:
         check_protocol(setup)
-        self.agent_id = int(setup["agent_id"])
+        self.agent_ids = [int(agent_id) for agent_id in setup["agents"]]
+        if not self.agent_ids:
+            raise ValueError("SETUP names no agents")
         self.spec = PolicySpec.model_validate(setup["spec"])
         self._env_setup = setup["env"]
         threads = setup.get("threads")
-        self._state = AgentState(int(setup["seed"]), self.agent_id, None if threads is None else int(threads))
+        self._state = AgentState(int(setup["seed"]), self.agent_ids[0], None if threads is None else int(threads))
         self._owns_process = owns_process
         if owns_process:
             self._state.apply()
-        self._act: Any = None  # the policy's observation -> action function
+        self._acts: dict[int, Any] = {}  # each seat still played: its observation -> action function
         self._env: Any = None
 
+    @property
+    def playing(self) -> bool:
+        """Whether any of the cell's seats is still played (a seat whose policy raised is not)."""
+        return bool(self._acts)
+
     def start(self) -> dict[str, Any]:
-        """Import, construct and load the policy; the READY report."""
-        with self._policy_call("init"):  # importing it: torch, if it brings it, is seeded before it is built
-            self._env = cell_half(self._env_setup)
-            policy_class = load_policy_class(self.spec, self._env.resolve_shorthand)
-        with self._policy_call("init"):
-            self._act, minimum_ms = self._env.build_agent(policy_class, self.spec, self.agent_id)
+        """Import, construct and load the policy, then each seat's agent; the READY report."""
+        with self._cell_state():
+            with self._policy_call("init"):  # importing it: torch, if it brings it, is seeded first
+                self._env = cell_half(self._env_setup)
+                policy_class = load_policy_class(self.spec, self._env.resolve_shorthand)
+            with self._policy_call("init"):
+                policy = self._env.build_policy(policy_class, self.spec)
+            minimum = 0
+            for agent_id in self.agent_ids:
+                with self._policy_call("init"):
+                    self._acts[agent_id], minimum = self._env.build_agent(policy, self.spec, agent_id)
         return {
             "protocol": PROTOCOL_VERSION,
             "policy": self.spec.display_name,
-            "minimum_action_timeout_ms": minimum_ms,
+            "minimum_action_timeout_ms": minimum,
             "torch": "torch" in sys.modules,  # the host starts its next cells with it (policybox.host.torch_use)
         }
 
-    def step(self, payload: bytes | bytearray) -> tuple[FrameType, bytes]:
-        """(ACTION, action bytes) or (INVALID_ACTION, reason) for one observation payload."""
-        if self._owns_process:  # the hot path: no random-state swap needed
-            try:
-                action = self._act(self._env.decode_observation(self.agent_id, payload))
-            except (Exception, SystemExit) as exc:
-                raise PolicyFailure(failure_report(exc, "step")) from exc
-            self._state.notice_torch()
-        else:
+    def step(self, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[tuple[int, Reply]]:
+        """One reply per ``(agent id, observation payload)``, in order: the seats asked are stepped
+        with one call when the policy can batch them, else one after another."""
+        unknown = [agent_id for agent_id, _ in observations if agent_id not in self._acts]
+        if unknown:
+            raise ValueError(f"observations for agents {unknown}, which this cell does not play")
+        with self._cell_state():
+            if len(observations) > 1:
+                return self._step_group(observations)
+            return [(agent_id, self._step_one(agent_id, payload)) for agent_id, payload in observations]
+
+    def _step_group(self, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[tuple[int, Reply]]:
+        agent_ids = [agent_id for agent_id, _ in observations]
+        try:
             with self._policy_call("step"):
-                action = self._act(self._env.decode_observation(self.agent_id, payload))
+                actions = self._env.step_group(agent_ids, [payload for _, payload in observations])
+        except PolicyFailure as failure:  # the batched call failed for every seat in it
+            for agent_id in agent_ids:
+                del self._acts[agent_id]
+            report = encode_report(failure.report)
+            return [(agent_id, (FrameType.ERROR, report)) for agent_id in agent_ids]
+        if actions is None:
+            return [(agent_id, self._step_one(agent_id, payload)) for agent_id, payload in observations]
+        return [(agent_id, self._encode(action)) for agent_id, action in zip(agent_ids, actions, strict=True)]
+
+    def _step_one(self, agent_id: int, payload: bytes | memoryview) -> Reply:
+        try:  # the hot path: no context manager
+            action = self._acts[agent_id](self._env.decode_observation(agent_id, payload))
+        except (Exception, SystemExit) as exc:
+            del self._acts[agent_id]
+            return FrameType.ERROR, encode_report(failure_report(exc, "step"))
+        self._state.notice_torch()
+        return self._encode(action)
+
+    def _encode(self, action: Any) -> Reply:
         try:
             return FrameType.ACTION, self._env.encode_action(action)
         except InvalidAction as exc:
             return FrameType.INVALID_ACTION, str(exc).encode()[:1000]
 
+    def _cell_state(self) -> AbstractContextManager[None]:
+        """Inline mode: the cell's random streams and threads for the block, the host's after."""
+        return nullcontext() if self._owns_process else self._state.active()
+
     @contextmanager
     def _policy_call(self, phase: str) -> Iterator[None]:
         try:
-            with self._state.active() if not self._owns_process else nullcontext():
-                yield
-            if self._owns_process:
-                self._state.notice_torch()
+            yield
         except (Exception, SystemExit) as exc:  # sys.exit() in a policy is its failure too
             raise PolicyFailure(failure_report(exc, phase)) from exc
+        self._state.notice_torch()  # torch imported by this call: seeded before the next one

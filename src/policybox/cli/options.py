@@ -17,7 +17,7 @@ import typer
 
 from policybox.limits import Limits
 from policybox.sandbox import SandboxLevel
-from policybox.settings import LauncherName, Mode, OnFailure
+from policybox.settings import Cells, LauncherName, Mode, OnFailure
 
 DEFAULTS = Limits()
 # What --help shows as each option's value: a word, not a Python type ("<int range>").
@@ -88,6 +88,18 @@ EPISODE_OPTIONS = [
         "mode",
         Annotated[Mode, typer.Option(help="process: each agent in its own process. inline: all in this one (debug).")],
         "process",
+    ),
+    _option(
+        "cells",
+        Annotated[
+            Cells,
+            typer.Option(
+                help="per-agent: every agent in a cell of its own. per-policy: the seats of one policy share a cell, "
+                "stepped as a batch when the policy can (MettaGrid's step_group, step_batch); its agents are then "
+                "not isolated from each other, policies still are.",
+            ),
+        ],
+        "per-agent",
     ),
     _option(
         "act_timeout_ms",

@@ -80,11 +80,18 @@ class EnvCell(Protocol):
     """Cell half: rebuilds the observation objects the family's policies expect, encodes actions."""
 
     def resolve_shorthand(self, name: str) -> str: ...
-    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> tuple[Any, int]:
-        """(the policy's act function: observation -> action, its minimum action timeout in ms),
-        the policy built and loaded the way its family builds policies."""
+    def build_policy(self, policy_class: type, spec: Any) -> Any:
+        """The submission's policy, built and loaded once per cell the way its family builds policies
+        (a family whose policies are built per seat may return what ``build_agent`` needs for that)."""
 
-    def decode_observation(self, agent_id: int, payload: bytes) -> Any: ...
+    def build_agent(self, policy: Any, spec: Any, agent_id: int) -> tuple[Any, int]:
+        """(one seat's act function: observation -> action, the policy's minimum action timeout in ms)."""
+
+    def step_group(self, agent_ids: Sequence[int], payloads: Sequence[bytes | memoryview]) -> list[Any] | None:
+        """The actions of several seats of one policy from one call into it, when it can batch them
+        (MettaGrid's ``step_group``, ``step_batch``); None: step each seat's act in turn."""
+
+    def decode_observation(self, agent_id: int, payload: bytes | memoryview) -> Any: ...
     def encode_action(self, action: Any) -> bytes: ...
 
 

@@ -83,7 +83,8 @@ def _random_actor(adapter: Any, cell: Any, seed: int, seat: int) -> Any:
     random.seed(f"{seed}-{seat}")  # as the cell's AgentState seeds them: the random policy replays
     numpy.random.seed(seed * 1000 + seat)
     policy_class = _import(adapter.resolve_shorthand("random"))
-    act, _ = cell.build_agent(policy_class, PolicySpec(class_path="random"), seat)
+    spec = PolicySpec(class_path="random")
+    act, _ = cell.build_agent(cell.build_policy(policy_class, spec), spec, seat)
     return act
 
 

@@ -374,6 +374,14 @@ class MettaGridHost:
 
 
 @functools.cache
+def _own_step_batch(policy: Any) -> bool:
+    """Whether a MettaGrid policy implements ``step_batch`` itself (MultiAgentPolicy's only raises)."""
+    from mettagrid.policy.policy import MultiAgentPolicy
+
+    own = getattr(type(policy), "step_batch", None)
+    return own is not None and own is not MultiAgentPolicy.step_batch
+
+
 def _lazy_observation_class() -> type:
     """MettaGrid's ``AgentObservation`` with ``tokens`` built on first read (made once, on first use,
     so that importing this module does not import MettaGrid)."""
@@ -415,14 +423,15 @@ class MettaGridCell:
         self._talk = bool(setup["talk"])
         self._flat_names = self.policy_env_info.all_action_names
         self._action_ids = {name: index for index, name in enumerate(setup["action_names"])}
+        self._policy: Any = None
+        self._agents: dict[int, Any] = {}  # each seat's agent policy
 
     def resolve_shorthand(self, name: str) -> str:
         return resolve_shorthand(name)
 
-    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> tuple[Any, int]:
-        """Construct a MettaGrid policy as MettaGrid does, load its data; its agent policy's step."""
-        agent_policy = getattr(policy_class, "agent_policy", None)
-        if not isinstance(policy_class, type) or not callable(agent_policy):
+    def build_policy(self, policy_class: type, spec: Any) -> Any:
+        """Construct a MettaGrid policy as MettaGrid does and load its data: one for all the cell's seats."""
+        if not isinstance(policy_class, type) or not callable(getattr(policy_class, "agent_policy", None)):
             raise TypeError(
                 f"{spec.class_path} is not a MettaGrid policy: expected a class with "
                 "agent_policy(agent_id) (e.g. a mettagrid.policy.policy.MultiAgentPolicy subclass)"
@@ -433,16 +442,48 @@ class MettaGridCell:
             if not callable(loader):
                 raise TypeError(f"{spec.class_path} has no load_policy_data(path) but a data path was given")
             loader(spec.data_path)
+        self._policy = policy
+        return policy
+
+    def build_agent(self, policy: Any, spec: Any, agent_id: int) -> tuple[Any, int]:
+        """Seat ``agent_id``'s agent policy, reset: its step, and the policy's minimum action timeout."""
         agent = policy.agent_policy(agent_id)
         if not callable(getattr(agent, "step", None)):
             raise TypeError(f"{spec.class_path}.agent_policy({agent_id}) returned {agent!r}, which has no step()")
         reset = getattr(agent, "reset", None)
         if callable(reset):
             reset()
-        minimum = int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
-        return agent.step, minimum
+        self._agents[agent_id] = agent
+        return agent.step, int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
 
-    def decode_observation(self, agent_id: int, payload: bytes) -> Any:
+    def step_group(self, agent_ids: Sequence[int], payloads: Sequence[bytes | memoryview]) -> list[Any] | None:
+        """As MettaGrid's ``Rollout`` steps a group: ``step_group`` when the first seat's agent policy
+        says it ``can_step_group`` the seats; else, for a policy with its own ``step_batch`` (a raw-buffer
+        policy), one ``step_batch`` over the raw observations, laid out as MettaGrid's policy server does;
+        else None."""
+        agents = [self._agents[agent_id] for agent_id in agent_ids]
+        can_group = getattr(agents[0], "can_step_group", None)
+        if callable(can_group) and can_group(agents):
+            pairs = zip(agent_ids, payloads, strict=True)
+            observations = [(agent_id, self.decode_observation(agent_id, payload)) for agent_id, payload in pairs]
+            actions = list(agents[0].step_group(observations))
+            if len(actions) != len(agent_ids):
+                raise ValueError(f"step_group returned {len(actions)} actions for {len(agent_ids)} agents")
+            return actions
+        if _own_step_batch(self._policy):
+            return self._step_batch(agent_ids, payloads)
+        return None
+
+    def _step_batch(self, agent_ids: Sequence[int], payloads: Sequence[bytes | memoryview]) -> list[Any]:
+        seats = np.asarray(agent_ids, dtype=np.intp)
+        observations = np.zeros((self.policy_env_info.num_agents, *self._token_shape), dtype=np.uint8)
+        for seat, payload in zip(agent_ids, payloads, strict=True):
+            observations[seat] = np.frombuffer(payload, np.uint8, self._token_bytes).reshape(self._token_shape)
+        actions = np.zeros(self.policy_env_info.num_agents, dtype=np.int64)
+        self._policy.step_batch(observations, actions)
+        return [int(action) for action in actions[seats]]
+
+    def decode_observation(self, agent_id: int, payload: bytes | memoryview) -> Any:
         """MettaGrid's ``AgentObservation`` for an observation payload (which must not change after:
         ``bytes``). Its tokens are built the first time a policy reads them, so a policy that never
         does (random, noop, many scripted ones) does not pay for them; one that does gets exactly
@@ -457,7 +498,7 @@ class MettaGridCell:
             )
         return _lazy_observation_class()(agent_id, talk, lambda: self._tokens(payload))
 
-    def _tokens(self, payload: bytes) -> list[ObservationToken]:
+    def _tokens(self, payload: bytes | memoryview) -> list[ObservationToken]:
         from mettagrid.simulator.interface import ObservationToken
 
         raw = np.frombuffer(payload, dtype=np.uint8, count=self._token_bytes).reshape(self._token_shape)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +161,6 @@ class PettingZooHost:
     def cell_setup(self, agent_id: int) -> dict[str, Any]:
         return {
             "family": self.family,
-            "agent": self.agent_names[agent_id],
             "observation_space": self._observation_codecs[agent_id].describe(),
             "action_space": self._action_codecs[agent_id].describe(),
         }
@@ -368,32 +367,40 @@ class PettingZooCell:
     def resolve_shorthand(self, name: str) -> str:
         return resolve_shorthand(name)
 
-    def build_agent(self, policy_class: type, spec: Any, agent_id: int) -> tuple[Any, int]:
-        """``Cls(observation_space, action_space, **kwargs)``, ``load(path)`` for a data path, ``reset()``;
-        its ``act``, given ``(observation, info)`` when it takes two arguments. The spaces are seeded
-        from the agent's random stream, so ``sample()`` replays."""
-        import random
-
+    def build_policy(self, policy_class: type, spec: Any) -> Any:
+        """The policy class, checked: a PettingZoo policy is built per seat (``build_agent``)."""
         if not isinstance(policy_class, type) or not callable(getattr(policy_class, "act", None)):
             raise TypeError(
                 f"{spec.class_path} is not a policy for PettingZoo games: expected a class built as "
                 "Cls(observation_space, action_space, **kwargs) with act(observation) or act(observation, info)"
             )
+        return policy_class
+
+    def build_agent(self, policy: Any, spec: Any, agent_id: int) -> tuple[Any, int]:
+        """``Cls(observation_space, action_space, **kwargs)``, ``load(path)`` for a data path, ``reset()``;
+        its ``act``, given ``(observation, info)`` when it takes two arguments. The spaces are seeded
+        from the agent's random stream, so ``sample()`` replays."""
+        import random
+
         observation_space, action_space = self._observations.space, self._actions.space
         observation_space.seed(random.getrandbits(32))
         action_space.seed(random.getrandbits(32))
-        policy = policy_class(observation_space, action_space, **spec.init_kwargs)
+        agent = policy(observation_space, action_space, **spec.init_kwargs)
         if spec.data_path:
-            loader = getattr(policy, "load", None)
+            loader = getattr(agent, "load", None)
             if not callable(loader):
                 raise TypeError(f"{spec.class_path} has no load(path) but a data path was given")
             loader(spec.data_path)
-        reset = getattr(policy, "reset", None)
+        reset = getattr(agent, "reset", None)
         if callable(reset):
             reset()
-        return _caller(policy.act), int(getattr(policy, "minimum_action_timeout_ms", 0) or 0)
+        return _caller(agent.act), int(getattr(agent, "minimum_action_timeout_ms", 0) or 0)
 
-    def decode_observation(self, agent_id: int, payload: bytes) -> tuple[Any, dict[str, Any]]:
+    def step_group(self, agent_ids: Sequence[int], payloads: Sequence[bytes | memoryview]) -> list[Any] | None:
+        """None: PettingZoo has no batched policy API, so each seat acts in turn."""
+        return None
+
+    def decode_observation(self, agent_id: int, payload: bytes | memoryview) -> tuple[Any, dict[str, Any]]:
         """(the observation, the info entries that cross: ``action_mask`` when the game's info holds one)."""
         view = memoryview(payload).cast("B")
         if view[:1] == MASK:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policybox.envs import GameRequest, family
+from policybox.host.cell_groups import CellGroup
 from policybox.host.launcher import ZygoteLauncher
 from policybox.host.process_pool import ProcessPool
 from policybox.host.record import AgentRecord
@@ -69,13 +70,14 @@ def _probe_cell(spec: PolicySpec, log: Path) -> AgentRecord:
     adapter = family("mettagrid")
     game = adapter.open_host(GameRequest("arena", {}, 1, 1, 0))  # only for the cell half's setup
     record = AgentRecord(0, spec, threads=1, log_path=log)
+    cell = CellGroup([record], game.cell_setup(0))
     limits = Limits()
     try:
         with (
             Zygote(adapter.ZYGOTE_PRELOAD) as zygote,
-            ProcessPool([record], limits, SandboxLevel.STANDARD, True, ZygoteLauncher(zygote)) as pool,
+            ProcessPool([cell], limits, SandboxLevel.STANDARD, True, ZygoteLauncher(zygote)) as pool,
         ):
-            pool.start([record.setup_message(0, limits.log_limit_bytes, game.cell_setup(0))])
+            pool.start([cell.setup_message(0, limits.log_limit_bytes)])
     except Exception as exc:  # a zygote that cannot start: every layer unknown, and why
         record.failure = Failure(step=None, phase="init", kind=type(exc).__name__, message=str(exc))
     finally:

@@ -1,4 +1,5 @@
-"""ProcessPool: every agent in its own cell; each step is sent to all cells, then gathered by a deadline.
+"""ProcessPool: the episode's cells (one per agent, or per policy); each step is sent to all cells, then
+gathered by a deadline.
 
 Time belongs to the host. Each cell has at most one request in flight. A cell that misses a step's
 deadline plays the fallback action for that step and every later step until its late reply arrives; that
@@ -26,6 +27,7 @@ from typing import Any
 
 from policybox.host import torch_use
 from policybox.host.budget import host_budget
+from policybox.host.cell_groups import CellGroup
 from policybox.host.launcher import CellProcess, Launcher
 from policybox.host.output import OutputPump
 from policybox.host.record import AgentRecord
@@ -43,12 +45,15 @@ from policybox.wire import (
     FrameDecoder,
     FrameType,
     ProtocolError,
+    Reply,
     decode_json,
+    decode_object,
+    decode_replies,
     encode_header,
     encode_json,
+    observation_parts,
 )
 
-Reply = tuple[FrameType, bytes]
 RECV_SIZE = 1 << 16
 STOP_GRACE_S = 1.0
 SIGNAL_CAUSES = {
@@ -61,22 +66,38 @@ CPU_CHECK_S = 0.25
 
 
 class _Cell:
-    """The host's view of one cell: its record, process, frame decoder, request in flight and bank."""
+    """The host's view of one cell: the seats it plays, its process, frame decoder, request in flight
+    and time bank. A cell answers for all its seats at once, so they share its deadline and bank."""
 
-    def __init__(self, record: AgentRecord, process: CellProcess, limits: Limits) -> None:
-        self.record = record
+    def __init__(self, records: list[AgentRecord], process: CellProcess, limits: Limits) -> None:
+        self.records = records
         self.process = process
         self.decoder = FrameDecoder(CELL_TO_HOST, MAX_CELL_FRAME)
         self.in_flight: int | None = None  # sequence number awaiting a reply
+        self.asked: list[int] = []  # the agents the request in flight asked
         self.sent_ns = 0
-        self.reply: Reply | None = None
+        self.replies: dict[int, Reply] = {}  # this step's replies, by agent id
         self.outbox: memoryview | None = None  # the part of a frame the cell has not taken yet
         self.plan: SandboxPlan | None = None
         self.bank_ns = int(limits.time_bank_ms * 1e6)
-        self.killed = False  # left the game: killed at once, reaped when the pool closes
+        self.killed = False  # its seats left the game: killed at once, reaped when the pool closes
         self._act_timeout_ns = int(limits.act_timeout_ms * 1e6)
 
-    def send(self, data: Sequence[bytes | memoryview], seq: int) -> None:
+    @property
+    def playing(self) -> bool:
+        return any(record.playing for record in self.records)
+
+    def asked_in(self, observations: Mapping[int, object]) -> list[AgentRecord]:
+        """The seats it still plays that ``observations`` (by agent id) ask to act."""
+        return [record for record in self.records if record.playing and record.agent_id in observations]
+
+    def fail(self, status: AgentStatus, failure: Failure) -> None:
+        """A failure of the whole cell: every seat it still plays gets it (a copy each)."""
+        for record in self.records:
+            if record.playing:
+                record.fail(status, failure.model_copy())
+
+    def send(self, data: Sequence[bytes | memoryview], seq: int, asked: list[int]) -> None:
         """Send one frame without blocking and mark it in flight; what the socket does not take now
         waits in the outbox (the caller then watches for EPOLLOUT)."""
         try:
@@ -88,7 +109,7 @@ class _Cell:
             return
         if sent < sum(len(part) for part in data):
             self.outbox = memoryview(b"".join(data))[sent:]
-        self.in_flight, self.sent_ns = seq, time.monotonic_ns()
+        self.in_flight, self.asked, self.sent_ns = seq, asked, time.monotonic_ns()
 
     def on_writable(self, step: int | None) -> bool:
         """Send more of the outbox; whether it is empty now (all sent, or the cell crashed). The time
@@ -118,7 +139,7 @@ class _Cell:
         try:
             for frame in self.decoder.feed(data):
                 self._on_frame(frame, step)
-                if not self.record.playing:
+                if not self.playing:
                     return
         except ProtocolError as exc:
             self.violation(step, str(exc))
@@ -129,16 +150,28 @@ class _Cell:
         latency_ns = time.monotonic_ns() - self.sent_ns
         self.in_flight = None
         if frame.type == FrameType.ERROR:
-            report = decode_json(frame)
-            self.record.fail(AgentStatus.ERROR, Failure.from_report(report, None if step is None else frame.seq))
+            self.fail(AgentStatus.ERROR, Failure.from_report(decode_json(frame), None if step is None else frame.seq))
         elif step is None:
             self._on_ready(frame)
         elif frame.type == FrameType.READY:
             raise ProtocolError("READY frame during the episode")
-        elif frame.seq == step:
-            self.reply = (frame.type, frame.payload)
-            self.record.latencies_ns.append(latency_ns)
-        else:  # a late reply to an older step: dropped, but its lateness is paid from the bank
+        else:
+            self._on_replies(frame, step, latency_ns)
+
+    def _on_replies(self, frame: Frame, step: int, latency_ns: int) -> None:
+        """Each seat's reply: an ERROR fails that seat; an action answers this step, or -- late, for an
+        older step -- is dropped, its lateness paid from the bank."""
+        by_id = {record.agent_id: record for record in self.records}
+        on_time = frame.seq == step
+        for agent_id, reply in zip(self.asked, decode_replies(frame.payload, self.asked), strict=True):
+            record = by_id[agent_id]
+            if reply[0] == FrameType.ERROR:
+                report = decode_object(reply[1], f"agent {agent_id}'s ERROR reply")
+                record.fail(AgentStatus.ERROR, Failure.from_report(report, frame.seq))
+            elif on_time:
+                self.replies[agent_id] = reply
+                record.latencies_ns.append(latency_ns)
+        if not on_time:
             self.spend_bank(frame.seq, latency_ns - self._act_timeout_ns)
 
     def _on_ready(self, frame: Frame) -> None:
@@ -148,18 +181,20 @@ class _Cell:
         if ready.get("protocol") != PROTOCOL_VERSION:
             raise ProtocolError(f"cell speaks protocol {ready.get('protocol')!r}, host {PROTOCOL_VERSION}")
         minimum = ready.get("minimum_action_timeout_ms", 0)
-        self.record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
-        if ready.get("torch") is True and not self.record.torch:
-            torch_use.remember(self.record.spec)  # its next cells start with torch
+        first = self.records[0]
+        if ready.get("torch") is True and not first.torch:
+            torch_use.remember(first.spec)  # its next cells start with torch
         claims = _layer_statuses(ready.get("sandbox"))
         checked: dict[Layer, str] = verified_statuses(self.process.pid, self.plan, claims) if self.plan else {}
         statuses = {**self.process.sandbox.statuses, **checked}
-        self.record.sandbox = {layer: statuses[layer] for layer in Layer if layer in statuses}
-        if not statuses.get(Layer.MEMORY, "").startswith(ACTIVE):
-            self.record.memory = None  # the address-space limit did not hold: no limit in force
+        for record in self.records:
+            record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
+            record.sandbox = {layer: statuses[layer] for layer in Layer if layer in statuses}
+            if not statuses.get(Layer.MEMORY, "").startswith(ACTIVE):
+                record.memory = None  # the address-space limit did not hold: no limit in force
 
     def check_overdue(self, now_ns: int) -> None:
-        """Disable the agent if the request still in flight has already overrun its whole bank."""
+        """Disable the cell's seats if the request still in flight has already overrun its whole bank."""
         if self.in_flight is not None and now_ns - self.sent_ns - self._act_timeout_ns >= self.bank_ns:
             self.spend_bank(self.in_flight, now_ns - self.sent_ns - self._act_timeout_ns)
 
@@ -167,31 +202,31 @@ class _Cell:
         self.bank_ns -= overrun_ns
         if self.bank_ns <= 0:
             message = f"time bank used up: step {seq} ran {overrun_ns / 1e6:.0f} ms past its deadline"
-            self.record.fail(AgentStatus.DISABLED, Failure(step=seq, phase="step", kind="TimeBank", message=message))
+            self.fail(AgentStatus.DISABLED, Failure(step=seq, phase="step", kind="TimeBank", message=message))
 
     def check_cpu(self, limit_s: float, step: int) -> None:
         """Stop the cell once all its processes together have used more CPU time than its limit."""
         used = self.process.sandbox.cpu_seconds()
         if used is not None and used > limit_s:
             message = f"its CPU time limit was reached: {used:.1f} s over all its processes, limit {limit_s:g} s"
-            self.record.fail(AgentStatus.DISABLED, Failure(step=step, phase="step", kind="CpuLimit", message=message))
+            self.fail(AgentStatus.DISABLED, Failure(step=step, phase="step", kind="CpuLimit", message=message))
 
     def violation(self, step: int | None, message: str) -> None:
-        failure = Failure(step=step, phase=_phase(step), kind="ProtocolError", message=message)
-        self.record.fail(AgentStatus.ERROR, failure)
+        self.fail(AgentStatus.ERROR, Failure(step=step, phase=_phase(step), kind="ProtocolError", message=message))
 
     def crashed(self, step: int | None, message: str) -> None:
         """The connection is gone; how the process ended is filled in when it is retired. The crash is
         pinned on the step the cell was working on, if any, not on the step the host noticed it."""
         if step is not None and self.in_flight is not None:
             step = self.in_flight
-        self.record.fail(AgentStatus.CRASHED, Failure(step=step, phase=_phase(step), kind="Crashed", message=message))
+        self.fail(AgentStatus.CRASHED, Failure(step=step, phase=_phase(step), kind="Crashed", message=message))
 
     def retire(self) -> None:
         """Stop this cell for good, first noting how it exited if that explains a crash."""
-        failure = self.record.failure
-        if failure is not None and failure.kind == "Crashed":
-            code = self.process.exit_status(EXIT_WAIT_S)
+        crashes = [r.failure for r in self.records if r.failure is not None and r.failure.kind == "Crashed"]
+        code = self.process.exit_status(EXIT_WAIT_S) if crashes else None
+        for failure in crashes:
+            assert failure is not None
             if code is not None and code < 0:
                 failure.signal = signal.Signals(-code).name
                 failure.message = f"cell killed by {failure.signal}"
@@ -221,9 +256,9 @@ class ProcessPool:
     """All cells of one episode. Use as a context manager: every cell is killed and reaped on exit."""
 
     def __init__(
-        self, records: list[AgentRecord], limits: Limits, level: SandboxLevel, seccomp: bool, launcher: Launcher
+        self, groups: list[CellGroup], limits: Limits, level: SandboxLevel, seccomp: bool, launcher: Launcher
     ) -> None:
-        self._records = records
+        self._groups = groups
         self._limits = limits
         self._level = level
         self._layers = wanted_layers(level, seccomp)
@@ -253,7 +288,7 @@ class ProcessPool:
     @property
     def memory_budget(self) -> MemoryBudget | None:
         """The memory budget this episode's cells shared (None: they had no memory limit)."""
-        return None if self._budget is None else self._budget.describe(len(self._records))
+        return None if self._budget is None else self._budget.describe(len(self._groups))
 
     def scratch_view(self, agent_id: int) -> Path | None:
         """Agent ``agent_id``'s scratch folder as the host can read it while the cell runs: through
@@ -262,18 +297,20 @@ class ProcessPool:
         in it is the cell's: hostile, and still changing if the cell is."""
         for cell in self._cells:
             scratch = cell.process.sandbox.scratch
-            if cell.record.agent_id == agent_id and scratch is not None and not cell.process.closed:
+            seats = [record.agent_id for record in cell.records]
+            if agent_id in seats and scratch is not None and not cell.process.closed:
                 return Path(f"/proc/{cell.process.pid}/root") / scratch.relative_to("/")
         return None
 
     def start(self, setups: list[dict[str, Any]]) -> None:
-        """Launch every cell at once, hand each its SETUP, then wait for all READY replies."""
+        """Launch every cell at once, hand each its SETUP (``setups[i]``: the i-th group's), then wait
+        for all READY replies."""
         # One scan of the machine's processes for all the uids, not one per cell.
         wants_uids = Layer.UID in self._layers and os.geteuid() == 0
-        leases = lease_uids(len(self._records)) if wants_uids else [None] * len(self._records)
-        for index, (record, lease) in enumerate(zip(self._records, leases, strict=True)):
+        leases = lease_uids(len(self._groups)) if wants_uids else [None] * len(self._groups)
+        for index, (group, lease) in enumerate(zip(self._groups, leases, strict=True)):
             try:
-                self._launch(record, lease)
+                self._launch(group, lease)
             except BaseException:
                 for unused in leases[index:]:  # no cell owns them (releasing one twice does nothing)
                     if unused is not None:
@@ -283,63 +320,75 @@ class ProcessPool:
         for cell, setup in zip(self._cells, setups, strict=True):
             cell.plan = cell.process.sandbox.plan() if self._layers else None
             setup = {**setup, "sandbox": cell.plan.model_dump(mode="json") if cell.plan else None}
-            self._send(cell, [encode_json(FrameType.SETUP, setup)], 0)
+            self._send(cell, [encode_json(FrameType.SETUP, setup)], 0, [])
         self._gather(deadline, None)
         for cell in self._cells:
-            if cell.record.playing and cell.in_flight is not None:
+            if cell.playing and cell.in_flight is not None:
                 message = f"not ready within the init timeout of {self._limits.init_timeout_s:g} s"
-                failure = Failure(step=None, phase="init", kind="Timeout", message=message)
-                cell.record.fail(AgentStatus.DISABLED, failure)
+                cell.fail(AgentStatus.DISABLED, Failure(step=None, phase="init", kind="Timeout", message=message))
         self.retire_stopped()
 
-    def _launch(self, record: AgentRecord, lease: UidLease | None) -> None:
-        """Start ``record``'s cell in its sandbox, its output piped to its log (StorageFull if the
+    def _launch(self, group: CellGroup, lease: UidLease | None) -> None:
+        """Start ``group``'s cell in its sandbox, its output piped to its log (StorageFull if the
         log cannot be made); on failure the sandbox (and ``lease``) is released."""
-        assert record.log_path is not None
+        first = group.first
+        assert first.log_path is not None
         root = self._scratch.path if self._scratch else Path()
         sandbox = CellSandbox(
-            record, self._level, self._layers, self._limits, root, lease, self._budget, len(self._records)
+            first, self._level, self._layers, self._limits, root, lease, self._budget, len(self._groups)
         )
         try:
-            output = self._output.open(record.log_path)
+            output = self._output.open(first.log_path)
             try:
-                process = self._launcher.launch(output, sandbox, record.torch)
+                process = self._launcher.launch(output, sandbox, first.torch)
             finally:
                 os.close(output)  # the cell holds the only write end: its exit ends the log
         except BaseException:
             sandbox.close()  # its cgroups exist already; no cell will own them
             raise
-        cell = _Cell(record, process, self._limits)
+        cell = _Cell(group.records, process, self._limits)
         self._cells.append(cell)
         self._poller.register(cell.process.sock, select.EPOLLIN)
         self._by_fd[cell.process.sock.fileno()] = cell
-        record.sandbox = {layer: status for layer, status in sandbox.statuses.items()}  # a Layer is a str
-        record.memory = sandbox.memory
+        for record in group.records:
+            record.sandbox = {layer: status for layer, status in sandbox.statuses.items()}  # a Layer is a str
+            record.memory = sandbox.memory
 
-    def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> list[Reply | None]:
-        """Send every agent of ``observations`` (by agent id) that is free its observation, then gather
-        replies until the deadline; the replies, in the records' order (None: no answer in time)."""
+    def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> dict[int, Reply]:
+        """Send every cell that is free the observations of its seats in ``observations`` (by agent
+        id), then gather replies until the deadline; the replies by agent id (none: no answer in time)."""
         deadline = time.monotonic_ns() + int(self._limits.act_timeout_ms * 1e6)
         for cell in self._cells:
-            cell.reply = None
-            payload = observations.get(cell.record.agent_id)
-            if payload is not None and cell.record.playing and cell.in_flight is None:
-                self._send(cell, [encode_header(FrameType.OBSERVATION, step, len(payload)), payload], step)
+            cell.replies = {}
+            if cell.in_flight is None:
+                asked = [
+                    (r.agent_id, observations[r.agent_id])
+                    for r in cell.records
+                    if r.playing and r.agent_id in observations
+                ]
+                if asked:
+                    self._send(cell, observation_parts(step, asked), step, [agent_id for agent_id, _ in asked])
         self._gather(deadline, step)
         now = time.monotonic_ns()
         check_cpu = self._cpu_check_due()
+        replies: dict[int, Reply] = {}
         for cell in self._cells:
-            if cell.reply is None and cell.record.playing and cell.record.agent_id in observations:
-                cell.record.missed_deadline(step, self._limits.act_timeout_ms)
+            replies.update(cell.replies)
+            missed = [
+                r for r in cell.records if r.playing and r.agent_id in observations and r.agent_id not in cell.replies
+            ]
+            for record in missed:
+                record.missed_deadline(step, self._limits.act_timeout_ms)
+            if missed:
                 cell.check_overdue(now)
-            if check_cpu and cell.record.playing:
+            if check_cpu and cell.playing:
                 cell.check_cpu(self._limits.cpu_limit_s, step)
         self.retire_stopped()
-        return [cell.reply for cell in self._cells]
+        return replies
 
-    def _send(self, cell: _Cell, data: Sequence[bytes | memoryview], seq: int) -> None:
-        cell.send(data, seq)
-        if cell.outbox is not None and cell.record.playing:
+    def _send(self, cell: _Cell, data: Sequence[bytes | memoryview], seq: int, asked: list[int]) -> None:
+        cell.send(data, seq, asked)
+        if cell.outbox is not None and cell.playing:
             self._poller.modify(cell.process.sock, select.EPOLLIN | select.EPOLLOUT)
 
     def _cpu_check_due(self) -> bool:
@@ -356,7 +405,7 @@ class ProcessPool:
         frees them for the next step), but never waited for.
         """
         current = 0 if step is None else step
-        waiting = {cell for cell in self._cells if cell.record.playing and cell.in_flight == current}
+        waiting = {cell for cell in self._cells if cell.playing and cell.in_flight == current}
         while waiting:
             remaining = (deadline_ns - time.monotonic_ns()) / 1e9
             if remaining <= 0:
@@ -365,23 +414,23 @@ class ProcessPool:
                 cell = self._by_fd[fd]
                 if events & select.EPOLLOUT and cell.outbox is not None:
                     emptied = cell.on_writable(step)
-                    if emptied and cell.record.playing:
+                    if emptied and cell.playing:
                         self._poller.modify(fd, select.EPOLLIN)
                 if events & ~select.EPOLLOUT:
                     cell.on_readable(step)
-                if not cell.record.playing:
+                if not cell.playing:
                     self._forget(cell)  # read no more of it; it is retired after the gather
-                if cell.in_flight != current or not cell.record.playing:
+                if cell.in_flight != current or not cell.playing:
                     waiting.discard(cell)
 
     def retire_stopped(self) -> None:
-        """Stop the cells of agents that no longer play. A failed one is retired now (how it ended
-        explains the failure); one that left the game is killed now and reaped when the pool closes,
-        off the step path (a reap waits on the zygote's report and the cgroup's removal)."""
+        """Stop the cells none of whose seats still play. One that failed is retired now (how it ended
+        explains the failure); one whose seats all left the game is killed now and reaped when the pool
+        closes, off the step path (a reap waits on the zygote's report and the cgroup's removal)."""
         for cell in self._cells:
-            if cell.record.playing or cell.process.closed or cell.killed:
+            if cell.playing or cell.process.closed or cell.killed:
                 continue
-            if cell.record.left_at_step is not None:
+            if all(record.left_at_step is not None for record in cell.records):
                 self._forget(cell)
                 cell.process.kill()
                 cell.killed = True
@@ -416,8 +465,8 @@ class ProcessPool:
                 cell.process.close()
             self._poller.close()
             self._output.close()
-            for cell in self._cells:
-                log = cell.record.log_path
-                cell.record.log_note = None if log is None else self._output.cut_short.get(log)
+            for record in (record for cell in self._cells for record in cell.records):
+                log = record.log_path
+                record.log_note = None if log is None else self._output.cut_short.get(log)
             if self._scratch is not None:
                 self._leftovers = self._scratch.close()

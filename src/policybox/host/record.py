@@ -6,13 +6,11 @@ import hashlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from policybox.results import AgentStatus, Failure, Latency, MemoryLimit
 from policybox.spec import PolicySpec
-from policybox.wire import PROTOCOL_VERSION
 
 NOOP_MARK = b"\x00noop"
 
@@ -73,18 +71,6 @@ class AgentRecord:
     @property
     def action_digest(self) -> str:
         return self._digest.hexdigest()
-
-    def setup_message(self, seed: int, log_limit_bytes: int, env_setup: dict[str, Any]) -> dict[str, Any]:
-        """The SETUP its cell is sent (see ``policybox.wire``), but for the sandbox plan the pool adds."""
-        return {
-            "protocol": PROTOCOL_VERSION,
-            "agent_id": self.agent_id,
-            "seed": seed,
-            "threads": self.threads,
-            "log_limit_bytes": log_limit_bytes,
-            "spec": self.spec.model_dump(mode="json"),
-            "env": env_setup,
-        }
 
     def latency(self) -> Latency:
         if not self.latencies_ns:

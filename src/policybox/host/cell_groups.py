@@ -1,0 +1,68 @@
+"""Which seats share a cell: one seat a cell (``--cells per-agent``, the default), or every seat that one
+submission holds in the episode (``--cells per-policy``), and the SETUP each cell is sent.
+
+A per-policy cell builds its submission's policy once and steps its seats together -- batched, when
+the policy can batch them (``policybox.cell.runtime``). Seats of one submission share a cell only
+when their game gives their cells the same setup (a PettingZoo game whose seats have different
+spaces gives them cells of their own). Its output goes to its first seat's log, which every seat of
+the cell names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policybox.host.record import AgentRecord
+from policybox.settings import Cells
+from policybox.wire import PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
+class CellGroup:
+    """The seats one cell plays (in agent order) and the game's setup of its cell half."""
+
+    records: list[AgentRecord]
+    env: dict[str, Any]
+
+    @property
+    def first(self) -> AgentRecord:
+        """The seat that names the cell: its sandbox's scratch folder and its log are this seat's."""
+        return self.records[0]
+
+    def setup_message(self, seed: int, log_limit_bytes: int) -> dict[str, Any]:
+        """The SETUP its cell is sent (see ``policybox.wire``), but for the sandbox plan the pool adds."""
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "agents": [record.agent_id for record in self.records],
+            "seed": seed,
+            "threads": self.first.threads,
+            "log_limit_bytes": log_limit_bytes,
+            "spec": self.first.spec.model_dump(mode="json"),
+            "env": self.env,
+        }
+
+
+def cell_groups(records: Sequence[AgentRecord], envs: Sequence[dict[str, Any]], cells: Cells) -> list[CellGroup]:
+    """The cells that play ``records`` (``envs[i]``: the game's setup of record i's cell half)."""
+    if cells == "per-agent":
+        return [CellGroup([record], env) for record, env in zip(records, envs, strict=True)]
+    groups: dict[str, CellGroup] = {}
+    for record, env in zip(records, envs, strict=True):
+        key = record.spec.model_dump_json() + json.dumps(env, sort_keys=True)
+        if key in groups:
+            groups[key].records.append(record)
+            record.log_path = groups[key].first.log_path
+        else:
+            groups[key] = CellGroup([record], env)
+    return list(groups.values())
+
+
+def cell_count(specs: Sequence[Any], cells: Cells) -> int:
+    """How many cells play ``specs`` (one per seat), as far as the specs tell: what each cell's thread
+    budget is divided by (``policybox.threads``)."""
+    if cells == "per-agent":
+        return len(specs)
+    return len({spec.model_dump_json() for spec in specs})
