@@ -104,6 +104,7 @@ FAULTS = {
     "frame for the wrong step": forged("wrong_seq"),
     "absurd frame length": forged("absurd_length"),
     "half a frame, then silence": forged("half_frame", AgentStatus.DISABLED, "TimeBank"),
+    "a reply for a seat not asked": forged("other_seat"),
 }
 
 MESSAGES = {
@@ -126,6 +127,7 @@ MESSAGES = {
     "frame for the wrong step": "unexpected ACTION frame for sequence 9999",
     "absurd frame length": "claims 2147483647 bytes",
     "half a frame, then silence": "time bank used up: step 10 ran",
+    "a reply for a seat not asked": "ACTION frame answers agent 99 where agent 0 was asked",
 }
 
 

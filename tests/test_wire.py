@@ -6,12 +6,17 @@ from policybox.wire import (
     CELL_TO_HOST,
     HEADER,
     HOST_TO_CELL,
+    REPLY_ENTRY,
     FrameDecoder,
     FrameType,
     ProtocolError,
     decode_json,
+    decode_observations,
+    decode_replies,
     encode_frame,
     encode_json,
+    encode_replies,
+    observation_parts,
 )
 
 
@@ -73,3 +78,37 @@ def test_several_frames_in_one_read():
     data = b"".join(encode_frame(FrameType.ACTION, seq, bytes([seq]) * 4) for seq in range(3))
     frames = cell_decoder().feed(data + encode_frame(FrameType.ACTION, 3, b"abcd")[:5])
     assert [(f.seq, f.payload) for f in frames] == [(seq, bytes([seq]) * 4) for seq in range(3)]
+
+
+def test_a_cells_observations_and_replies_round_trip():
+    parts = observation_parts(7, [(3, b"abc"), (5, memoryview(b"")), (9, b"\x00" * 10)])
+    frame = FrameDecoder(HOST_TO_CELL, 1024).feed(b"".join(parts))[0]
+    assert (frame.type, frame.seq) == (FrameType.OBSERVATION, 7)
+    assert [(agent, bytes(data)) for agent, data in decode_observations(frame.payload)] == [
+        (3, b"abc"),
+        (5, b""),
+        (9, b"\x00" * 10),
+    ]
+    replies = [
+        (3, (FrameType.ACTION, b"\x01\x00")),
+        (5, (FrameType.INVALID_ACTION, b"why")),
+        (9, (FrameType.ERROR, b"{}")),
+    ]
+    frame = cell_decoder().feed(encode_replies(7, replies))[0]
+    assert decode_replies(frame.payload, [3, 5, 9]) == [reply for _, reply in replies]
+
+
+@pytest.mark.parametrize(
+    ("payload", "asked", "message"),
+    [
+        (REPLY_ENTRY.pack(4, FrameType.ACTION, 0), [3], "answers agent 4 where agent 3 was asked"),
+        (REPLY_ENTRY.pack(3, FrameType.SETUP, 0), [3], "unknown kind 1 for agent 3"),
+        (REPLY_ENTRY.pack(3, FrameType.ACTION, 9) + b"ab", [3], "claims 9 bytes, 2 are left"),
+        (REPLY_ENTRY.pack(3, FrameType.ACTION, 0)[:5], [3], "ends inside an entry's header"),
+        (REPLY_ENTRY.pack(3, FrameType.ACTION, 0) * 2, [3], "bytes after the replies of the agents asked"),
+        (REPLY_ENTRY.pack(3, FrameType.ACTION, 0), [3, 5], "ends inside an entry's header"),
+    ],
+)
+def test_replies_that_do_not_answer_exactly_the_agents_asked_are_rejected(payload, asked, message):
+    with pytest.raises(ProtocolError, match=message):
+        decode_replies(payload, asked)

@@ -141,6 +141,8 @@ class ForgeFrame(_Faulty):
             "wrong_seq": header.pack(5, 9999, 4) + b"\x00\x00\xff\xff",  # ACTION for a step never asked
             "absurd_length": header.pack(5, FAIL_AT, 0x7FFFFFFF),
             "half_frame": header.pack(5, FAIL_AT, 4) + b"\x00",  # then silence
+            # an answer at the right step, for a seat the host did not ask (99): as if it spoke for another
+            "other_seat": header.pack(5, FAIL_AT, 13) + struct.pack("<IBI", 99, 5, 4) + b"\x00\x00\xff\xff",
         }[self._forge]
         os.write(_host_socket_fd(), data)
         if self._forge == "half_frame":

@@ -1,0 +1,131 @@
+"""Cells per policy (``--cells per-policy``): every seat of one submission in one cell, stepped together.
+
+Judged from outside the cells: the agents' results, the game's action digests and the cells' own logs
+(which the host writes), never what a cell says of itself.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import policy
+from test_faults import policybox_run
+
+from policybox.limits import Limits
+from policybox.results import AgentStatus, EpisodeResult
+
+STEPS = 40
+GROUPED, UNGROUPED, RAW = (policy(f"grouped.py:{name}") for name in ("Grouped", "Ungrouped", "RawBuffer"))
+
+
+def log_lines(result: EpisodeResult, agent_id: int) -> list[str]:
+    path = result.agents[agent_id].log_path
+    assert path is not None
+    return Path(path).read_text().splitlines()
+
+
+def digests(result: EpisodeResult) -> list[str]:
+    return [agent.action_digest for agent in result.agents]
+
+
+def test_the_seats_of_a_policy_share_one_cell_and_policies_do_not(play):
+    first, second = policy("grouped.py:Seats"), policy("grouped.py:Seats", **{"kw.fail_at": "-3"})
+    result = play([first, second], agents=6, steps=5, cells="per-policy")
+    assert result.cells == "per-policy"
+    assert {agent.log_path for agent in result.agents[0::2]} == {result.agents[0].log_path}
+    assert {agent.log_path for agent in result.agents[1::2]} == {result.agents[1].log_path}
+    cells = {}
+    for first_seat in (0, 1):
+        seats = [re.fullmatch(r"seat (\d+) pid (\d+) uid (\d+)", line) for line in log_lines(result, first_seat)]
+        built = [match.groups() for match in seats if match]
+        assert [int(seat) for seat, _, _ in built] == [first_seat, first_seat + 2, first_seat + 4]
+        assert len({(pid, uid) for _, pid, uid in built}) == 1  # one process, one user for all its seats
+        cells[first_seat] = built[0][1:]
+    assert cells[0][0] != cells[1][0] and cells[0][1] != cells[1][1]  # the two submissions: apart
+    assert all(agent.status == AgentStatus.OK and agent.turns == 5 for agent in result.agents)
+
+
+def test_step_group_is_called_when_the_policy_can_and_not_when_it_cannot(play):
+    policies = [GROUPED, UNGROUPED, RAW]
+    grouped = play(policies, agents=6, steps=STEPS, cells="per-policy", seed=4)
+    assert log_lines(grouped, 0) == ["step_group [0, 3]"] * STEPS
+    assert log_lines(grouped, 1) == ["step 1", "step 4"] * STEPS
+    assert log_lines(grouped, 2) == ["step_batch [2, 5] (6, 500, 3) uint8"] * STEPS
+    # Each seat's action is a function of its own observation only: the same game, seat by seat, when
+    # each agent plays in a cell of its own and steps alone.
+    alone = play(policies, agents=6, steps=STEPS, seed=4)
+    assert alone.cells == "per-agent" and log_lines(alone, 0) == ["step 0"] * STEPS
+    assert digests(grouped) == digests(alone)
+    assert len(set(digests(alone))) > 1
+    assert all(agent.status == AgentStatus.OK and agent.turns == STEPS for agent in grouped.agents)
+
+
+def test_inline_equals_process_with_cells_per_policy(play):
+    policies = ["random", GROUPED, policy("seeded_random.py:SeededRandom")]
+    process = play(policies, agents=6, steps=STEPS, cells="per-policy", seed=9)
+    inline = play(policies, agents=6, steps=STEPS, cells="per-policy", seed=9, mode="inline")
+    assert inline.cells == "per-policy"
+    assert digests(process) == digests(inline)
+    assert [agent.reward for agent in process.agents] == [agent.reward for agent in inline.agents]
+    again = play(policies, agents=6, steps=STEPS, cells="per-policy", seed=9)
+    assert digests(again) == digests(process)  # a fixed seed: the same actions on every run
+
+
+def test_a_seat_whose_policy_raises_fails_alone(play):
+    failing = policy("grouped.py:Ungrouped", **{"kw.fail_seat": "2", "kw.fail_at": "5"})
+    result = play([failing, "random"], agents=6, steps=STEPS, cells="per-policy")
+    failed = result.agents[2]
+    assert failed.status == AgentStatus.ERROR
+    assert (failed.failure.kind, failed.failure.step, failed.turns) == ("RuntimeError", 5, STEPS)
+    assert "seat 2 gave up at step 5" in failed.failure.message
+    # Three seats a step up to step 5, when seat 2 raised; from then on, its other two only.
+    assert log_lines(result, 0)[3 * 6 :] == ["step 0", "step 4"] * (STEPS - 6)
+    others = [agent for agent in result.agents if agent.agent_id != 2]
+    assert all(agent.status == AgentStatus.OK and agent.failure is None for agent in others)
+
+
+def test_a_crash_fails_every_seat_of_that_policy_and_no_other(tmp_path):
+    crashing = policy("grouped.py:Ungrouped", **{"kw.fail_seat": "-2", "kw.fail_at": "5"})
+    args = ["-n", "6", "-p", crashing, "-p", "random", "--steps", str(STEPS), "--cells", "per-policy"]
+    result, exit_code, output = policybox_run(tmp_path, *args)
+    assert result.cells == "per-policy"
+    for agent in result.agents[0::2]:
+        assert agent.status == AgentStatus.CRASHED
+        assert (agent.failure.kind, agent.failure.step, agent.failure.exit_code) == ("Crashed", 5, 3)
+    for agent in result.agents[1::2]:
+        assert agent.status == AgentStatus.OK and agent.turns == STEPS and agent.timeouts == 0
+    assert exit_code == 1 and "crashed" in output
+
+
+def test_a_slow_cell_spends_one_bank_for_all_its_seats(play):
+    slow = policy("grouped.py:SlowGroup", **{"kw.sleep_s": "3"})
+    pacer = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.2"})  # 10 steps last 2 s: the bank runs out
+    limits = Limits(act_timeout_ms=500, time_bank_ms=500)
+    result = play([slow, pacer], agents=4, steps=10, cells="per-policy", limits=limits)
+    first, _, third, _ = result.agents
+    for agent in (first, third):
+        assert agent.status == AgentStatus.DISABLED
+        assert (agent.failure.kind, agent.failure.step) == ("TimeBank", 0)
+    assert first.timeouts == third.timeouts >= 1  # one deadline, missed by both seats together
+    for agent in result.agents[1::2]:
+        assert agent.status == AgentStatus.OK and agent.timeouts == 0 and agent.turns == 10
+
+
+def test_a_reply_forged_for_another_seat_fails_only_the_forger(play):
+    forger = policy("faults.py:ForgeFrame", **{"kw.forge": "other_seat"})
+    result = play([forger, "noop"], agents=4, steps=20, cells="per-policy")
+    for agent in result.agents[0::2]:
+        assert agent.status == AgentStatus.ERROR
+        assert agent.failure.kind == "ProtocolError" and agent.failure.step == 10
+        assert "answers agent 99 where agent 0 was asked" in agent.failure.message
+    assert all(agent.status == AgentStatus.OK for agent in result.agents[1::2])
+
+
+def test_a_pettingzoo_game_with_cells_per_policy(play):
+    spread = "pettingzoo:mpe2.simple_spread_v3:parallel_env"
+    process = play(["random"], agents=None, env=spread, steps=25, seed=2, cells="per-policy")
+    inline = play(["random"], agents=None, env=spread, steps=25, seed=2, cells="per-policy", mode="inline")
+    assert len({agent.log_path for agent in process.agents}) == 1  # three seats, one cell
+    assert digests(process) == digests(inline)
+    assert all(agent.status == AgentStatus.OK and agent.turns == 25 for agent in process.agents)
