@@ -104,7 +104,11 @@ class BatchedLSTMPolicy(LSTMPolicy):
         return [Action(name=names[index]) for index in sampled]
 
     def token_batch(self, observations: Sequence[AgentObservation]) -> torch.Tensor:
-        """The observations' token buffers, stacked: equal to ``obs_to_obs_tensor`` of each, concatenated."""
+        """The observations' token buffers, stacked: equal to ``obs_to_obs_tensor`` of each, concatenated.
+        From their raw buffers where the observations carry them (policybox's ``raw_tokens``), else from
+        their tokens."""
+        if all(hasattr(obs, "raw_tokens") for obs in observations):
+            return self._raw_batch(observations)
         shape = self._policy_env_info.observation_space.shape
         buffer = np.empty((len(observations), *shape), dtype=np.uint8)
         buffer[...] = EMPTY_TOKEN
@@ -113,6 +117,14 @@ class BatchedLSTMPolicy(LSTMPolicy):
             if tokens:
                 buffer[row, : len(tokens)] = tokens
         return torch.from_numpy(buffer).to(self._device)
+
+    def _raw_batch(self, observations: Sequence[AgentObservation]) -> torch.Tensor:
+        """``token_batch`` from raw buffers: each agent's rows from its first empty one on become
+        ``EMPTY_TOKEN``, as ``obs_to_obs_tensor`` leaves every row past the agent's tokens."""
+        raw = np.stack([obs.raw_tokens for obs in observations])  # type: ignore[attr-defined]
+        past_tokens = np.maximum.accumulate(raw[:, :, 1] == EMPTY_TOKEN[0], axis=1)
+        raw[past_tokens] = EMPTY_TOKEN
+        return torch.from_numpy(raw).to(self._device)
 
     def _layers(self) -> int:
         """The LSTM's layers times directions, as LSTMAgentPolicy counts them."""

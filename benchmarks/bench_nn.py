@@ -25,7 +25,10 @@ turn; the tables show medians and ratios. Contenders (env steps/s of the steppin
 policybox runs with MettaGrid's deadlines instead of its own (an act deadline of 10 s, as ``Rollout`` and the
 runner's ``max_action_time_ms``; 300 s to start, as the policy server's ``startup_timeout``), so that a slow step
 is measured rather than dropped; any timeout is reported. A start-up table follows each case, and a
-micro-measurement of what batching one policy's 24 agents into one forward pass would win. ``--only lookup``
+micro-measurement of what batching one policy's 24 agents into one forward pass would win. ``--only grouped``
+measures that batching end to end: 24 agents of ``batched_lstm.BatchedLSTMPolicy`` (MettaGrid's LSTM, its
+agents stepped as one batch by ``step_group``) under MettaGrid's Rollout with all agents in one group, and
+under policybox with a cell per policy and a cell per agent, with the cells' memory. ``--only lookup``
 measures what looking for torch costs a run whose policies never import it: a random policy's start-up with
 the lookup and without, side by side, and one lookup's time.
 """
@@ -33,11 +36,13 @@ the lookup and without, side by side, and one lookup's time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -74,6 +79,9 @@ CORES = os.cpu_count() or 1
 LIMITS = Limits(act_timeout_ms=10_000, init_timeout_s=300)
 ROLLOUT, SERVER = "MettaGrid Rollout (in-process)", "MettaGrid policy server (batched)"
 BATCH_AGENTS, BATCH_ROUNDS, WARM_STEPS = 24, 200, 20
+GROUPED_CLASS = "batched_lstm.BatchedLSTMPolicy"  # benchmarks/ is on sys.path
+ROLLOUT_GROUP = "MettaGrid Rollout, one group (step_group)"
+PER_POLICY, PER_AGENT = "policybox process, cells per policy", "policybox process, cells per agent"
 console = Console(width=120)  # wide enough that the runners' names are not wrapped
 
 
@@ -324,10 +332,87 @@ def batching(reps: int, checkpoint: Path) -> None:
     console.print(f"  batched logits vs one-by-one logits, max abs difference: {difference:.1e}")
 
 
+def grouped(bench: Bench, checkpoint: Path) -> None:
+    """24 agents of one policy that steps them as a batch (``batched_lstm.BatchedLSTMPolicy``: MettaGrid's
+    LSTM, one forward pass for a group): MettaGrid's Rollout with the agents in one ``policy_group_keys``
+    group (``step_group``), against policybox with a cell per policy (the cell calls ``step_group``) and a
+    cell per agent; steps/s side by side. Then, in one more episode of each that is not timed (reading
+    24 cells' memory takes CPU), the cells' memory: their summed PSS at the most, sampled every 0.5 s."""
+    agents, steps = BATCH_AGENTS, STEPS[BATCH_AGENTS]
+    spec = parse_policy_arg(f"{BENCH / 'batched_lstm.py'}:BatchedLSTMPolicy,data={checkpoint}")
+    outcomes = Outcomes()
+
+    def rollout() -> float:
+        config = baselines.arena_config(agents, steps, SEED)
+        multi = baselines.make_policy(GROUPED_CLASS, PolicyEnvInterface.from_mg_cfg(config), checkpoint)
+        return baselines.run_rollout(config, multi, SEED, group_keys=[0] * agents).steps_per_s
+
+    def policybox(name: str, mode: str, cells: str) -> Callable[[], float]:
+        def run() -> float:
+            return outcomes.record(name, bench.episode(agents, steps, spec, mode, limits=LIMITS, cells=cells))
+
+        return run
+
+    def memory_mib(cells: str) -> float:
+        with CellMemory() as memory:
+            bench.episode(agents, steps, spec, "process", limits=LIMITS, cells=cells)
+        return memory.peak_mib
+
+    runs = {
+        ROLLOUT_GROUP: rollout,
+        PER_POLICY: policybox(PER_POLICY, "process", "per-policy"),
+        PER_AGENT: policybox(PER_AGENT, "process", "per-agent"),
+        "policybox inline, cells per policy": policybox("policybox inline, cells per policy", "inline", "per-policy"),
+    }
+    medians = {name: statistics.median(values) for name, values in interleaved(bench.reps, runs).items()}
+    memory = {PER_POLICY: memory_mib("per-policy"), PER_AGENT: memory_mib("per-agent")}
+    table = Table(
+        title=f"{agents} agents of one batched LSTM policy, {steps} steps: env steps/s (median of {bench.reps})"
+    )
+    for column in ("runner", "steps/s", "vs Rollout step_group", "vs cells per agent", "cells' memory (MiB)"):
+        table.add_column(column, justify="left" if column == "runner" else "right")
+    for name, value in medians.items():
+        peak = f"{memory[name]:,.0f}" if name in memory else ""
+        table.add_row(
+            name, f"{value:,.1f}", f"{value / medians[ROLLOUT_GROUP]:.2f}x", f"{value / medians[PER_AGENT]:.2f}x", peak
+        )
+    console.print(table)
+    console.print(f"  same actions every rep: {', '.join(f'{n}: {outcomes.repeat(n)}' for n in outcomes.digests)}")
+    for name, problems in outcomes.problems.items():
+        console.print(f"  [bold red]{name}[/]: {'; '.join(problems)}")
+
+
+class CellMemory:
+    """The most memory this process's cells held at once while the block ran: their summed PSS (a page
+    shared by n processes counts 1/n), sampled every 0.5 s by a thread. Cells are the zygotes' children."""
+
+    def __init__(self) -> None:
+        self.peak_mib = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> CellMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            total = 0
+            for zygote in psutil.Process().children():
+                for cell in zygote.children():
+                    with contextlib.suppress(psutil.Error):
+                        total += cell.memory_full_info().pss
+            self.peak_mib = max(self.peak_mib, total / 2**20)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions (medians are reported)")
-    sections = ["4", "24", "batching", "lookup"]
+    sections = ["4", "24", "batching", "grouped", "lookup"]
     parser.add_argument("--only", choices=sections, action="append", help="run only these sections")
     args = parser.parse_args()
     chosen = args.only or sections
@@ -351,6 +436,8 @@ def main() -> None:
                     case(bench, agents, checkpoints[agents])
             if "batching" in chosen:
                 batching(bench.reps, checkpoints[BATCH_AGENTS])
+            if "grouped" in chosen:
+                grouped(bench, checkpoints[BATCH_AGENTS])
             if "lookup" in chosen:
                 lookup(bench)
         finally:

@@ -20,6 +20,11 @@ def test_cell_rebuilds_mettagrids_own_observations():
             assert [(t.feature, t.value, t.raw_token.tolist()) for t in ours.tokens] == [
                 (t.feature, t.value, t.raw_token.tolist()) for t in theirs.tokens
             ]
+            # policybox's raw_tokens: the whole buffer, whose rows up to the first empty one are the tokens
+            raw = ours.raw_tokens
+            assert raw.shape == (500, 3) and raw.dtype == "uint8" and not raw.flags.writeable
+            assert raw[: len(theirs.tokens)].tolist() == [t.raw_token.tolist() for t in theirs.tokens]
+            assert (raw[len(theirs.tokens) :, 1] == 255).all()
             host.apply_action(agent_id, cell.encode_action(["move_north", "move_east", 0, "noop"][agent_id]))
         host.step()
     host.close()

@@ -67,6 +67,20 @@ def test_lstm_is_reproducible_inline_equals_process_and_agents_do_not_share_a_st
     assert all(a != b for a, b in zip(untrained, first, strict=True))
 
 
+def test_a_batched_lstm_in_cells_per_policy_is_reproducible_and_inline_equals_process(play, lstm_checkpoint):
+    """MettaGrid's LSTM stepped as one batch per cell (benchmarks/batched_lstm.py: one forward pass for all
+    the seats of the policy) samples from torch's generator too: its batched actions are pinned across
+    runs and modes, and each seat still gets its own action sequence."""
+    batched = f"{Path(__file__).parents[1] / 'benchmarks' / 'batched_lstm.py'}:BatchedLSTMPolicy"
+    spec = f"{batched},data={lstm_checkpoint(8)}"
+    settings = {"agents": 8, "steps": ARENA_STEPS, "seed": 3, "limits": {"act_timeout_ms": 10_000}}
+    first = play([spec], cells="per-policy", **settings)
+    assert len({agent.log_path for agent in first.agents}) == 1  # one cell for the eight seats
+    assert digests(play([spec], cells="per-policy", **settings)) == digests(first)
+    assert digests(play([spec], cells="per-policy", mode="inline", **settings)) == digests(first)
+    assert len(set(digests(first))) == 8, "two agents played the same action sequence"
+
+
 def test_torch_sampling_policy_equals_inline_on_both_launchers(play):
     torch_sampler = policy("torch_sampler.py:TorchSampler")
     settings = {"agents": 4, "steps": 30, "seed": 11}

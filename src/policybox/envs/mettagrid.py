@@ -373,7 +373,6 @@ class MettaGridHost:
         self._sim.close()
 
 
-@functools.cache
 def _own_step_batch(policy: Any) -> bool:
     """Whether a MettaGrid policy implements ``step_batch`` itself (MultiAgentPolicy's only raises)."""
     from mettagrid.policy.policy import MultiAgentPolicy
@@ -382,6 +381,7 @@ def _own_step_batch(policy: Any) -> bool:
     return own is not None and own is not MultiAgentPolicy.step_batch
 
 
+@functools.cache
 def _lazy_observation_class() -> type:
     """MettaGrid's ``AgentObservation`` with ``tokens`` built on first read (made once, on first use,
     so that importing this module does not import MettaGrid)."""
@@ -389,12 +389,24 @@ def _lazy_observation_class() -> type:
 
     class LazyAgentObservation(AgentObservation):
         def __init__(  # noqa: D107 - see the class
-            self, agent_id: int, talk: tuple[VisibleTalk, ...], build: Callable[[], list[ObservationToken]]
+            self,
+            agent_id: int,
+            talk: tuple[VisibleTalk, ...],
+            build: Callable[[], list[ObservationToken]],
+            raw: Callable[[], np.ndarray],
         ) -> None:
             self.agent_id = agent_id
             self.talk = talk
             self._build: Callable[[], list[ObservationToken]] | None = build
             self._tokens: Sequence[ObservationToken] | None = None
+            self._raw = raw
+
+        @property
+        def raw_tokens(self) -> np.ndarray:
+            """policybox's addition to MettaGrid's observation: its token buffer as the game wrote it, a
+            read-only ``(tokens, 3)`` uint8 array (``tokens`` are its rows up to the first empty one),
+            for a policy that batches observations without building token objects."""
+            return self._raw()
 
         @property
         def tokens(self) -> Sequence[ObservationToken]:
@@ -478,7 +490,7 @@ class MettaGridCell:
         seats = np.asarray(agent_ids, dtype=np.intp)
         observations = np.zeros((self.policy_env_info.num_agents, *self._token_shape), dtype=np.uint8)
         for seat, payload in zip(agent_ids, payloads, strict=True):
-            observations[seat] = np.frombuffer(payload, np.uint8, self._token_bytes).reshape(self._token_shape)
+            observations[seat] = self._raw(payload)
         actions = np.zeros(self.policy_env_info.num_agents, dtype=np.int64)
         self._policy.step_batch(observations, actions)
         return [int(action) for action in actions[seats]]
@@ -496,12 +508,15 @@ class MettaGridCell:
                 VisibleTalk(agent_id=a, text=text, location=Location(r, c), remaining_steps=left)
                 for a, text, r, c, left in json.loads(bytes(payload[self._token_bytes :]))
             )
-        return _lazy_observation_class()(agent_id, talk, lambda: self._tokens(payload))
+        return _lazy_observation_class()(agent_id, talk, lambda: self._tokens(payload), lambda: self._raw(payload))
+
+    def _raw(self, payload: bytes | memoryview) -> np.ndarray:
+        return np.frombuffer(payload, dtype=np.uint8, count=self._token_bytes).reshape(self._token_shape)
 
     def _tokens(self, payload: bytes | memoryview) -> list[ObservationToken]:
         from mettagrid.simulator.interface import ObservationToken
 
-        raw = np.frombuffer(payload, dtype=np.uint8, count=self._token_bytes).reshape(self._token_shape)
+        raw = self._raw(payload)
         # The same tokens as mettagrid.simulator.SimulationAgent.observation builds (rows up to the
         # first empty one, each raw_token a row view), found with array operations, not a row loop.
         count = raw[:, 1].tobytes().find(b"\xff")
