@@ -129,3 +129,26 @@ def test_a_pettingzoo_game_with_cells_per_policy(play):
     assert len({agent.log_path for agent in process.agents}) == 1  # three seats, one cell
     assert digests(process) == digests(inline)
     assert all(agent.status == AgentStatus.OK and agent.turns == 25 for agent in process.agents)
+
+
+def test_an_evaluation_and_a_ladder_play_with_cells_per_policy(tmp_path):
+    from policybox import EpisodeSettings, LadderSettings, evaluate
+    from policybox.ladder import Ladder
+    from policybox.league.views.rules import rules
+
+    summary = evaluate([GROUPED, "random"], tmp_path / "evaluation", episodes=2, steps=10, cells="per-policy")
+    assert summary.episodes_done == 2
+    records = [EpisodeResult.model_validate_json(line) for line in (tmp_path / "evaluation" / "results.jsonl").open()]
+    assert [record.cells for record in records] == ["per-policy"] * 2
+    assert all(len({agent.log_path for agent in record.agents}) == 2 for record in records)  # a cell per policy
+
+    settings = EpisodeSettings(env="arena", steps=10, cells="per-policy")
+    with Ladder.create(tmp_path / "cup", LadderSettings(settings=settings, agents=4, placement_matches=0)) as ladder:
+        ladder.submit("grouped", GROUPED)
+        ladder.submit("seats", policy("grouped.py:Seats"))
+        assert ladder.run(matches=1, workers=1).played == 1
+        assert rules(ladder).game.cells.startswith("one per version in a match")
+        match_logs = sorted((tmp_path / "cup" / "logs").glob("match-*/agent-*.log"))
+        assert len(match_logs) == 2  # four seats, two versions: two cells
+        assert any("step_group [" in log.read_text() for log in match_logs)
+        assert {row.state for row in ladder.standings().rows} == {"active"}

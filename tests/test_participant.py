@@ -214,6 +214,7 @@ def test_the_rules_say_the_game_the_limits_the_ranking_and_the_submission(cup, c
         "versions_per_match": 2,
         "seating": "rotate",
         "on_agent_failure": "continue",
+        "cells": "one per agent: each agent in a cell of its own",
     }
     limits = {limit["name"]: limit["value"] for limit in rules["limits"]}
     assert {

@@ -46,6 +46,7 @@ class EpisodeSettings(BaseModel):
     )
     cells: Cells = Field(
         default="per-agent",
+        exclude_if=lambda value: value == "per-agent",  # settings stored before it existed read the same
         description="per-agent: every agent in a cell of its own; per-policy: all the seats one policy holds in "
         "an episode share one cell, stepped as a batch when the policy can (MettaGrid's step_group or "
         "step_batch) -- its agents are no longer isolated from each other, policies still are",

@@ -28,6 +28,11 @@ from policybox.spec import SUBMISSION_MANIFEST, SUBMISSION_SPEC
 
 STARTERS = Path(__file__).parent / "starters"
 STARTER_FILES = ("policy_spec.json", "bot.py")
+CELLS = {
+    "per-agent": "one per agent: each agent in a cell of its own",
+    "per-policy": "one per version in a match: its seats share a cell and are stepped together, with one "
+    "step_group (or step_batch) call when its policy can batch them",
+}
 # The limits a cell plays under, as the page names them (each a field of policybox.limits.Limits).
 LIMITS = {
     "act_timeout_ms": "per-step deadline (ms): a later reply is dropped and that step plays the fallback action",
@@ -52,6 +57,10 @@ class Game(BaseModel):
     versions_per_match: int
     seating: str = Field(description="How a match's versions share its seats")
     on_agent_failure: str = Field(description="What happens to an agent that fails: continue (fallback) or abort")
+    cells: str = Field(
+        description="Each agent in a cell of its own, or a version's seats in one cell, stepped together "
+        "(step_group or step_batch when its policy can)"
+    )
 
 
 class Limit(BaseModel):
@@ -100,6 +109,7 @@ def rules(ladder: LadderFolder, upload_cap: int | None = None) -> Rules:
             versions_per_match=settings.versions_per_match,
             seating=settings.seating,
             on_agent_failure=str(episode.on_agent_failure),
+            cells=CELLS[episode.cells],
         ),
         limits=[Limit(name=name, value=limits[name], meaning=meaning) for name, meaning in LIMITS.items()],
         episode_limit_s=settings.episode_limit_s,
