@@ -152,3 +152,12 @@ def test_an_evaluation_and_a_ladder_play_with_cells_per_policy(tmp_path):
         assert len(match_logs) == 2  # four seats, two versions: two cells
         assert any("step_group [" in log.read_text() for log in match_logs)
         assert {row.state for row in ladder.standings().rows} == {"active"}
+
+
+def test_a_batched_step_that_raises_fails_every_seat_it_was_called_for_however_many(play):
+    """48 seats' error reports (each ~8 KB) come back in one frame, larger than one seat's frame limit."""
+    result = play([policy("grouped.py:RaisingGroup")], agents=48, steps=10, cells="per-policy")
+    for agent in result.agents:
+        assert agent.status == AgentStatus.ERROR
+        assert (agent.failure.kind, agent.failure.step) == ("RuntimeError", 3)
+        assert agent.failure.message.startswith("the batch gave up: xxx")

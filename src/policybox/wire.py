@@ -51,10 +51,10 @@ PROTOCOL_VERSION = 2
 HEADER = struct.Struct("<B3xII")
 HEADER_SIZE = HEADER.size
 
-# A cell has no reason to send more than an action or a short error report; the host reads at most
-# this much per frame, so a hostile cell cannot make it allocate more.
+# A cell has no reason to send more than an action or a short error report per seat it plays; the host
+# reads at most this much per frame and seat, so a hostile cell cannot make it allocate more.
 MAX_CELL_FRAME = 256 * 1024
-# The host's frames carry observations and the environment description; bound them all the same.
+# The host's frames carry observations and the environment description; bound them all the same (per seat).
 MAX_HOST_FRAME = 64 * 1024 * 1024
 
 

@@ -107,3 +107,17 @@ class _SlowSeat(_GroupSeat):
 
 
 SlowGroup.seat_class = _SlowSeat
+
+
+class _RaisingSeat(_GroupSeat):
+    def step_group(self, observations):
+        if self.steps >= 3:
+            raise RuntimeError("the batch gave up: " + "x" * 5000)  # with its traceback, ~8 KB a seat
+        self.steps += 1
+        return super().step_group(observations)
+
+
+class RaisingGroup(Grouped):
+    """Its batched step raises at its 4th call, with a long message, for every seat at once."""
+
+    seat_class = _RaisingSeat

@@ -68,6 +68,10 @@ class HostConnection:
         self._decoder = FrameDecoder(HOST_TO_CELL, MAX_HOST_FRAME)
         self._frames: list[Frame] = []
 
+    def playing_seats(self, seats: int) -> None:
+        """The cell plays ``seats`` seats: a frame may carry an observation for each."""
+        self._decoder = FrameDecoder(HOST_TO_CELL, MAX_HOST_FRAME * seats)
+
     def read(self) -> Frame | None:
         """The next frame, or None once the host closed its end."""
         while not self._frames:
@@ -95,6 +99,7 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
         from policybox.cell.runtime import CellRuntime
 
         runtime = CellRuntime(message, owns_process=True)
+        conn.playing_seats(len(runtime.agent_ids))
         ready = runtime.start()
     except PolicyFailure as failure:
         conn.send(encode_json(FrameType.ERROR, failure.report))

@@ -72,7 +72,7 @@ class _Cell:
     def __init__(self, records: list[AgentRecord], process: CellProcess, limits: Limits) -> None:
         self.records = records
         self.process = process
-        self.decoder = FrameDecoder(CELL_TO_HOST, MAX_CELL_FRAME)
+        self.decoder = FrameDecoder(CELL_TO_HOST, MAX_CELL_FRAME * len(records))  # a reply per seat
         self.in_flight: int | None = None  # sequence number awaiting a reply
         self.asked: list[int] = []  # the agents the request in flight asked
         self.sent_ns = 0
