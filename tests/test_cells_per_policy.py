@@ -161,3 +161,26 @@ def test_a_batched_step_that_raises_fails_every_seat_it_was_called_for_however_m
         assert agent.status == AgentStatus.ERROR
         assert (agent.failure.kind, agent.failure.step) == ("RuntimeError", 3)
         assert agent.failure.message.startswith("the batch gave up: xxx")
+
+
+def test_sandboxed_policy_in_mettagrids_rollout_steps_a_group_in_one_cell(tmp_path):
+    """MettaGrid's Rollout with one group key steps SandboxedPolicy's agents together; with cells per
+    policy they share one cell, which steps them with the inner policy's step_group."""
+    from mettagrid.policy.policy_env_interface import PolicyEnvInterface
+    from mettagrid.simulator.rollout import Rollout
+
+    from policybox.envs.mettagrid import make_config
+    from policybox.mettagrid import SandboxedPolicy
+
+    config = make_config("arena", 4, 20, 5)
+    wrapped = SandboxedPolicy(
+        PolicyEnvInterface.from_mg_cfg(config), policy=GROUPED, cells="per-policy", log_dir=tmp_path / "logs"
+    )
+    try:
+        agents = [wrapped.agent_policy(i) for i in range(4)]
+        Rollout(config, agents, seed=5, policy_group_keys=[0] * 4).run_until_done()
+        assert [agent.infos for agent in agents] == [{"policybox_status": "ok"}] * 4
+    finally:
+        wrapped.close()
+    logs = list((tmp_path / "logs").rglob("*.log"))
+    assert len(logs) == 1 and logs[0].read_text().splitlines() == ["step_group [0, 1, 2, 3]"] * 20

@@ -16,7 +16,8 @@ cells and return the action the cell chose. A crashed, hung or invalid agent pla
 no-op instead of raising into MettaGrid's loop, and its ``infos`` say what happened; deadlines and
 the time bank are the host's, as in ``policybox run``. With ``policy_group_keys`` (MettaGrid's
 runner sets them) all of the policy's agents are stepped together: every observation goes out
-before any reply is awaited. ``reset()`` (MettaGrid calls it on each agent policy before an
+before any reply is awaited; with ``cells="per-policy"`` they share one cell, which steps them with
+the inner policy's own ``step_group`` when it can. ``reset()`` (MettaGrid calls it on each agent policy before an
 episode) gives the next episode fresh cells; cells stop when the policy is closed, garbage-collected
 or the interpreter exits.
 """
@@ -51,7 +52,8 @@ EPISODE_ONLY = ("env", "env_kwargs", "steps", "agents", "replay", "on_agent_fail
 
 
 class SandboxedPolicy(MultiAgentPolicy):
-    """A MettaGrid policy whose agents each run ``policy`` in a sandboxed cell of their own."""
+    """A MettaGrid policy whose agents each run ``policy`` in a sandboxed cell of their own (or, with
+    ``cells="per-policy"``, all of them in one)."""
 
     def __init__(
         self,
