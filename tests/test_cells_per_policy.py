@@ -95,7 +95,7 @@ def test_a_crash_fails_every_seat_of_that_policy_and_no_other(tmp_path):
         assert (agent.failure.kind, agent.failure.step, agent.failure.exit_code) == ("Crashed", 5, 3)
     for agent in result.agents[1::2]:
         assert agent.status == AgentStatus.OK and agent.turns == STEPS and agent.timeouts == 0
-    assert exit_code == 1 and "crashed" in output
+    assert exit_code == 1 and "crashed" in output and "process · a cell per policy" in output
 
 
 def test_a_slow_cell_spends_one_bank_for_all_its_seats(play):

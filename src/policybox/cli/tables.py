@@ -88,7 +88,10 @@ def ms(value: float | None) -> str:
 def show_episode(console: Console, result: EpisodeResult) -> None:
     """The episode's table, then its warnings, failures and timing."""
     names = _Names()
-    label = shown(f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}")
+    cells = " · a cell per policy" if result.cells == "per-policy" else ""
+    label = shown(
+        f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}{cells}"
+    )
     table = _table(label)
     _number_column(table, "agent")
     table.add_column("policy", no_wrap=True)
