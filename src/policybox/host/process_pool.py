@@ -71,6 +71,7 @@ class _Cell:
 
     def __init__(self, records: list[AgentRecord], process: CellProcess, limits: Limits) -> None:
         self.records = records
+        self._by_id = {record.agent_id: record for record in records}
         self.process = process
         self.decoder = FrameDecoder(CELL_TO_HOST, MAX_CELL_FRAME * len(records))  # a reply per seat
         self.in_flight: int | None = None  # sequence number awaiting a reply
@@ -161,10 +162,9 @@ class _Cell:
     def _on_replies(self, frame: Frame, step: int, latency_ns: int) -> None:
         """Each seat's reply: an ERROR fails that seat; an action answers this step, or -- late, for an
         older step -- is dropped, its lateness paid from the bank."""
-        by_id = {record.agent_id: record for record in self.records}
         on_time = frame.seq == step
         for agent_id, reply in zip(self.asked, decode_replies(frame.payload, self.asked), strict=True):
-            record = by_id[agent_id]
+            record = self._by_id[agent_id]
             if reply[0] == FrameType.ERROR:
                 report = decode_object(reply[1], f"agent {agent_id}'s ERROR reply")
                 record.fail(AgentStatus.ERROR, Failure.from_report(report, frame.seq))
