@@ -65,8 +65,12 @@ def test_inline_equals_process_with_cells_per_policy(play):
     policies = ["random", GROUPED, policy("seeded_random.py:SeededRandom")]
     process = play(policies, agents=6, steps=STEPS, cells="per-policy", seed=9)
     inline = play(policies, agents=6, steps=STEPS, cells="per-policy", seed=9, mode="inline")
-    assert inline.cells == "per-policy"
+    assert inline.cells == "per-policy" and len({agent.log_path for agent in process.agents}) == 3
     assert digests(process) == digests(inline)
+    # Grouped, the random policy's two seats draw from one stream: not the game they play apart. So
+    # inline, equal to process, grouped its seats too.
+    alone = play(policies, agents=6, steps=STEPS, seed=9)
+    assert digests(alone)[0::3] != digests(process)[0::3]
     assert [agent.reward for agent in process.agents] == [agent.reward for agent in inline.agents]
     again = play(policies, agents=6, steps=STEPS, cells="per-policy", seed=9)
     assert digests(again) == digests(process)  # a fixed seed: the same actions on every run
