@@ -226,26 +226,31 @@ def decode_observations(payload: bytes | memoryview) -> list[tuple[int, bytes | 
 
 def encode_replies(step: int, replies: Sequence[tuple[int, Reply]]) -> bytes:
     """The ACTION frame answering step ``step``: one ``(agent id, (kind, bytes))`` per agent asked."""
-    body = b"".join(REPLY_ENTRY.pack(agent_id, kind, len(data)) + data for agent_id, (kind, data) in replies)
+    body = b"".join([REPLY_ENTRY.pack(agent_id, kind, len(data)) + data for agent_id, (kind, data) in replies])
     return encode_frame(FrameType.ACTION, step, body)
 
 
 def decode_replies(payload: bytes, asked: Sequence[int]) -> list[Reply]:
     """The replies of an ACTION frame, which must answer exactly the agents ``asked``, in order. (On the
-    host's path once per cell and step: plain bytes slices and a dict of kinds, no enum calls.)"""
-    replies, at = [], 0
+    host's path once per cell and step: bytes slices and a dict of kinds, no enum calls or helpers.)"""
+    replies: list[Reply] = []
+    at, size = 0, len(payload)
     for expected in asked:
-        agent_id, raw_kind, length = _entry(REPLY_ENTRY, payload, at)
+        if at + REPLY_ENTRY.size > size:
+            raise ProtocolError("frame ends inside an entry's header")
+        agent_id, raw_kind, length = REPLY_ENTRY.unpack_from(payload, at)
         if agent_id != expected:
             raise ProtocolError(f"ACTION frame answers agent {agent_id} where agent {expected} was asked")
         kind = _REPLY_KINDS.get(raw_kind)
         if kind is None:
             raise ProtocolError(f"ACTION frame holds a reply of unknown kind {raw_kind} for agent {agent_id}")
-        at += REPLY_ENTRY.size
-        replies.append((kind, bytes(_body(payload, at, length))))
-        at += length
-    if at != len(payload):
-        raise ProtocolError(f"ACTION frame holds {len(payload) - at} bytes after the replies of the agents asked")
+        start = at + REPLY_ENTRY.size
+        at = start + length
+        if at > size:
+            raise ProtocolError(f"an entry claims {length} bytes, {size - start} are left in its frame")
+        replies.append((kind, payload[start:at]))
+    if at != size:
+        raise ProtocolError(f"ACTION frame holds {size - at} bytes after the replies of the agents asked")
     return replies
 
 

@@ -75,9 +75,8 @@ class CellRuntime:
     def step(self, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[tuple[int, Reply]]:
         """One reply per ``(agent id, observation payload)``, in order: the seats asked are stepped
         with one call when the policy can batch them, else one after another."""
-        unknown = [agent_id for agent_id, _ in observations if agent_id not in self._acts]
-        if unknown:
-            raise ValueError(f"observations for agents {unknown}, which this cell does not play")
+        if len(observations) > 1 and not self._acts.keys() >= {agent_id for agent_id, _ in observations}:
+            raise ValueError(f"observations for agents {[a for a, _ in observations]}, not all of them played here")
         with self._cell_state():
             if len(observations) > 1:
                 return self._step_group(observations)
@@ -98,8 +97,11 @@ class CellRuntime:
         return [(agent_id, self._encode(action)) for agent_id, action in zip(agent_ids, actions, strict=True)]
 
     def _step_one(self, agent_id: int, payload: bytes | memoryview) -> Reply:
+        act = self._acts.get(agent_id)
+        if act is None:
+            raise ValueError(f"an observation for agent {agent_id}, which this cell does not play")
         try:  # the hot path: no context manager
-            action = self._acts[agent_id](self._env.decode_observation(agent_id, payload))
+            action = act(self._env.decode_observation(agent_id, payload))
         except (Exception, SystemExit) as exc:
             del self._acts[agent_id]
             return FrameType.ERROR, encode_report(failure_report(exc, "step"))
