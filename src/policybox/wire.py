@@ -226,8 +226,11 @@ def decode_observations(payload: bytes | memoryview) -> list[tuple[int, bytes | 
 
 def encode_replies(step: int, replies: Sequence[tuple[int, Reply]]) -> bytes:
     """The ACTION frame answering step ``step``: one ``(agent id, (kind, bytes))`` per agent asked."""
-    body = b"".join([REPLY_ENTRY.pack(agent_id, kind, len(data)) + data for agent_id, (kind, data) in replies])
-    return encode_frame(FrameType.ACTION, step, body)
+    parts = [b""]
+    for agent_id, (kind, data) in replies:
+        parts += (REPLY_ENTRY.pack(agent_id, kind, len(data)), data)
+    parts[0] = HEADER.pack(FrameType.ACTION, step, sum(map(len, parts)))
+    return b"".join(parts)
 
 
 def decode_replies(payload: bytes, asked: Sequence[int]) -> list[Reply]:

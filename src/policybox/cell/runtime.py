@@ -77,10 +77,15 @@ class CellRuntime:
         with one call when the policy can batch them, else one after another."""
         if len(observations) > 1 and not self._acts.keys() >= {agent_id for agent_id, _ in observations}:
             raise ValueError(f"observations for agents {[a for a, _ in observations]}, not all of them played here")
-        with self._cell_state():
-            if len(observations) > 1:
-                return self._step_group(observations)
-            return [(agent_id, self._step_one(agent_id, payload)) for agent_id, payload in observations]
+        if self._owns_process:  # the hot path: no context manager
+            return self._step_seats(observations)
+        with self._state.active():
+            return self._step_seats(observations)
+
+    def _step_seats(self, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[tuple[int, Reply]]:
+        if len(observations) > 1:
+            return self._step_group(observations)
+        return [(agent_id, self._step_one(agent_id, payload)) for agent_id, payload in observations]
 
     def _step_group(self, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[tuple[int, Reply]]:
         agent_ids = [agent_id for agent_id, _ in observations]
