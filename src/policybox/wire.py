@@ -70,8 +70,8 @@ class FrameType(IntEnum):
 
 HOST_TO_CELL = frozenset({FrameType.SETUP, FrameType.OBSERVATION, FrameType.STOP})
 CELL_TO_HOST = frozenset({FrameType.READY, FrameType.ERROR, FrameType.ACTION})
-REPLY_KINDS = frozenset({FrameType.ACTION, FrameType.INVALID_ACTION, FrameType.ERROR})
-_REPLY_KINDS = {kind.value: kind for kind in REPLY_KINDS}
+# What a seat's reply may be, by its kind byte.
+REPLY_KINDS = {kind.value: kind for kind in (FrameType.ACTION, FrameType.INVALID_ACTION, FrameType.ERROR)}
 OBSERVATION_ENTRY = struct.Struct("<II")  # agent id, length
 REPLY_ENTRY = struct.Struct("<IBI")  # agent id, kind, length
 
@@ -157,6 +157,10 @@ class FrameDecoder:
         self._max_length = max_length
         self._buffer = bytearray()
         self._need: tuple[FrameType, int, int] | None = None
+
+    def allow(self, max_length: int) -> None:
+        """Accept frames of up to ``max_length`` bytes from now on (bytes already buffered are kept)."""
+        self._max_length = max_length
 
     @property
     def pending_bytes(self) -> int:
@@ -244,7 +248,7 @@ def decode_replies(payload: bytes, asked: Sequence[int]) -> list[Reply]:
         agent_id, raw_kind, length = REPLY_ENTRY.unpack_from(payload, at)
         if agent_id != expected:
             raise ProtocolError(f"ACTION frame answers agent {agent_id} where agent {expected} was asked")
-        kind = _REPLY_KINDS.get(raw_kind)
+        kind = REPLY_KINDS.get(raw_kind)
         if kind is None:
             raise ProtocolError(f"ACTION frame holds a reply of unknown kind {raw_kind} for agent {agent_id}")
         start = at + REPLY_ENTRY.size

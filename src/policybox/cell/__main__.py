@@ -70,7 +70,7 @@ class HostConnection:
 
     def playing_seats(self, seats: int) -> None:
         """The cell plays ``seats`` seats: a frame may carry an observation for each."""
-        self._decoder = FrameDecoder(HOST_TO_CELL, MAX_HOST_FRAME * seats)
+        self._decoder.allow(MAX_HOST_FRAME * seats)
 
     def read(self) -> Frame | None:
         """The next frame, or None once the host closed its end."""
