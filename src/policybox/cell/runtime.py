@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from policybox.cell.agent_state import AgentState
@@ -55,7 +55,7 @@ class CellRuntime:
 
     def start(self) -> dict[str, Any]:
         """Import, construct and load the policy, then each seat's agent; the READY report."""
-        with self._cell_state():
+        with nullcontext() if self._owns_process else self._state.active():  # inline: the cell's state
             with self._policy_call("init"):  # importing it: torch, if it brings it, is seeded first
                 self._env = cell_half(self._env_setup)
                 policy_class = load_policy_class(self.spec, self._env.resolve_shorthand)
@@ -118,10 +118,6 @@ class CellRuntime:
             return FrameType.ACTION, self._env.encode_action(action)
         except InvalidAction as exc:
             return FrameType.INVALID_ACTION, str(exc).encode()[:1000]
-
-    def _cell_state(self) -> AbstractContextManager[None]:
-        """Inline mode: the cell's random streams and threads for the block, the host's after."""
-        return nullcontext() if self._owns_process else self._state.active()
 
     @contextmanager
     def _policy_call(self, phase: str) -> Iterator[None]:
