@@ -14,7 +14,7 @@ from policybox.wire import CELL_TO_HOST, MAX_CELL_FRAME, FrameDecoder, FrameType
 
 
 def launch(tmp_path):
-    record = AgentRecord(0, PolicySpec(class_path="noop"), threads=1)
+    record = AgentRecord(0, PolicySpec(class_path="noop"), "noop", threads=1)
     unsandboxed = CellSandbox(record, SandboxLevel.OFF, [], Limits(), Path())
     with open(tmp_path / "cell.log", "wb") as output:
         return SpawnLauncher().launch(output.fileno(), unsandboxed)

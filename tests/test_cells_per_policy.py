@@ -6,12 +6,19 @@ Judged from outside the cells: the agents' results, the game's action digests an
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import threading
+import time
+import zipfile
 from pathlib import Path
 
-from conftest import policy
+import psutil
+from conftest import POLICIES, policy
 from test_faults import policybox_run
 
+from policybox.host.uids import UID_BASE
 from policybox.limits import Limits
 from policybox.results import AgentStatus, EpisodeResult
 
@@ -188,3 +195,55 @@ def test_sandboxed_policy_in_mettagrids_rollout_steps_a_group_in_one_cell(tmp_pa
         wrapped.close()
     logs = list((tmp_path / "logs").rglob("*.log"))
     assert len(logs) == 1 and logs[0].read_text().splitlines() == ["step_group [0, 1, 2, 3]"] * 20
+
+
+def test_two_entrants_with_equal_specs_are_two_cells(play):
+    """``-p X -p X``: two entrants, however alike their specs: seats alternate between two cells."""
+    seats = policy("grouped.py:Seats")
+    result = play([seats, seats], agents=4, steps=3, cells="per-policy")
+    logs = [agent.log_path for agent in result.agents]
+    assert logs[0] == logs[2] and logs[1] == logs[3] and logs[0] != logs[1]
+
+
+def _cell_uids(stop: threading.Event, most: list[set[int]]) -> None:
+    """Until ``stop``: the largest set of cells' leased uids seen at one moment among the processes
+    below this one (judged from /proc, not from what a cell says)."""
+    while not stop.is_set():
+        now = set()
+        for process in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if (uid := process.uids().real) >= UID_BASE:
+                    now.add(uid)
+        if len(now) > len(most[0]):
+            most[0] = now
+        time.sleep(0.02)
+
+
+def test_two_teams_that_upload_the_same_bytes_play_in_two_cells_with_two_uids(tmp_path):
+    """Grouping is by submission, never by content: the same zip from two teams is two versions, and a
+    match between them, cells per policy, is played by two cells as two users at once (each version's
+    validation episode, before it, by one)."""
+    from policybox import EpisodeSettings, LadderSettings
+    from policybox.ladder import Ladder
+
+    bot = tmp_path / "starter.zip"
+    with zipfile.ZipFile(bot, "w") as archive:
+        spec = {"class_path": "bot.py:Sleepy", "init_kwargs": {"sleep_s": 0.05}}
+        archive.writestr("policy_spec.json", json.dumps(spec))
+        archive.writestr("bot.py", (POLICIES / "sleepy.py").read_text())
+    settings = EpisodeSettings(env="arena", steps=30, cells="per-policy")
+    stop, most = threading.Event(), [set()]
+    watcher = threading.Thread(target=_cell_uids, args=(stop, most))
+    with Ladder.create(tmp_path / "cup", LadderSettings(settings=settings, agents=4, placement_matches=0)) as ladder:
+        for team in ("alpha", "bravo"):
+            ladder.token(team)
+            ladder.submit(f"{team}bot", str(bot), team=team)
+        watcher.start()
+        try:
+            assert ladder.run(matches=1, workers=1).played == 1
+        finally:
+            stop.set()
+            watcher.join()
+    match_logs = sorted((tmp_path / "cup" / "logs").glob("match-*/agent-*.log"))
+    assert len(match_logs) == 2  # four seats, two versions: two cells
+    assert len(most[0]) == 2, most  # ... as two users at once

@@ -42,7 +42,9 @@ class _Failing:
 
 
 def _jobs() -> dict[str, EpisodeJob]:
-    return {"episode-0": EpisodeJob(name="episode-0", specs=[], settings=EpisodeSettings(), log_dir="/nowhere")}
+    return {
+        "episode-0": EpisodeJob(name="episode-0", specs=[], entrants=[], settings=EpisodeSettings(), log_dir="/nowhere")
+    }
 
 
 def test_play_all_gives_a_job_up_after_max_attempts_with_why() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import policybox
 from policybox.envs import ActionSink, ConfigError, EnvHost, GameRequest, InvalidAction
@@ -46,6 +46,7 @@ from policybox.wire import FrameType, Reply
 LOG_TAIL_BYTES = 4096
 SLOW_SHARE = 0.5  # of the time played: an agent whose replies took more is blamed for the episode's time limit
 GAME_TRACEBACK_CHARS = 8000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Timings:
     play_s: float
 
 
-def assign_policies(specs: Sequence[PolicySpec], num_agents: int) -> list[PolicySpec]:
+def assign_policies(specs: Sequence[T], num_agents: int) -> list[T]:
     """Agent i plays ``specs[i % len(specs)]``: ``-p a -p b`` over 4 agents gives a, b, a, b."""
     if not specs:
         raise SpecError("give at least one policy")
@@ -139,13 +140,17 @@ def run_episode(
     *,
     agents: int | None = None,
     refuse_unbuilt: bool = False,
+    entrants: Sequence[str] | None = None,
 ) -> EpisodeResult:
     """Play one episode; cells are gone when this returns.
 
     ``specs`` are PolicySpecs or ``-p`` strings (``"random"``, ``"bots/greedy.py:Greedy"``); agent i
     plays ``specs[i % len(specs)]``. ``agents``: how many play; by default the game's own number (a
     PettingZoo game, a MettaGrid config file) or, for games of any size (arena, navigation), one per
-    spec. ``log_dir`` gets one log file per agent (process mode; default ./policybox-logs/<time>-seed<N>).
+    spec. ``entrants[i]`` names the submission ``specs[i]`` plays for (a ladder's version, a
+    tournament's entrant): with ``--cells per-policy`` the seats of one entrant share a cell, and
+    seats of two entrants never do, whatever their specs; by default each spec given is an entrant
+    of its own. ``log_dir`` gets one log file per agent (process mode; default ./policybox-logs/<time>-seed<N>).
     With the zygote launcher, pass a running ``zygote`` to reuse it across episodes; without one, a
     zygote is started for this episode and stopped after it.
 
@@ -157,20 +162,24 @@ def run_episode(
     """
     settings = settings or EpisodeSettings()
     parsed = [parse_policy_arg(spec) if isinstance(spec, str) else spec for spec in specs]
-    specs = assign_policies(parsed, agent_count(settings, agents, len(parsed)))
+    given = list(entrants) if entrants is not None else [str(index) for index in range(len(parsed))]
+    if len(given) != len(parsed):
+        raise ValueError(f"{len(given)} entrants given for {len(parsed)} specs: give one entrant per spec")
+    seats = assign_policies(list(zip(parsed, given, strict=True)), agent_count(settings, agents, len(parsed)))
+    seated: list[PolicySpec] = [spec for spec, _ in seats]
     if settings.mode == "process" and log_dir is None:
         log_dir = default_log_dir(settings.seed)
     log_dir = None if log_dir is None else Path(log_dir)
-    check_shorthands(specs, settings)
+    check_shorthands(seated, settings)
     check_replay(settings.replay)
     if settings.sandbox == SandboxLevel.STRICT:
         check_strict(settings)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.monotonic()
-    env = open_env(settings, len(specs), [spec.display_name for spec in specs])
+    env = open_env(settings, len(seated), [spec.display_name for spec in seated])
     with contextlib.ExitStack() as stack:
         stack.callback(env.close)
-        records = agent_records(specs, settings, log_dir)
+        records = agent_records(seated, settings, log_dir, [entrant for _, entrant in seats])
         deadline = None if settings.limits.episode_timeout_s is None else clock + settings.limits.episode_timeout_s
         with contextlib.ExitStack() as cells:
             setups = [env.cell_setup(record.agent_id) for record in records]
@@ -227,7 +236,7 @@ def check_policies(
         with tempfile.TemporaryDirectory(prefix="policybox-check-") as logs:
             for start in range(0, len(distinct), agents):
                 batch = distinct[start : start + agents]
-                records = agent_records(batch, settings, Path(logs) / str(start))
+                records = agent_records(batch, settings, Path(logs) / str(start), list(map(str, range(len(batch)))))
                 with contextlib.ExitStack() as cells:
                     start_pool(records, [env.cell_setup(r.agent_id) for r in records], settings, zygote, cells)
                     if refused := refusal(records, tidy):
@@ -240,23 +249,26 @@ def agent_records(
     specs: Sequence[PolicySpec],
     settings: EpisodeSettings,
     log_dir: Path | None,
+    entrants: Sequence[str],
     agent_ids: Sequence[int] | None = None,
 ) -> list[AgentRecord]:
-    """One record per agent, ``specs[i]`` for agent ``agent_ids[i]`` (default: i), with its cell's
-    thread budget and log file."""
+    """One record per agent, ``specs[i]`` for agent ``agent_ids[i]`` (default: i), playing for
+    ``entrants[i]`` (its submission: which seats may share a cell), with its cell's thread budget and
+    log file."""
     ids = range(len(specs)) if agent_ids is None else agent_ids
     adapter, _ = env_family(settings)
     torch = {id(spec): torch_use.needs_torch(spec, adapter.resolve_shorthand) for spec in specs}  # once a spec
-    cells = cell_count(specs, settings.cells)
+    cells = cell_count(entrants, settings.cells)
     return [
         AgentRecord(
             agent_id,
             spec,
+            entrant,
             cell_threads(spec.env, settings.threads_per_cell, cells),
             _log_path(log_dir, agent_id, settings.mode),
             torch=torch[id(spec)],
         )
-        for agent_id, spec in zip(ids, specs, strict=True)
+        for agent_id, spec, entrant in zip(ids, specs, entrants, strict=True)
     ]
 
 

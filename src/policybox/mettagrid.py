@@ -247,7 +247,9 @@ class _Cells:
         zygote: Zygote | None,
     ) -> None:
         self._stack = contextlib.ExitStack()
-        self._records = agent_records([spec] * len(agent_ids), settings, log_dir, agent_ids)
+        self._records = agent_records(
+            [spec] * len(agent_ids), settings, log_dir, ["policy"] * len(agent_ids), agent_ids
+        )
         self._by_id = {record.agent_id: record for record in self._records}
         self._token_shape = tuple(policy_env.observation_shape)
         self._talk = policy_env.talk.enabled

@@ -143,6 +143,8 @@ def run(
             settings, default_agents, parsed = _from_ladder(ctx, ladder, options, policies or [])
         agents = agent_count(settings, episode["agents"], default_agents)
         specs = assign_policies(parsed, agents)
+        # Whom each seat plays for: a match's versions, else each -p (cells per policy group seats by it).
+        entrants = assign_policies(again.seats if again else [str(i) for i in range(len(parsed))], agents)
         _check_writable(out)
         logs = log_dir or default_log_dir(settings.seed)
         check_folder(logs, "--log-dir")
@@ -151,7 +153,7 @@ def run(
             prepared_for_now(specs, settings) as ready,  # setup scripts, in a cell each, into a temporary folder
         ):
             ready = with_environments(ready, settings, environments.default_folder())
-            result, unwritten = _played(ready, settings, logs, check)
+            result, unwritten = _played(ready, entrants, settings, logs, check)
     show_episode(console, result)
     for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):
         console.print(shown(f"agent logs {note}", "yellow"))  # the episode itself is whole
@@ -240,11 +242,11 @@ def _given(ctx: typer.Context, name: str) -> bool:
 
 
 def _played(
-    specs: list[PolicySpec], settings: EpisodeSettings, logs: Path, check: bool
+    specs: list[PolicySpec], entrants: list[str], settings: EpisodeSettings, logs: Path, check: bool
 ) -> tuple[EpisodeResult, list[StorageFull]]:
     """The episode's result, and the error of its replay if a full disk kept that from being written."""
     try:
-        return run_episode(specs, settings, logs, refuse_unbuilt=check), []
+        return run_episode(specs, settings, logs, refuse_unbuilt=check, entrants=entrants), []
     except StorageFull as full:
         if full.result is None:  # its logs could not be made: no episode was played
             raise

@@ -55,7 +55,9 @@ def run_job(
     with tempfile.TemporaryDirectory(prefix="policybox-job-") as temp:
         workdir = None if wanted_layers(settings.sandbox, settings.seccomp) else Path(temp) / "work"
         kwargs = {**job.init_kwargs, "timeout_s": timeout_s, "workdir": workdir and str(workdir)}
-        [record] = agent_records([job.model_copy(update={"init_kwargs": kwargs})], settings, Path(temp) / "logs")
+        [record] = agent_records(
+            [job.model_copy(update={"init_kwargs": kwargs})], settings, Path(temp) / "logs", ["job"]
+        )
         if workdir is not None:
             workdir.mkdir()
         why = _run_cell(record, what, settings, out, workdir)

@@ -2,10 +2,12 @@
 submission holds in the episode (``--cells per-policy``), and the SETUP each cell is sent.
 
 A per-policy cell builds its submission's policy once and steps its seats together -- batched, when
-the policy can batch them (``policybox.cell.runtime``). Seats of one submission share a cell only
-when their game gives their cells the same setup (a PettingZoo game whose seats have different
-spaces gives them cells of their own). Its output goes to its first seat's log, which every seat of
-the cell names.
+the policy can batch them (``policybox.cell.runtime``). Seats are grouped by their *entrant* (the
+submission they play for: a ladder's version, a tournament's entrant, a ``-p`` of ``policybox run``),
+never by their spec: two teams that upload the same bytes have equal specs, and are still two
+teams, in two cells with two uids. Seats of one entrant share a cell only when their game gives
+their cells the same setup (a PettingZoo game whose seats have different spaces gives them cells
+of their own). Its output goes to its first seat's log, which every seat of the cell names.
 """
 
 from __future__ import annotations
@@ -49,9 +51,9 @@ def cell_groups(records: Sequence[AgentRecord], envs: Sequence[dict[str, Any]], 
     """The cells that play ``records`` (``envs[i]``: the game's setup of record i's cell half)."""
     if cells == "per-agent":
         return [CellGroup([record], env) for record, env in zip(records, envs, strict=True)]
-    groups: dict[str, CellGroup] = {}
+    groups: dict[tuple[str, str], CellGroup] = {}
     for record, env in zip(records, envs, strict=True):
-        key = record.spec.model_dump_json() + json.dumps(env, sort_keys=True)
+        key = (record.entrant, json.dumps(env, sort_keys=True))
         if key in groups:
             groups[key].records.append(record)
             record.log_path = groups[key].first.log_path
@@ -60,9 +62,7 @@ def cell_groups(records: Sequence[AgentRecord], envs: Sequence[dict[str, Any]], 
     return list(groups.values())
 
 
-def cell_count(specs: Sequence[Any], cells: Cells) -> int:
-    """How many cells play ``specs`` (one per seat), as far as the specs tell: what each cell's thread
-    budget is divided by (``policybox.threads``)."""
-    if cells == "per-agent":
-        return len(specs)
-    return len({spec.model_dump_json() for spec in specs})
+def cell_count(entrants: Sequence[str], cells: Cells) -> int:
+    """How many cells play seats of these ``entrants`` (one per seat), as far as the entrants tell: what
+    each cell's thread budget is divided by (``policybox.threads``)."""
+    return len(entrants) if cells == "per-agent" else len(set(entrants))

@@ -69,7 +69,7 @@ def _probe_cell(spec: PolicySpec, log: Path) -> AgentRecord:
     it report, stop it: its record holds the layers as the host verified them."""
     adapter = family("mettagrid")
     game = adapter.open_host(GameRequest("arena", {}, 1, 1, 0))  # only for the cell half's setup
-    record = AgentRecord(0, spec, threads=1, log_path=log)
+    record = AgentRecord(0, spec, "probe", threads=1, log_path=log)
     cell = CellGroup([record], game.cell_setup(0))
     limits = Limits()
     try:

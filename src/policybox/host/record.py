@@ -19,6 +19,7 @@ NOOP_MARK = b"\x00noop"
 class AgentRecord:
     agent_id: int
     spec: PolicySpec
+    entrant: str  # the submission it plays for: with --cells per-policy, seats of one entrant share a cell
     threads: int  # the thread budget of its cell (policybox.threads)
     log_path: Path | None = None
     torch: bool = False  # its policy imports torch (policybox.host.torch_use): its cell may start with it

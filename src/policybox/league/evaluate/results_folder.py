@@ -232,6 +232,7 @@ def episode_job(tournament: Tournament, seats: list[int], folder: Path, episode:
     return EpisodeJob(
         name=name,
         specs=[tournament.entrants[index].spec for index in seats],
+        entrants=[tournament.entrants[index].key for index in seats],
         settings=tournament.settings.model_copy(update=update),
         log_dir=str(folder / "logs" / name),
     )

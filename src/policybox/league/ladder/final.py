@@ -186,7 +186,7 @@ def _play_scheduled(
             ladder,
             f"final-{final.id}-{row.number:05d}",
             row.seed,
-            [ladder.stored(version_id).spec for version_id in row.seats],
+            [(version_id, ladder.stored(version_id).spec) for version_id in row.seats],
             replay=True,
         )
         for row in waiting

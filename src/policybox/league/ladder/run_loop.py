@@ -312,11 +312,12 @@ class _Loop:
 
     def _job(self, work: _Match | _Qualification) -> EpisodeJob:
         if isinstance(work, _Match):
-            specs = [self.ladder.stored(version_id).spec for version_id in work.seats]
-            return episode_job(self.ladder, f"match-{work.id:06d}", work.seed, specs, replay=True)
+            seats = [(version_id, self.ladder.stored(version_id).spec) for version_id in work.seats]
+            return episode_job(self.ladder, f"match-{work.id:06d}", work.seed, seats, replay=True)
         name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
         seed = episode_seed(self.settings.settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
-        return episode_job(self.ladder, name, seed, [work.stored.spec] * self.settings.agents, replay=False)
+        seats = [(work.version.id, work.stored.spec)] * self.settings.agents
+        return episode_job(self.ladder, name, seed, seats, replay=False)
 
     # ---------------------------------------------------------------------------------------------
 
@@ -424,17 +425,22 @@ class _Loop:
             self.progress.rejected += 1
 
 
-def episode_job(ladder: LadderFolder, name: str, seed: int, specs: list[PolicySpec], replay: bool) -> EpisodeJob:
-    """One episode of the ladder as a job: its settings (with the ladder's episode limit) and this
-    seed, its logs in ``logs/name``, and its replay in ``replays/`` when ``replay`` and the ladder
-    writes replays (a match's and a final's, not a qualification's)."""
+def episode_job(
+    ladder: LadderFolder, name: str, seed: int, seats: list[tuple[int, PolicySpec]], replay: bool
+) -> EpisodeJob:
+    """One episode of the ladder as a job: each seat's version (by id) and the spec it plays, its
+    settings (with the ladder's episode limit) and this seed, its logs in ``logs/name``, and its replay
+    in ``replays/`` when ``replay`` and the ladder writes replays (a match's and a final's, not a
+    qualification's). Each seat plays for its version: two versions never share a cell, even when
+    two teams uploaded the same bytes."""
     update: dict[str, object] = {"seed": seed}
     if ladder.settings.writes_replays and replay:
         (replays := ladder.folder / REPLAYS).mkdir(mode=0o700, exist_ok=True)  # the host's alone
         update["replay"] = str(replays / f"{name}{REPLAY_SUFFIX}")
     (logs := ladder.folder / LOGS).mkdir(mode=0o700, exist_ok=True)  # an episode makes the folder in it 0700
     settings = ladder.settings.episode_settings.model_copy(update=update)
-    return EpisodeJob(name=name, specs=specs, settings=settings, log_dir=str(logs / name))
+    specs, entrants = [spec for _, spec in seats], [f"version-{version_id}" for version_id, _ in seats]
+    return EpisodeJob(name=name, specs=specs, entrants=entrants, settings=settings, log_dir=str(logs / name))
 
 
 def _throttled(connection: Connection, most: int | None) -> str | None:

@@ -35,6 +35,10 @@ class EpisodeJob(BaseModel):
 
     name: str = Field(description="Its name among the driver's episodes (episode-00012, match-000123, ...)")
     specs: list[PolicySpec] = Field(description="The policy in each seat")
+    entrants: list[str] = Field(
+        description="Whom each seat plays for (a version, an entrant's key): with cells per policy, the seats "
+        "of one entrant share a cell, and two entrants never do, even with equal specs"
+    )
     settings: EpisodeSettings = Field(description="How it is played; its seed and replay are set")
     log_dir: str = Field(description="Where its agents' logs go, on the machine that plays it")
 

@@ -84,7 +84,8 @@ class Player:
             with writing(Path(job.settings.replay).parent, "creating"):
                 Path(job.settings.replay).parent.mkdir(exist_ok=True)
         try:
-            return run_episode(job.specs, job.settings, job.log_dir, zygote=self.zygote_for(job.settings))
+            zygote = self.zygote_for(job.settings)
+            return run_episode(job.specs, job.settings, job.log_dir, zygote=zygote, entrants=job.entrants)
         except ZygoteError:
             self.close()  # the next episode starts a fresh one
             raise
