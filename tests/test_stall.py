@@ -238,14 +238,15 @@ def test_the_cli_submits_as_a_team_within_its_limits_and_the_organiser_without(t
 
 
 def test_a_bot_that_thinks_for_most_of_its_deadline_forfeits_at_the_episode_limit(tmp_path):
-    """init 5 s + 50 steps x act timeout 0.5 s x 0.5: a limit of 17.5 s; the thinker needs 50 x 0.45 = 22.5 s."""
+    """20 steps x act timeout 0.5 s x 0.5: a limit of 5 s of play; the thinker spends 0.9 of its deadline
+    on every step, 20 x 0.45 = 9 s. Start-up (its own limit: a minute, by default) pays for none of it."""
     from policybox import EpisodeSettings
     from policybox.limits import Limits
 
-    limits = Limits(act_timeout_ms=500, init_timeout_s=5)
-    settings = EpisodeSettings(env=GAME, steps=50, limits=limits)
+    limits = Limits(act_timeout_ms=500)
+    settings = EpisodeSettings(env=GAME, steps=20, limits=limits)
     made = LadderSettings(settings=settings, agents=4, placement_matches=0)
-    assert made.episode_limit_s == 5 + 50 * 0.5 * 0.5 and "0.5" in EPISODE_LIMIT_FORMULA
+    assert made.episode_limit_s == 20 * 0.5 * 0.5 and "0.5" in EPISODE_LIMIT_FORMULA
     from policybox.ladder import Ladder as PublicLadder
 
     with PublicLadder.create(tmp_path / "cup", made) as ladder:
@@ -261,8 +262,8 @@ def test_a_bot_that_thinks_for_most_of_its_deadline_forfeits_at_the_episode_limi
                 .join(versions, versions.c.id == match_seats.c.version_id)
                 .join(names, names.c.id == versions.c.name_id)
             ).all()
-    assert result["aborted"].startswith("episode time limit reached after") and result["steps"] < 50
-    assert result["duration_s"] < 17.5 + 15  # the limit, and slack for stopping
+    assert result["aborted"].startswith("episode time limit reached after") and result["steps"] < 20
+    assert result["play_s"] < 5 + 10  # the limit, and slack for stopping
     for status, kind, name in seats:
         assert (status, kind) == (("disabled", "EpisodeTimeLimit") if name == "thinker" else ("ok", None))
 
@@ -273,7 +274,7 @@ def test_a_ladder_made_before_the_limit_existed_gets_the_derived_one(tmp_path):
     older = {key: value for key, value in stored.items() if key not in ("setup_workers", "keep_logs", "keep_replays")}
     settings = LadderSettings.model_validate(older)
     assert settings.settings.limits.episode_timeout_s is None
-    assert settings.episode_settings.limits.episode_timeout_s == 60 + 30 * 1.0 * 0.5
+    assert settings.episode_settings.limits.play_limit_s(30) == 30 * 1.0 * 0.5
     older["settings"]["limits"]["episode_timeout_s"] = 7.0
     assert LadderSettings.model_validate(older).episode_limit_s == 7.0  # an explicit value wins
     made = ladder_command("init", str(tmp_path / "two"), "--env", GAME, "--steps", "100", "--episode-timeout-s", "9")

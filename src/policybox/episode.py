@@ -180,13 +180,14 @@ def run_episode(
     with contextlib.ExitStack() as stack:
         stack.callback(env.close)
         records = agent_records(seated, settings, log_dir, [entrant for _, entrant in seats])
-        deadline = None if settings.limits.episode_timeout_s is None else clock + settings.limits.episode_timeout_s
         with contextlib.ExitStack() as cells:
             setups = [env.cell_setup(record.agent_id) for record in records]
             pool = start_pool(records, setups, settings, zygote, cells)
             if refuse_unbuilt and (refused := refusal(records)):
                 raise refused
             ready = time.monotonic()
+            limit = settings.limits.play_limit_s(env.max_steps)  # play's own: start-up had init_timeout_s
+            deadline = None if limit is None else ready + limit
             aborted, fault = _play(env, pool, records, settings.on_agent_failure, deadline)
             timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
         cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"

@@ -31,8 +31,15 @@ class Limits(BaseModel):
     episode_timeout_s: float | None = Field(
         default=None,
         gt=0,
-        description="Wall-clock limit for the whole episode; it ends early when reached, and each agent whose "
-        "replies took more than half the time played is disabled (a ladder derives one when it is not set)",
+        description="Wall-clock limit for the episode's play, after start-up (which init_timeout_s bounds); it ends "
+        "early when reached, and each agent whose replies took more than half the time played is disabled",
+    )
+    play_share: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Bound play to this share of every step's deadline: steps x act_timeout_ms x share, with the "
+        "game's own step count where it is smaller (a ladder's default: 0.5); with episode_timeout_s, the smaller",
     )
     log_limit_mb: float = Field(
         default=10.0, gt=0, description="Per-agent cap on the policy's printed output (stdout + stderr)"
@@ -60,6 +67,14 @@ class Limits(BaseModel):
     max_processes: int = Field(
         default=256, ge=8, description="Processes and threads per cell (RLIMIT_NPROC of its own uid; pids cgroup)"
     )
+
+    def play_limit_s(self, steps: int) -> float | None:
+        """How long an episode of at most ``steps`` steps may play (``episode_timeout_s``, ``play_share``):
+        start-up is not counted, it has its own deadline. None: no limit."""
+        limits = [] if self.episode_timeout_s is None else [self.episode_timeout_s]
+        if self.play_share is not None:
+            limits.append(steps * self.act_timeout_ms / 1000 * self.play_share)
+        return min(limits, default=None)
 
     @property
     def log_limit_bytes(self) -> int:

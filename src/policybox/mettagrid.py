@@ -48,7 +48,16 @@ from policybox.spec import PolicySpec, check_spec, parse_policy_arg
 
 NOOP = "noop"  # MettaGrid's no-op action: what a failed agent plays
 # Settings of a whole episode, which MettaGrid's own runner decides when the policy is a SandboxedPolicy.
-EPISODE_ONLY = ("env", "env_kwargs", "steps", "agents", "replay", "on_agent_failure", "episode_timeout_s")
+EPISODE_ONLY = (
+    "env",
+    "env_kwargs",
+    "steps",
+    "agents",
+    "replay",
+    "on_agent_failure",
+    "episode_timeout_s",
+    "play_share",
+)
 
 
 class SandboxedPolicy(MultiAgentPolicy):

@@ -121,7 +121,9 @@ EPISODE_OPTIONS = [
     ),
     _option(
         "episode_timeout_s",
-        Annotated[float | None, typer.Option(min=0.1, help="Wall-clock limit for an episode; it ends early then.")],
+        Annotated[
+            float | None, typer.Option(min=0.1, help="Wall-clock limit on play, after start-up; the episode ends then.")
+        ],
         None,
     ),
     _option(

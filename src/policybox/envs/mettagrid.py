@@ -340,6 +340,10 @@ class MettaGridHost:
     def current_step(self) -> int:
         return int(self._sim.current_step)
 
+    @property
+    def max_steps(self) -> int:
+        return int(self._config.game.max_steps)  # --steps: the config's own is replaced by it
+
     def rewards(self) -> list[float]:
         return [float(r) for r in self._sim.episode_rewards]
 

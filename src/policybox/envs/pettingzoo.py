@@ -184,6 +184,15 @@ class PettingZooHost:
         return self._steps
 
     @property
+    def max_steps(self) -> int:
+        """``--steps``, or the game's own ``max_cycles`` where it is smaller (a turn game's cycle is one
+        turn of every agent)."""
+        cycles = getattr(self._env.unwrapped, "max_cycles", None)
+        if not isinstance(cycles, int) or cycles < 1:
+            return self._max_steps
+        return min(self._max_steps, cycles * (len(self._agents) if self.api == "aec" else 1))
+
+    @property
     def done(self) -> bool:
         return not self._env.agents or self._steps >= self._max_steps
 

@@ -58,7 +58,10 @@ LOCK_FILE = "run.lock"
 LOGS = "logs"  # the agents' logs, a folder per match and qualification
 HOUR = timedelta(hours=1)
 DEADLINE_SHARE = 0.5  # of every step's deadline, on average, that a ladder's episode limit allows
-EPISODE_LIMIT_FORMULA = f"init_timeout_s + steps x act_timeout_ms / 1000 x {DEADLINE_SHARE:g}"
+EPISODE_LIMIT_FORMULA = (
+    f"steps x act_timeout_ms / 1000 x {DEADLINE_SHARE:g} of play (the game's own steps if fewer), "
+    "after a start-up of at most init_timeout_s"
+)
 
 
 class LadderSettings(BaseModel):
@@ -117,18 +120,22 @@ class LadderSettings(BaseModel):
 
     @property
     def episode_limit_s(self) -> float:
-        """Every match's wall-clock limit: the settings' ``episode_timeout_s`` if it is set, else derived
-        (``EPISODE_LIMIT_FORMULA``) -- so that a bot that thinks for most of its deadline at every step
-        forfeits its match at the limit instead of holding a worker for the whole of it."""
-        limits = self.settings.limits
-        if limits.episode_timeout_s is not None:
-            return limits.episode_timeout_s
-        return limits.init_timeout_s + self.settings.steps * limits.act_timeout_ms / 1000 * DEADLINE_SHARE
+        """Every match's limit on play, after start-up, for a game that lasts its ``steps``: the
+        settings' ``episode_timeout_s`` if it is set, else derived (``EPISODE_LIMIT_FORMULA``) -- so that
+        a bot that thinks for most of its deadline at every step forfeits its match at the limit instead
+        of holding a worker for the whole of it. Start-up is not in it: the time it may take
+        (``init_timeout_s``) would otherwise pay for slow steps."""
+        limit = self.episode_settings.limits.play_limit_s(self.settings.steps)
+        assert limit is not None  # episode_settings sets one
+        return limit
 
     @property
     def episode_settings(self) -> EpisodeSettings:
-        """How each match and validation episode is played: the settings, with ``episode_limit_s``."""
-        limits = self.settings.limits.model_copy(update={"episode_timeout_s": self.episode_limit_s})
+        """How each match and validation episode is played: the settings, with the episode limit
+        (``play_share`` of every step's deadline, unless ``episode_timeout_s`` is set)."""
+        limits = self.settings.limits
+        if limits.episode_timeout_s is None and limits.play_share is None:
+            limits = limits.model_copy(update={"play_share": DEADLINE_SHARE})
         return self.settings.model_copy(update={"limits": limits})
 
 

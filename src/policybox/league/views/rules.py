@@ -83,7 +83,7 @@ class Submission(BaseModel):
 class Rules(BaseModel):
     game: Game
     limits: list[Limit]
-    episode_limit_s: float = Field(description="Every match's wall-clock limit")
+    episode_limit_s: float = Field(description="Every match's wall-clock limit on play, after start-up")
     episode_limit_rule: str | None = Field(description="How it is derived, when the organiser did not set it")
     rank_by: str
     ranking_rule: str
