@@ -228,8 +228,10 @@ def test_a_policy_whose_cell_imported_torch_starts_with_it_next_time(tmp_path):
 
 def test_which_policies_need_torch_is_read_from_source_never_imported(tmp_path):
     """A dotted class in an entrant's package is found on disk: the package's __init__, which would
-    plant a file if it ran, never runs on the host. A FIFO in place of a policy file is not read."""
+    plant a file if it ran, never runs on the host. A FIFO in place of a policy file is refused, not
+    read (tests/test_hostile_paths.py plays the other files a module may not be)."""
     from policybox.envs.mettagrid import resolve_shorthand
+    from policybox.errors import SpecError
     from policybox.host.torch_use import needs_torch
     from policybox.spec import PolicySpec
 
@@ -246,10 +248,11 @@ def test_which_policies_need_torch_is_read_from_source_never_imported(tmp_path):
         str(POLICIES / "torch_sampler.py") + ":TorchSampler": True,
         str(POLICIES / "torch_via_helper.py") + ":TorchViaHelper": False,  # learned from its first cell
         str(POLICIES / "seeded_random.py") + ":SeededRandom": False,
-        f"{fifo}:Policy": False,
     }
     for class_path, expected in cases.items():  # named apart from the specs other tests' cells taught
         assert needs_torch(PolicySpec(class_path=class_path, name="read"), resolve_shorthand) is expected, class_path
+    with pytest.raises(SpecError, match=r"^fifo.py \(the module of Policy\) is not a regular file$"):
+        needs_torch(PolicySpec(class_path=f"{fifo}:Policy"), resolve_shorthand)
     assert needs_torch(PolicySpec(class_path="trap.bot.Bot", python_path=[str(tmp_path)]), resolve_shorthand)
     assert not needs_torch(PolicySpec(class_path="trap.plain.Bot", python_path=[str(tmp_path)]), resolve_shorthand)
     assert not (tmp_path / "imported").exists()

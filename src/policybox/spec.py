@@ -42,13 +42,15 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policybox import untrusted_files
 from policybox.errors import SpecError
+from policybox.untrusted_files import Folder
 
 if TYPE_CHECKING:
     from policybox.submission import ZipLimits
@@ -255,69 +257,59 @@ def load_spec_file(path: Path, given: str | None = None) -> PolicySpec:
     the results) and is how error messages show the file.
     """
     shown = given or str(path)
-    raw = _read_spec_file(path, shown)
-    inside = _Confinement(path.parent.resolve(), f"the spec file's folder {Path(shown).parent}")
+    inside = Folder.at(path.parent, f"the spec file's folder {Path(shown).parent}")
+    raw = _read_spec_file(inside.root / path.name, shown, inside)
     return _identified(check_spec(_validate(raw, shown), path.parent, inside, shown), shown)
 
 
 def load_submission_dir(folder: Path, given: str | None = None) -> PolicySpec:
     """A submission folder: ``policy_spec.json`` (or else ``cogames.toml``) inside it, its paths relative
-    to and confined to the folder."""
+    to and confined to the folder. The first of them that is there at all (a symlink or a FIFO too) is
+    the one read: what may not be read is refused, not passed over."""
     shown = given or str(folder)
-    inside = _Confinement(folder.resolve(), f"the submission folder {shown}")
-    name = next((name for name in (SUBMISSION_SPEC, SUBMISSION_MANIFEST) if (folder / name).is_file()), None)
+    inside = Folder.at(folder, f"the submission folder {shown}")
+    name = next((name for name in (SUBMISSION_SPEC, SUBMISSION_MANIFEST) if os.path.lexists(inside.root / name)), None)
     if name is None:
         raise SpecError(f"policy folder {shown} has no {SUBMISSION_SPEC} (nor a {SUBMISSION_MANIFEST})")
-    spec_path, shown_file = folder / name, str(Path(shown) / name)
-    inside.check(spec_path.resolve(), shown_file, "spec file", name)
-    read = _read_manifest if name == SUBMISSION_MANIFEST else _read_spec_file
-    raw = _with_requirements_file(_without_mettagrid_fields(read(spec_path, shown_file)), folder, inside, shown)
+    read, shown_file = _read_manifest if name == SUBMISSION_MANIFEST else _read_spec_file, str(Path(shown) / name)
+    raw = _without_mettagrid_fields(read(inside.root / name, shown_file, inside))
+    raw = _with_requirements_file(raw, inside, shown)
     spec = check_spec(_validate(raw, shown_file), folder, inside, shown_file)
     if str(inside.root) not in spec.python_path:
         spec.python_path.insert(0, str(inside.root))
     return _identified(spec, shown)
 
 
-def _with_requirements_file(raw: Any, folder: Path, inside: _Confinement, shown: str) -> Any:
+def _with_requirements_file(raw: Any, inside: Folder, shown: str) -> Any:
     """A submission's spec with the lines of the ``requirements.txt`` beside it as its requirements."""
-    path = folder / REQUIREMENTS_FILE
-    if not isinstance(raw, dict) or not path.is_file():
+    path = inside.root / REQUIREMENTS_FILE
+    if not isinstance(raw, dict) or not os.path.lexists(path):
         return raw
     shown_file = str(Path(shown) / REQUIREMENTS_FILE)
     if raw.get("requirements"):
         raise SpecError(f"{shown}: requirements are declared in its spec and in {REQUIREMENTS_FILE}: keep one of them")
-    inside.check(path.resolve(), shown_file, "requirements file", REQUIREMENTS_FILE)
     try:
-        return {**raw, "requirements": _read_capped(path, shown_file).splitlines()}
+        return {**raw, "requirements": _read_text(path, shown_file, inside).splitlines()}
     except UnicodeDecodeError:
         raise SpecError(f"{shown_file} is not UTF-8 text") from None
 
 
-class _Confinement(NamedTuple):
-    """The folder every path of an untrusted spec must stay in, and how messages describe it."""
-
-    root: Path
-    described: str
-
-    def check(self, resolved: Path, origin: str, field: str, value: str) -> None:
-        if not resolved.is_relative_to(self.root):
-            raise SpecError(f"{origin}: {field} {value!r} resolves outside {self.described}")
-
-
-def _read_spec_file(path: Path, shown: str) -> Any:
-    if not path.is_file():
-        raise SpecError(f"policy spec file {shown} does not exist")
+def _read_spec_file(path: Path, shown: str, inside: Folder) -> Any:
     try:
-        text = _read_capped(path, shown)
+        data = untrusted_files.read(path, shown, inside, MAX_SPEC_FILE_BYTES)
+    except untrusted_files.Missing:
+        raise SpecError(f"policy spec file {shown} does not exist") from None
+    try:
+        text = data.decode()
         return yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise SpecError(f"policy spec file {shown} is not valid {path.suffix[1:].upper()}: {exc}") from None
 
 
-def _read_manifest(path: Path, shown: str) -> Any:
+def _read_manifest(path: Path, shown: str, inside: Folder) -> Any:
     """A ``cogames.toml``'s ``[policy]`` table (MettaGrid's ``load_policy_manifest``), as a spec mapping."""
     try:
-        manifest = tomllib.loads(_read_capped(path, shown))
+        manifest = tomllib.loads(_read_text(path, shown, inside))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"policy manifest {shown} is not valid TOML: {exc}") from None
     table = manifest.get("policy")
@@ -326,15 +318,10 @@ def _read_manifest(path: Path, shown: str) -> Any:
     return table
 
 
-def _read_capped(path: Path, shown: str) -> str:
-    """A spec file's text, never more than MAX_SPEC_FILE_BYTES of it read (UnicodeDecodeError if not UTF-8)."""
-    with path.open("rb") as file:
-        data = file.read(MAX_SPEC_FILE_BYTES + 1)
-    if len(data) > MAX_SPEC_FILE_BYTES:
-        raise SpecError(
-            f"{shown} is larger than {MAX_SPEC_FILE_BYTES} bytes: a spec names its files, it does not hold them"
-        )
-    return data.decode()
+def _read_text(path: Path, shown: str, inside: Folder) -> str:
+    """A spec file's text, read as ``policybox.untrusted_files`` reads an entrant's file: inside its folder,
+    regular, at most MAX_SPEC_FILE_BYTES (UnicodeDecodeError if not UTF-8)."""
+    return untrusted_files.read(path, shown, inside, MAX_SPEC_FILE_BYTES).decode()
 
 
 def _without_mettagrid_fields(raw: Any) -> Any:
@@ -362,7 +349,7 @@ def _validate(raw: Any, origin: str) -> PolicySpec:
 
 
 def check_spec(
-    spec: PolicySpec, base_dir: Path, inside: _Confinement | None = None, origin: str = "policy spec"
+    spec: PolicySpec, base_dir: Path, inside: Folder | None = None, origin: str = "policy spec"
 ) -> PolicySpec:
     """Check the class form and that every named file exists; return a copy with absolute paths.
 

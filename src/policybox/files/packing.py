@@ -8,7 +8,10 @@ each node checks the content hash and unpacks the bundle with ``unpack`` into a 
 by that hash, and plays the spec ``relocate`` points there. Root i is stored as ``i/<its name>``, so a
 checkpoint keeps its file name (a loader may go by its suffix; a policy's display name shows it).
 
-The files are an entrant's and hostile. ``pack`` follows a symlink only if it stays inside its root.
+The files are an entrant's and hostile. ``pack`` follows a symlink only if it stays inside its root, and
+reads each file as ``policybox.untrusted_files`` reads an entrant's: opened part by part from its root
+with ``O_NOFOLLOW``, never blocking, and only if ``fstat`` on it says it is a regular file -- so a file
+swapped for a symlink or a FIFO after it was looked at is refused, and its size is what was opened.
 ``unpack`` trusts the archive no more than a submission zip (see ``policybox.submission``): a matching
 hash proves the bytes arrived unchanged, not who made them, so only plain files and folders with
 relative names below ``i/`` are written, with modes of our choosing.
@@ -28,9 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from policybox.errors import PolicyboxError
+from policybox import untrusted_files
+from policybox.errors import PolicyboxError, SpecError
 from policybox.spec import PolicySpec
 from policybox.submission import move_into_place, private_folder
+from policybox.untrusted_files import Folder
 
 MAX_BYTES = 2 * 1024**3
 SKIPPED_FOLDERS = frozenset({"__pycache__"})
@@ -128,7 +133,7 @@ class _Packer:
         if stat.S_ISDIR(info.st_mode):
             self._add_folder(path, name, inside, (*ancestors, real))
         elif stat.S_ISREG(info.st_mode):
-            self._add_file(real, name, info)
+            self._add_file(real, name, Folder(inside, f"its root {inside}"))
         else:
             raise PackingError(f"policy {self.shown}: {path} is not a regular file or folder")
 
@@ -140,12 +145,15 @@ class _Packer:
             if child not in SKIPPED_FOLDERS and not child.endswith(SKIPPED_SUFFIX):
                 self._add(path / child, f"{name}/{child}", inside, ancestors)
 
-    def _add_file(self, real: Path, name: str, info: os.stat_result) -> None:
-        if self.tar.offset + info.st_size > self.max_bytes:
-            raise PackingError(f"policy {self.shown}: its files come to more than {self.max_bytes} bytes")
-        entry = _entry(name, tarfile.REGTYPE, _mode(False, info.st_mode & 0o111 != 0), info.st_size)
-        with real.open("rb") as file:
-            self.tar.addfile(entry, file)
+    def _add_file(self, real: Path, name: str, inside: Folder) -> None:
+        try:
+            with untrusted_files.opened(real, str(real), inside) as (file, info):
+                if self.tar.offset + info.st_size > self.max_bytes:
+                    raise PackingError(f"policy {self.shown}: its files come to more than {self.max_bytes} bytes")
+                entry = _entry(name, tarfile.REGTYPE, _mode(False, info.st_mode & 0o111 != 0), info.st_size)
+                self.tar.addfile(entry, file)
+        except SpecError as exc:  # changed since it was looked at: a symlink or a FIFO now
+            raise PackingError(f"policy {self.shown}: {exc}") from None
 
 
 def _entry(name: str, kind: bytes, mode: int, size: int = 0) -> tarfile.TarInfo:

@@ -4,17 +4,26 @@ Importing torch takes a second or more of a cell's start-up; a cell forked from 
 preloaded it has it at once. ``--preload torch`` asks for that for every cell. Without it, policybox
 finds the policies that need torch itself, and only their cells fork from a second zygote, with torch
 (``Zygote.with_torch``: started on first use, once per zygote). A run whose policies never import
-torch never starts it: it pays a look at each distinct policy's source, once per process.
+torch never starts it: it pays a look at each distinct policy's source, once per episode (a read of at
+most ``MAX_SOURCE_BYTES`` and a scan of them).
 
 A policy needs torch when
 
-* the module its class is defined in imports it -- read from the module's source, never imported (a
-  file-path class's file; a dotted class's or a shorthand's module, found in the spec's import roots
-  or the host's). (Its requirements cannot tell: the host has torch, so an environment never holds it,
+* the module its class is defined in imports it -- as far as a scan of the module's first
+  ``MAX_SOURCE_BYTES`` for an ``import torch`` or ``from torch`` line tells (``IMPORTS_TORCH``, a regular
+  expression that takes time linear in those bytes). The module is an entrant's: the host never imports
+  it, nor parses it (``ast.parse`` takes time quadratic in some files, and holds the GIL all along). A
+  line the scan misreads (in a string, say) costs a fork from the torch zygote; an import it misses
+  (past the bytes scanned, in a helper module, through ``importlib``) is learned from the first cell.
+  The module is found where the cell will import it from: a file-path class's file; a dotted class's (or
+  a shorthand's) module in the spec's own import roots (its ``python_path``), where it must lie, after
+  symlinks, inside the root it is found in -- a symlink out of it (to ``/proc/kmsg``, to the organiser's
+  files) is refused, ``SpecError``, and never opened -- or else on the host's own ``sys.path``, the
+  host's files, read as they are. Every read is ``policybox.untrusted_files``'s: never blocking, regular
+  files only. (Its requirements cannot tell: the host has torch, so an environment never holds it,
   and a built spec's requirements are gone.)
 * or a cell of the same spec imported torch before, in this process: its READY says so
-  (``remember``). A worker that plays many episodes learns this in its first one; a policy whose
-  torch comes in through a helper module is found that way.
+  (``remember``). A worker that plays many episodes learns this in its first one.
 
 Either way, forking from the torch zygote changes nothing a policy computes: its cell seeds torch
 and sets its threads the moment it sees torch loaded (``policybox.cell.agent_state``), before any
@@ -23,25 +32,31 @@ policy code runs, as it does after a policy imports torch itself.
 
 from __future__ import annotations
 
-import ast
-import functools
 import hashlib
-import stat
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from policybox import untrusted_files
 from policybox.spec import PolicySpec
+from policybox.untrusted_files import Folder
 
 TORCH = "torch"
-MAX_SOURCE_BYTES = 1 << 20  # a module larger than this is not read: learned from its first cell instead
+MAX_SOURCE_BYTES = 1 << 20  # of a module, scanned: an import past them is learned from its first cell
 MAX_REMEMBERED = 4096
+# An import statement at the start of a line that names torch: `import torch`, `import os, torch.nn as
+# nn`, `from torch import nn`. Linear: one try per line, each going to the line's end at most once. A
+# line starts after "\n" (the scan puts one before the first): a literal first character, which the
+# regex engine finds at C speed -- "^" with MULTILINE is tried at every byte, ten times slower.
+IMPORTS_TORCH = re.compile(rb"\n[ \t]*(?:import[ \t][^\n#;]*?|from[ \t]+)\btorch\b")
 
 _learned: dict[str, None] = {}  # spec digests, oldest first
 
 
 def needs_torch(spec: PolicySpec, resolve_shorthand: Callable[[str], str]) -> bool:
-    """Whether ``spec``'s policy imports torch, as far as its spec or an earlier cell tells."""
+    """Whether ``spec``'s policy imports torch, as far as its module or an earlier cell tells;
+    ``SpecError`` if its module may not be read (a symlink out of its folder, not a regular file)."""
     return _digest(spec) in _learned or _module_imports_torch(spec, resolve_shorthand)
 
 
@@ -57,55 +72,49 @@ def _digest(spec: PolicySpec) -> str:
 
 
 def _module_imports_torch(spec: PolicySpec, resolve_shorthand: Callable[[str], str]) -> bool:
+    for path, shown, inside in _module_files(spec, resolve_shorthand):
+        try:
+            return _imports_torch(path, shown, inside)
+        except untrusted_files.Missing:
+            continue  # not there: the next place, as the import system would look
+    return False  # nowhere: its cell will say why
+
+
+def _module_files(
+    spec: PolicySpec, resolve_shorthand: Callable[[str], str]
+) -> Iterator[tuple[Path, str, Folder | None]]:
+    """Where the cell would find the module of ``spec``'s class, in the order it would look: each
+    place, how messages name it, and the folder it must stay in (None: the host's own)."""
     file_class = spec.file_and_class
     if file_class:
-        source: Path | None = Path(file_class[0])
-    else:
-        try:
-            class_path = resolve_shorthand(spec.class_path) if spec.is_shorthand else spec.class_path
-        except LookupError:
-            return False  # a misspelt shorthand: refused elsewhere
-        source = _module_file(class_path.rpartition(".")[0], (*spec.python_path, *sys.path))
-    return source is not None and _imports_torch(source)
-
-
-@functools.lru_cache(maxsize=MAX_REMEMBERED)
-def _module_file(module: str, roots: tuple[str, ...]) -> Path | None:
-    """The source of ``module`` in the first of ``roots`` that has it -- found on disk, not imported
-    (importing a package to find a module would run its ``__init__``: an entrant's code, on the host).
-    Remembered: a version's files never change, and a new one is a new root."""
-    parts = module.split(".")
-    for root in roots:
-        for candidate in (Path(root, *parts).with_suffix(".py"), Path(root, *parts, "__init__.py")):
-            if candidate.is_file():
-                return candidate
-    return None
-
-
-def _imports_torch(source: Path) -> bool:
-    """Whether the module at ``source`` imports torch anywhere in it (each version of a file read once)."""
+        path = Path(file_class[0])
+        yield (
+            path,
+            f"{path.name} (the module of {file_class[1]})",
+            Folder.at(path.parent, f"its folder {path.parent.name}"),
+        )
+        return
     try:
-        info = source.stat()
-    except OSError:
-        return False
-    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SOURCE_BYTES:
-        return False  # a FIFO would block the read
-    return _source_imports_torch(source, info.st_mtime_ns, info.st_size)
+        class_path = resolve_shorthand(spec.class_path) if spec.is_shorthand else spec.class_path
+    except LookupError:
+        return  # a misspelt shorthand: refused elsewhere
+    parts = class_path.rpartition(".")[0].split(".")
+    for root in spec.python_path:
+        inside = Folder.at(root, f"its import root {Path(root).name}")
+        for path in _candidates(inside.root, parts):
+            yield path, f"{path.relative_to(inside.root)} (the module of {class_path})", inside
+    for root in sys.path:
+        for path in _candidates(Path(root), parts):
+            yield path, str(path), None
 
 
-@functools.lru_cache(maxsize=MAX_REMEMBERED)
-def _source_imports_torch(source: Path, mtime_ns: int, size: int) -> bool:
-    try:
-        tree = ast.parse(source.read_bytes())
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return False  # an entrant's file that cannot be read or parsed: its cell will say why
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(_is_torch(alias.name) for alias in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and _is_torch(node.module or ""):
-            return True
-    return False
+def _candidates(root: Path, parts: list[str]) -> Iterator[Path]:
+    """The module named by ``parts`` in ``root``, as a file or as a package."""
+    yield Path(root, *parts).with_suffix(".py")
+    yield Path(root, *parts, "__init__.py")
 
 
-def _is_torch(module: str) -> bool:
-    return module == TORCH or module.startswith(f"{TORCH}.")
+def _imports_torch(path: Path, shown: str, inside: Folder | None) -> bool:
+    """Whether the module at ``path`` has an import of torch in its first MAX_SOURCE_BYTES."""
+    with untrusted_files.opened(path, shown, inside) as (file, _):
+        return IMPORTS_TORCH.search(b"\n" + file.read(MAX_SOURCE_BYTES)) is not None
