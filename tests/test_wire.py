@@ -1,21 +1,28 @@
 """The frame codec: round trips, and every way a hostile peer's bytes are rejected."""
 
+import json
+import random
+import time
+
 import pytest
 
 from policybox.wire import (
     CELL_TO_HOST,
     HEADER,
     HOST_TO_CELL,
+    MAX_JSON_DEPTH,
     REPLY_ENTRY,
     FrameDecoder,
     FrameType,
     ProtocolError,
     decode_json,
+    decode_object,
     decode_observations,
     decode_replies,
     encode_frame,
     encode_json,
     encode_replies,
+    nests_within,
     observation_parts,
 )
 
@@ -112,3 +119,70 @@ def test_a_cells_observations_and_replies_round_trip():
 def test_replies_that_do_not_answer_exactly_the_agents_asked_are_rejected(payload, asked, message):
     with pytest.raises(ProtocolError, match=message):
         decode_replies(payload, asked)
+
+
+def depth(value: object) -> int:
+    """How deep ``value`` nests lists and dicts (the reference the scanner is checked against)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    return 1 + max(map(depth, value), default=0) if isinstance(value, list) else 0
+
+
+def nested(rng: random.Random, levels: int) -> object:
+    """A JSON value nesting exactly ``levels`` deep, its strings full of brackets, quotes and backslashes."""
+    text = "".join(rng.choice('[]{}"\\x\u00e9\n') for _ in range(rng.randrange(6)))
+    if levels == 0:
+        return rng.choice([text, 1, None, 2.5])
+    siblings = [nested(rng, rng.randrange(min(levels, 3))) for _ in range(rng.randrange(3))]  # shallower
+    inner = [*siblings, nested(rng, levels - 1)]
+    rng.shuffle(inner)
+    return {f"{text}{i}": item for i, item in enumerate(inner)} if rng.random() < 0.5 else inner
+
+
+def test_the_nesting_scanner_agrees_with_the_parser_on_every_depth():
+    rng = random.Random(7)
+    for _ in range(400):
+        value = nested(rng, rng.randrange(40))
+        payload = json.dumps(value, ensure_ascii=rng.random() < 0.5).encode()
+        levels = depth(value)
+        assert nests_within(payload, levels), payload
+        assert levels == 0 or not nests_within(payload, levels - 1), payload
+
+
+def test_json_nested_as_deep_as_the_limit_is_read_and_deeper_is_refused():
+    def report(levels: int) -> bytes:
+        return b'{"a":' * levels + b"1" + b"}" * levels
+
+    assert decode_object(report(MAX_JSON_DEPTH), "report") == json.loads(report(MAX_JSON_DEPTH))
+    with pytest.raises(ProtocolError, match=f"report nests JSON arrays and objects more than {MAX_JSON_DEPTH} deep"):
+        decode_object(report(MAX_JSON_DEPTH + 1), "report")
+
+
+def test_brackets_quotes_and_backslashes_inside_strings_do_not_nest():
+    value = {"a": "[" * 1000, "b": '\\"[{', "c": "\\", "d": ["\\\\", '"]]]]']}
+    assert decode_object(json.dumps(value).encode(), "report") == value
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"type":"Deep","message":' + b"[" * 5000 + b"]" * 5000 + b"}",  # the hostile review's 10 KB
+        b"[" * (1 << 20),  # a mebibyte of brackets that never close
+        b'{"a":' * (1 << 18),
+        b'{"a":[' + b",".join([b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH] * 16_000) + b"]}",  # each one too deep
+    ],
+    ids=["deep-report", "open-brackets", "open-objects", "many-too-deep"],
+)
+def test_deep_or_unclosed_json_is_refused_in_linear_time_without_recursion(payload):
+    started = time.monotonic()
+    with pytest.raises(ProtocolError) as refused:
+        decode_object(payload, "ERROR frame")
+    assert time.monotonic() - started < 2  # a quadratic scan of a mebibyte would take hours
+    assert not isinstance(refused.value.__context__, RecursionError)
+
+
+def test_the_scanner_reads_a_string_that_never_ends_once():
+    endless = b'"' + b'\\"[' * (1 << 18)  # an escaped quote and a bracket, a quarter of a million times
+    started = time.monotonic()
+    assert nests_within(endless, MAX_JSON_DEPTH)  # all inside the string: the parser refuses it
+    assert time.monotonic() - started < 2

@@ -26,15 +26,20 @@ answers it holds one reply per agent asked, in the same order, each as ``<IBI`` 
 length) then that many bytes. A reply's kind is ACTION (the env-specific action bytes),
 INVALID_ACTION (a UTF-8 reason: the cell could not encode what the policy returned) or ERROR (a JSON
 report ``{phase: "step", type, message, traceback}``: the policy raised for that agent, which the
-cell then no longer plays).
+cell then no longer plays). The host checks READY's fields: ``minimum_action_timeout_ms`` a whole
+number of ms from 0 to a day, ``torch`` true or false, ``sandbox`` an object of layer names to texts
+(each kept to its first 300 characters); an ERROR report's fields are made text and cut short.
 
 ``env`` is what the environment adapter's cell half needs (for MettaGrid: its PolicyEnvInterface
 and action names); ``sandbox`` is the SandboxPlan the cell applies before importing the policy
-(null with ``--sandbox off``). JSON payloads are UTF-8 objects. Observation and action bytes are
-opaque here: each environment adapter (``policybox.envs``) defines them -- for MettaGrid, the raw
-observation token bytes and a packed action id. Nothing is ever pickled. A reader rejects unknown
-types, oversize lengths, malformed JSON and replies that do not answer exactly the agents asked with
-``ProtocolError``; the host turns that into a failure of the agents of that cell.
+(null with ``--sandbox off``). JSON payloads are UTF-8 objects that nest arrays and objects at most
+``MAX_JSON_DEPTH`` (32) levels deep, checked with bounded, non-recursive work before the JSON is
+parsed. Observation and action bytes are opaque here: each environment adapter (``policybox.envs``)
+defines them -- for MettaGrid, the raw observation token bytes and a packed action id. Nothing is
+ever pickled. A reader rejects unknown types, non-zero reserved bytes, oversize lengths, malformed or
+too deeply nested JSON and replies that do not answer exactly the agents asked with
+``ProtocolError``; the host turns that -- and anything else a cell's bytes make it raise -- into a
+failure of the agents of that cell (``error``, kind ``ProtocolError``), never of the host's episode.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ HEADER_SIZE = HEADER.size
 MAX_CELL_FRAME = 256 * 1024
 # The host's frames carry observations and the environment description; bound them all the same (per seat).
 MAX_HOST_FRAME = 64 * 1024 * 1024
+# Far more than any report or READY needs, far less than the depth at which json.loads (or anything
+# else that walks a value) would recurse out of the stack.
+MAX_JSON_DEPTH = 32
 
 
 class FrameType(IntEnum):
@@ -114,6 +122,8 @@ def decode_object(payload: bytes, what: str) -> dict[str, Any]:
     """The JSON object ``payload`` holds (``what`` names it in the error); its strings are valid text
     (a lone surrogate, which JSON's ``\\ud800`` escape can carry but no UTF-8 writer can write, is
     replaced by its visible escape)."""
+    if not nests_within(payload, MAX_JSON_DEPTH):
+        raise ProtocolError(f"{what} nests JSON arrays and objects more than {MAX_JSON_DEPTH} deep, or leaves one open")
     try:
         value = json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -122,6 +132,27 @@ def decode_object(payload: bytes, what: str) -> dict[str, Any]:
         raise ProtocolError(f"{what} holds JSON {type(value).__name__}, expected an object")
     valid: dict[str, Any] = _valid_text(value)
     return valid
+
+
+_ONE_BRACKET = bytes.maketrans(b"{}", b"[]")  # an object nests as an array does
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+
+
+def nests_within(payload: bytes, depth: int) -> bool:
+    """Whether the JSON in ``payload`` closes every array and object it opens, at most ``depth`` deep --
+    found in a few passes over bytes, no recursion and no parsing, so that nesting a parser would
+    recurse into is refused before one sees it. Strings are taken out first (escaped backslashes, then
+    escaped quotes, then what lies between quotes), leaving the brackets; each pass then removes every
+    innermost pair, so nesting within ``depth`` is gone after ``depth`` passes. Bytes that are not
+    valid JSON may pass; the parser refuses them, having read no deeper than this allows."""
+    unescaped = payload.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = b"".join(unescaped.split(b'"')[::2]).translate(_ONE_BRACKET, _NOT_BRACKETS)
+    for _ in range(depth):
+        inner_removed = brackets.replace(b"[]", b"")
+        if len(inner_removed) == len(brackets):  # nothing closes any more
+            break
+        brackets = inner_removed
+    return b"[" not in brackets
 
 
 def _valid_text(value: Any) -> Any:
