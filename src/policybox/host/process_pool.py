@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import reprlib
 import select
 import signal
 import time
@@ -63,6 +64,9 @@ SIGNAL_CAUSES = {
 }
 EXIT_WAIT_S = 1.0
 CPU_CHECK_S = 0.25
+MAX_MINIMUM_ACTION_TIMEOUT_MS = 24 * 3600 * 1000  # a policy may say it needs up to a day per step, no more
+MAX_CLAIM_CHARS = 300  # of a cell's account of one sandbox layer
+LAYER_NAMES = frozenset(Layer)
 
 
 class _Cell:
@@ -132,7 +136,8 @@ class _Cell:
         return self.outbox is None
 
     def on_readable(self, step: int | None) -> None:
-        """Take in whatever the cell sent; frames answer the request in flight or are violations."""
+        """Take in whatever the cell sent; frames answer the request in flight or are violations. What
+        a cell sends is data: anything its bytes make the host raise is a violation of that cell's."""
         try:
             data = self.process.sock.recv(RECV_SIZE)
         except OSError as exc:
@@ -148,6 +153,8 @@ class _Cell:
                     return
         except ProtocolError as exc:
             self.violation(step, str(exc))
+        except Exception as exc:  # a check we lack must still fail the cell, never end the episode
+            self.violation(step, f"the host could not read what it sent: {type(exc).__name__}: {exc}")
 
     def _on_frame(self, frame: Frame, step: int | None) -> None:
         if self.in_flight is None or frame.seq != self.in_flight:
@@ -181,18 +188,14 @@ class _Cell:
     def _on_ready(self, frame: Frame) -> None:
         if frame.type != FrameType.READY:
             raise ProtocolError(f"{frame.type.name} frame before READY")
-        ready = decode_json(frame)
-        if ready.get("protocol") != PROTOCOL_VERSION:
-            raise ProtocolError(f"cell speaks protocol {ready.get('protocol')!r}, host {PROTOCOL_VERSION}")
-        minimum = ready.get("minimum_action_timeout_ms", 0)
+        minimum, torch, claims = _ready_fields(decode_json(frame))
         first = self.records[0]
-        if ready.get("torch") is True and not first.torch:
+        if torch and not first.torch:
             torch_use.remember(first.spec)  # its next cells start with torch
-        claims = _layer_statuses(ready.get("sandbox"))
         checked: dict[Layer, str] = verified_statuses(self.process.pid, self.plan, claims) if self.plan else {}
         statuses = {**self.process.sandbox.statuses, **checked}
         for record in self.records:
-            record.minimum_action_timeout_ms = minimum if isinstance(minimum, int) else 0
+            record.minimum_action_timeout_ms = minimum
             record.sandbox = {layer: statuses[layer] for layer in Layer if layer in statuses}
             if not statuses.get(Layer.MEMORY, "").startswith(ACTIVE):
                 record.memory = None  # the address-space limit did not hold: no limit in force
@@ -245,11 +248,26 @@ class _Cell:
         self.process.close()
 
 
-def _layer_statuses(raw: object) -> dict[str, str]:
-    """The cell's own account of its layers: untrusted, so only known layer names and short texts."""
-    if not isinstance(raw, dict):
-        return {}
-    return {str(k): str(v)[:300] for k, v in raw.items() if k in Layer.__members__.values()}
+def _ready_fields(ready: dict[str, Any]) -> tuple[int, bool, dict[str, str]]:
+    """What a READY says -- the least action timeout its policy needs (ms), whether it imported torch,
+    its own account of its sandbox layers -- checked, as the cell's word is untrusted: a field of the
+    wrong type or out of bounds is a ProtocolError; a layer's text is cut short."""
+    if ready.get("protocol") != PROTOCOL_VERSION:
+        raise ProtocolError(f"cell speaks protocol {reprlib.repr(ready.get('protocol'))}, host {PROTOCOL_VERSION}")
+    minimum: Any = ready.get("minimum_action_timeout_ms")
+    torch: Any = ready.get("torch")
+    claims: Any = ready.get("sandbox")
+    if type(minimum) is not int or not 0 <= minimum <= MAX_MINIMUM_ACTION_TIMEOUT_MS:
+        raise ProtocolError(
+            f"READY's minimum_action_timeout_ms is {reprlib.repr(minimum)}, not a whole number of ms from 0 "
+            f"to {MAX_MINIMUM_ACTION_TIMEOUT_MS}"
+        )
+    if type(torch) is not bool:
+        raise ProtocolError(f"READY's torch is {reprlib.repr(torch)}, not true or false")
+    layers_and_texts = isinstance(claims, dict) and claims.keys() <= LAYER_NAMES
+    if not layers_and_texts or not all(isinstance(text, str) for text in claims.values()):
+        raise ProtocolError(f"READY's sandbox is {reprlib.repr(claims)}, not an object of layer names and texts")
+    return minimum, torch, {layer: text[:MAX_CLAIM_CHARS] for layer, text in claims.items()}
 
 
 def _phase(step: int | None) -> str:
