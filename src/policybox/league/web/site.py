@@ -1,6 +1,6 @@
 """What the web app holds for its life: the ladder, opened twice -- read-only for every page and
 token lookup, writable to store a submission and a login session, and when a token was last used --
-and the cap on an upload's size."""
+the cap on an upload's size, and the uploads being processed, in their own threads (``web.checks``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Site:
     writer: LadderFolder
     upload_cap: int = UPLOAD_CAP
     _noted: dict[int, float] = field(default_factory=dict)  # token id -> when its use was last written
-    build_checks: BuildChecks = field(default_factory=BuildChecks)  # each team's, one at a time (web.checks)
+    build_checks: BuildChecks = field(default_factory=BuildChecks)  # a few at once, each team's one at a time
 
     @classmethod
     def open(cls, folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Site:
@@ -54,5 +54,6 @@ class Site:
             self._noted.pop(token_id, None)  # a use not noted is no reason to refuse the page
 
     def close(self) -> None:
+        self.build_checks.close()
         self.reader.close()
         self.writer.close()

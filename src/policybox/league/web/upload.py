@@ -8,17 +8,20 @@ file. The request body is capped as it streams in (``Site.upload_cap``; past 1 M
 it to an unnamed temporary file, never to memory), the zip's unpacked size by the ladder's own caps
 (``LadderSettings.zip_limits``). No valid token: 401; another team's name: 403; a retired name: 409; too large (the body
 or what the zip unpacks to): 413; over one of the team's limits: 429 (with
-Retry-After when waiting frees it); anything else wrong -- a file that is not a zip (named as sent),
-a policy that cannot be built -- 400 with the message. Nothing is stored for any of them, and no file
-of the upload outlives its request.
+Retry-After when waiting frees it); as many uploads being processed as the server takes at once: 503
+(with Retry-After); anything else wrong -- a file that is not a zip (named as sent), a policy that
+cannot be built -- 400 with the message. Nothing is stored for any of them, and no file of the upload
+outlives its request.
 
-The build check (``policybox.league.ladder.build_check``) starts a cell, in a thread of the server's pool
-(the event loop goes on answering), each team's one at a time and within its limits
-(``policybox.league.web.checks``).
+Everything done with the upload once it is received -- saving, unpacking, the build check in a cell
+(``policybox.league.ladder.build_check``), hashing and copying it into the ladder -- runs in the
+uploads' own pool of threads (``policybox.league.web.checks``), each team's one at a time and within
+its limits: the event loop, and the threads page views use, go on answering meanwhile.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import tempfile
@@ -38,6 +41,7 @@ from policybox.league.ladder.folder import LadderSettings, NotOwner, TeamLimit, 
 from policybox.league.ladder.life import Retired
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
+from policybox.league.web.checks import ChecksBusy
 from policybox.league.web.site import Site
 from policybox.league.web.viewer import Viewer, bearer, identify, require_same_origin, viewer
 from policybox.storage import StorageFull
@@ -49,6 +53,8 @@ NEEDS_TOKEN = (
     "policybox ladder token DIR TEAM)"
 )
 FAMILY_NAMES = {"mettagrid": "MettaGrid", "pettingzoo": "PettingZoo"}
+# Retired: the organiser's decision (only ladder reinstate undoes it); anything else an upload gets wrong is a 400.
+STATUSES: dict[type[PolicyboxError], int] = {NotOwner: 403, Retired: 409, StorageFull: 507, TooLarge: 413}
 
 
 def game_of(settings: LadderSettings) -> str:
@@ -116,7 +122,11 @@ async def _receive(request: Request, site: Site, team: str) -> Submitted:
         name, upload = form.get("name"), form.get("file")
         if not isinstance(name, str) or not isinstance(upload, UploadFile):
             raise HTTPException(400, bad_form(site.reader.settings))
-        version = await run_in_threadpool(_submit, site, name.strip(), upload, team)
+        work = functools.partial(_submit, site, name.strip(), upload, team)
+        try:
+            version = await site.build_checks.run(team, work)
+        except PolicyboxError as exc:
+            raise _refusal(exc) from None
     page = str(request.app.url_path_for("name", name=version.name))
     return Submitted(
         name=version.name, version=version.number, digest=version.digest, state=version.state, team=team, page=page
@@ -124,8 +134,8 @@ async def _receive(request: Request, site: Site, team: str) -> Submitted:
 
 
 def _submit(site: Site, name: str, upload: UploadFile, team: str) -> Version:
-    """The upload as a file of a temporary folder, submitted from there: ``ladder.submit`` copies what
-    it keeps into the ladder, so the folder goes when it returns."""
+    """The upload as a file of a temporary folder, submitted from there (in the uploads' pool):
+    ``ladder.submit`` copies what it keeps into the ladder, so the folder goes when it returns."""
     ladder = site.writer
     with tempfile.TemporaryDirectory(prefix="policybox-upload-") as folder:
         given = file_name(upload.filename)
@@ -136,22 +146,16 @@ def _submit(site: Site, name: str, upload: UploadFile, team: str) -> Version:
             raise HTTPException(
                 400, f"{sent} is not a zip file: send a submission zip for this {game_of(ladder.settings)}"
             )
-        try:
-            with site.build_checks.turn(team, ladder.settings.submissions_per_hour):
-                return ladder.submit(name, given, base_dir=Path(folder), team=team)
-        except NotOwner as exc:
-            raise HTTPException(403, str(exc)) from None
-        except Retired as exc:  # the organiser's decision: only ladder reinstate undoes it
-            raise HTTPException(409, str(exc)) from None
-        except TeamLimit as exc:  # Retry-After: when a submission is accepted again (none: not by waiting)
-            retry = {} if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
-            raise HTTPException(429, str(exc), headers=retry) from None
-        except StorageFull as exc:
-            raise HTTPException(507, str(exc)) from None
-        except TooLarge as exc:
-            raise HTTPException(413, str(exc)) from None
-        except PolicyboxError as exc:
-            raise HTTPException(400, str(exc)) from None
+        with site.build_checks.building(team, ladder.settings.submissions_per_hour):
+            return ladder.submit(name, given, base_dir=Path(folder), team=team)
+
+
+def _refusal(exc: PolicyboxError) -> HTTPException:
+    """Why an upload was not stored, as its HTTP answer; over a limit, with Retry-After when waiting helps."""
+    if isinstance(exc, TeamLimit | ChecksBusy):
+        retry = {} if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
+        return HTTPException(503 if isinstance(exc, ChecksBusy) else 429, str(exc), headers=retry)
+    return HTTPException(next((code for kind, code in STATUSES.items() if isinstance(exc, kind)), 400), str(exc))
 
 
 def file_name(given: str | None) -> str:
