@@ -267,6 +267,33 @@ def activate(ladder: Ladder, name: str) -> None:
         store.finish_qualification(connection, version, True, None, None, None)
 
 
+def test_a_schema_6_database_gets_the_version_streaks_and_keeps_its_data(tmp_path, database_url):
+    """Schema 7 adds each version's void streak and played digest: a database without them (as schema 6
+    made it) is migrated, every row as it was, each version's void streak 0."""
+    from sqlalchemy import text
+
+    from policybox.league.ladder import database
+
+    folder = tmp_path / "cup"
+    with api_ladder(folder, database_url) as ladder:
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+        ladder.run(matches=1, workers=1)
+    with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:
+        for column in ("void_streak", "played_digest"):
+            connection.execute(text(f"ALTER TABLE versions DROP COLUMN {column}"))
+        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="6"))
+        kept = connection.execute(text("SELECT id, digest, state, matches FROM versions ORDER BY id")).all()
+    with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
+        version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
+        assert version.scalar() == "7"
+        rows = connection.execute(select(versions.c.id, versions.c.digest, versions.c.state, versions.c.matches))
+        assert [tuple(row) for row in rows] == [tuple(row) for row in kept]
+        assert set(connection.execute(select(versions.c.void_streak)).scalars()) == {0}
+    with Ladder.open(folder) as ladder:
+        assert {row.name for row in ladder.standings().rows} == {"walker", "noop"}
+
+
 def test_consecutive_failing_matches_suspend_a_version_and_reinstate_lifts_it(tmp_path):
     with api_ladder(tmp_path / "cup") as ladder:
         ladder.submit("steady", "noop")
@@ -343,7 +370,7 @@ def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, 
     assert status.returncode == 0, status.stderr
     with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
         version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION) == "6"
+        assert version.scalar() == str(database.SCHEMA_VERSION) == "7"
         assert connection.execute(select(func.count()).select_from(database.teams)).scalar() == 0
     assert _snapshot(folder) == before
 

@@ -125,6 +125,39 @@ def test_a_record_the_database_refuses_voids_its_match_or_rejects_its_version_an
         assert ladder.run(matches=1, workers=1).played == 1  # and the next run plays on
 
 
+REFUSE_VOIDER_SQLITE = [
+    "CREATE TRIGGER refuse_voider BEFORE UPDATE ON matches WHEN NEW.state = 'played' AND EXISTS "
+    "(SELECT 1 FROM match_seats WHERE match_seats.match_id = NEW.id AND match_seats.version_id = 1) "
+    "BEGIN SELECT RAISE(ABORT, 'the operator refuses this row'); END",
+]
+REFUSE_VOIDER_POSTGRESQL = [
+    "CREATE FUNCTION refuse_voider() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "IF NEW.state = 'played' AND EXISTS (SELECT 1 FROM match_seats WHERE match_id = NEW.id AND version_id = 1) "
+    "THEN RAISE EXCEPTION 'the operator refuses this row' USING ERRCODE = 'data_exception'; END IF; "
+    "RETURN NEW; END $$",
+    "CREATE TRIGGER refuse_voider BEFORE UPDATE ON matches FOR EACH ROW EXECUTE FUNCTION refuse_voider()",
+]
+
+
+def test_a_version_whose_matches_keep_voiding_is_suspended_and_its_opponents_are_not(tmp_path, database_url):
+    """Every match that seats version 1 is void (the database refuses it). That version is suspended once
+    it has two void matches in a row, more than any opponent's, with the reason; the opponents it voided
+    matches with stay active, and play on among themselves."""
+    with api_ladder(tmp_path / "cup", database_url, suspend_after=2) as ladder:
+        for name, spec in [("voider", "random"), ("walker", WANDERER), ("noop", "noop"), ("idle", "noop")]:
+            ladder.submit(name, spec)
+        with transaction(ladder.engine) as connection:
+            for statement in REFUSE_VOIDER_SQLITE if database_url.startswith("sqlite") else REFUSE_VOIDER_POSTGRESQL:
+                connection.execute(text(statement))
+        progress = ladder.run(matches=8, workers=1)
+        rows = {row.name: row for row in ladder.standings().rows}
+    assert progress.void >= 2 and progress.played >= 3 and progress.suspended == 1
+    assert rows["voider"].state == "suspended" and rows["voider"].matches == 0
+    assert rows["voider"].reason.startswith("its last ")
+    assert "matches were void; the last: the database refused this match's data" in rows["voider"].reason
+    assert all(rows[name].state == "active" and rows[name].matches >= 1 for name in ("walker", "noop", "idle"))
+
+
 def test_a_retired_names_queued_version_is_not_qualified_until_it_is_back(tmp_path, database_url):
     with api_ladder(tmp_path / "cup", database_url) as ladder:
         ladder.submit("walker", WANDERER)
@@ -294,3 +327,22 @@ def test_a_database_made_read_only_or_moved_under_a_running_ladder_is_one_messag
     moved.rename(folder)
     again = ladder_command("run", str(folder), "--workers", "1", "--matches", "1")
     assert again.returncode == 0 and ladder_command("rerate", str(folder)).returncode == 0, again.stderr
+
+
+def test_a_qualification_the_machinery_fails_every_time_is_a_rejection_not_retried_for_good(tmp_path):
+    """Every zygote dies as it starts (its --preload cannot be imported: the machinery's failure, not
+    the versions'). Each version's validation episode fails three times, then the version is rejected
+    saying so -- the run ends, instead of trying them again at every turn."""
+    from policybox import EpisodeSettings, LadderSettings
+    from policybox.ladder import Ladder as PublicLadder
+
+    settings = EpisodeSettings(env=GAME, steps=10, preload=["policybox_no_such_module"])
+    with PublicLadder.create(tmp_path / "cup", LadderSettings(settings=settings, agents=2)) as ladder:
+        ladder.submit("walker", WANDERER, check=False)
+        ladder.submit("noop", "noop")
+        progress = ladder.run(matches=1, workers=1)
+        rows = {row.name: row for row in ladder.standings().rows}
+    assert (progress.rejected, progress.played) == (2, 0)
+    for name in ("walker", "noop"):
+        assert rows[name].state == "rejected"
+        assert rows[name].reason.startswith("its validation episode could not be run: the platform failed it 3 times")

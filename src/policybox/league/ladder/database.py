@@ -164,7 +164,9 @@ versions = Table(
     Column("id", Integer, primary_key=True),
     Column("name_id", ForeignKey("names.id"), nullable=False),
     Column("number", Integer, nullable=False),
-    Column("digest", String(64), nullable=False),
+    Column("digest", String(64), nullable=False),  # of what was submitted (policybox.files.version_files)
+    # Of what it plays with, once qualified: its files, its setup script's output, its environment's lock.
+    Column("played_digest", String(64)),
     Column("spec", PolicyJSON, nullable=False),  # its PolicySpec, env values masked (cells get versions/specs/ID.json)
     Column("source", PolicyText, nullable=False),  # what was submitted, as given (env values masked)
     Column("state", String(16), nullable=False),  # policybox.league.ladder.life.VersionState
@@ -177,6 +179,7 @@ versions = Table(
     Column("matches", Integer, nullable=False, default=0),
     Column("last_match", Integer),  # the id of the last match it played
     Column("failing_streak", Integer, nullable=False, default=0),  # consecutive matches with a terminal failure
+    Column("void_streak", Integer, nullable=False, default=0),  # consecutive matches of it that were void
     Column("forfeits", Integer, nullable=False, default=0),
     Column("score_sum", Float, nullable=False, default=0.0),  # of its episode scores: the reward's moments
     Column("score_squares", Float, nullable=False, default=0.0),
@@ -377,6 +380,18 @@ def _add_finals_v6(connection: Connection) -> None:
     metadata.create_all(connection, tables=FINALS_TABLES)
 
 
+def _add_streaks_v7(connection: Connection) -> None:
+    """Schema version 7: each version's ``void_streak`` (a version whose matches keep voiding is
+    suspended) and ``played_digest`` (what a stamp compares). A database made since has them from
+    ``_create_v1``; an older one gets them, every version's void streak 0 and no played digest (its
+    stamps fall back to the submitted digest)."""
+    have = {column["name"] for column in inspect(connection).get_columns("versions")}
+    if "void_streak" not in have:
+        connection.exec_driver_sql("ALTER TABLE versions ADD COLUMN void_streak INTEGER NOT NULL DEFAULT 0")
+    if "played_digest" not in have:
+        connection.exec_driver_sql("ALTER TABLE versions ADD COLUMN played_digest VARCHAR(64)")
+
+
 # MIGRATIONS[n] brings a database from schema version n to n + 1. A migration never changes: a new
 # schema is a new function appended here (and a test that opens a database of the version before).
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -386,6 +401,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _supersede_v4,
     _add_stamp_v5,
     _add_finals_v6,
+    _add_streaks_v7,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -7,13 +7,19 @@
     active, suspended --a newer version of its name qualifies--> superseded
 
 - **Qualification** (``verdict``): a version qualifies when every agent of its validation episode
-  ended ``ok`` and the game raised nothing; else it is rejected with why. A rejection changes only
+  ended ``ok`` and the game raised nothing; else it is rejected with why. One whose setup or
+  validation episode the machinery keeps failing is rejected too (``platform_failed``), saying it was
+  not the policy's doing, rather than retried at every turn for good. A rejection changes only
   that version: its name's state and the version that plays stay as they were.
 - **Start rating** (``start_rating``): a qualified version starts from its name's latest earlier
   qualified version's mu, with sigma reset to the model's default (Halite's rule); a first version
   from the default. The live ladder and ``ladder rerate`` both start versions so.
 - **Suspension** (``suspension``): an active version whose agents failed (error, crashed, disabled) in
-  ``suspend_after`` matches in a row is suspended; ``ladder reinstate`` lifts it.
+  ``suspend_after`` matches in a row is suspended; so is one whose ``suspend_after`` matches in a row
+  were void, more than any other version's in its last void match (``void_suspension``: the machinery
+  failed them, or the database refused them -- a version that is in every void match is the likeliest
+  cause, whatever the cause was, and an opponent it kept voiding matches with never has more);
+  ``ladder reinstate`` lifts it.
 - **Supersede** (``superseded``): when a version qualifies, its name's earlier active or suspended
   version is superseded: one version per name plays, the latest qualified one.
 - **Retire and reinstate** (``check_submission``, ``reinstate``): retiring is the organiser's
@@ -33,6 +39,7 @@ from enum import StrEnum
 
 from policybox.errors import SpecError
 from policybox.league import ranking
+from policybox.lines import first_line
 from policybox.results import AgentResult, AgentStatus, EpisodeResult
 
 
@@ -94,6 +101,25 @@ def suspension(state: str, streak: int, suspend_after: int, failed: AgentResult 
         return None
     last = f"{failed.status.value}: {failed.failure.one_line()}" if failed.failure else failed.status.value
     return f"its agents failed in {streak} matches in a row; the last: {last}"
+
+
+def platform_failed(what: str, attempts: int) -> str:
+    """Why a version is rejected whose ``what`` (its setup, its validation episode) the machinery failed
+    ``attempts`` times: not its own doing, so it says so, and how to try again."""
+    return (
+        f"its {what} could not be run: the platform failed it {attempts} times in a row, not the policy; "
+        "submit it again"
+    )
+
+
+def void_suspension(state: str, streak: int, others: int, suspend_after: int, why: str) -> str | None:
+    """Why a version is suspended after a void match that left it with ``streak`` void matches in a
+    row -- ``others``: the longest such streak among the match's other versions, ``why``: the match's
+    reason -- or None: it is not. Only a version whose streak is longer than every other's in the
+    match: an opponent it kept voiding matches against has as many at most, never more."""
+    if streak < suspend_after or streak <= others or state != VersionState.ACTIVE:
+        return None
+    return f"its last {streak} matches were void; the last: {first_line(why)}"
 
 
 def check_submission(name: str, retired: bool) -> None:

@@ -8,7 +8,9 @@ The loop, until stopped (or until ``matches`` have been played):
    validation episode with a copy of itself in every seat, under the ladder's settings (as Kaggle
    does). It qualifies when every agent ends ``ok`` and the game raised nothing; otherwise it is
    ``rejected`` with the reason (``life.verdict``: status, step, the traceback or log tail). A failure of the
-   machinery is retried, never a rejection. Setup scripts, and the builds of versions'
+   machinery is retried, ``MAX_ATTEMPTS`` plays in all; a version whose qualification it fails every
+   time is rejected saying so (``life.platform_failed``), never left to fail again at every turn.
+   Setup scripts, and the builds of versions'
    environments (``files.environments``: a version that declares requirements), run beside play, in
    worker processes of their own (``setup_workers`` of them, started when the first is to run:
    ``files.setup_scripts.prepare_version``): matches go on being played and stored while a script
@@ -26,6 +28,10 @@ The loop, until stopped (or until ``matches`` have been played):
    whose data the database refuses (the run goes on: that is the match's fault, not the machine's;
    a database that cannot be used at all stops the run with its one message), and a match that
    seats a retired name (a retired name never plays: a killed run's match is voided, not replayed).
+   What a policy does is never a void: everything a cell sends is that agent's data or its failure
+   (``policybox.host.process_pool``), and every text it controls is stored as it is
+   (``database.storable``). Still, a version with ``suspend_after`` void matches in a row is suspended
+   (``life.void_suspension``): one that is in every void match is the likeliest cause.
 
 Submissions that arrive while it runs (``ladder submit`` from another process) are picked up at the
 next turn of the loop.
@@ -102,6 +108,15 @@ class _Match:
     attempts: int = 0
 
 
+@dataclass(frozen=True)
+class _Void:
+    """Why a match is void, and whether it counts in its versions' void streaks (a retired name's
+    does not: the organiser's decision, nobody's fault)."""
+
+    why: str
+    counted: bool = True
+
+
 @dataclass
 class _Setup:
     version: store.Version
@@ -159,7 +174,7 @@ class _Loop:
         self.progress = Progress()
         self.in_flight: dict[Future[str], _Match | _Qualification] = {}
         self.order: deque[int] = deque()  # matches in flight or waiting to be stored, in id order
-        self.finished: dict[int, EpisodeResult | str] = {}  # played (the result) or void (why), not yet stored
+        self.finished: dict[int, EpisodeResult | _Void] = {}  # played (the result) or void, not yet stored
         self.matches: dict[int, _Match] = {}
         self.qualifying: set[int] = set()  # versions whose qualification is under way
         self.scheduled = 0  # matches this run has scheduled
@@ -259,15 +274,14 @@ class _Loop:
 
     def _set_up_done(self, work: _Setup, future: Future[SetupOutcome]) -> None:
         """A setup script ended: its version is rejected, or plays its validation episode. A failure of
-        the machinery runs it again (``MAX_ATTEMPTS`` in all; then the next turn tries it afresh)."""
+        the machinery runs it again (``MAX_ATTEMPTS`` in all; then the version is rejected, saying so)."""
         try:
             outcome = future.result()
         except Exception as exc:
             if play_again(exc, work.attempts):
                 self._set_up(work)
             else:
-                self.qualifying.discard(work.version.id)
-                self.progress.note = f"{work.version.label}'s setup failed {MAX_ATTEMPTS} times: {exc}"
+                self._given_up(work.version, "setup", exc)
             return
         script = work.stored.spec.setup_script is not None
         setup_output = outcome.output if script else None
@@ -351,27 +365,41 @@ class _Loop:
     def _failed(self, work: _Match | _Qualification, exc: Exception) -> None:
         """Its future raised ``exc``: the user's error is raised (``play_again``); the machinery's (a
         lost worker, a zygote that died) plays it again, or after ``MAX_ATTEMPTS`` makes a void match
-        -- never counted against a policy."""
+        -- rated for nobody, and counted in its versions' void streaks -- or rejects the version
+        qualifying, saying why."""
         if play_again(exc, work.attempts):
             self._submit(work)
         elif isinstance(work, _Match):
-            self.finished[work.id] = failure(exc)
+            self.finished[work.id] = _Void(failure(exc))
         else:
-            self.qualifying.discard(work.version.id)  # still queued: the next turn tries it again
-            self.progress.note = f"{work.version.label}'s qualification failed {MAX_ATTEMPTS} times: {failure(exc)}"
+            self._given_up(work.version, "validation episode", exc)
+
+    def _given_up(self, version: store.Version, what: str, exc: Exception) -> None:
+        """The machinery failed ``version``'s ``what`` ``MAX_ATTEMPTS`` times: rejected, with a reason that
+        says so (its team may submit it again) and no word of the machinery's (the organiser's note has
+        it) -- not left queued, to fail again at every turn."""
+        self.progress.note = f"{version.label}'s {what} failed {MAX_ATTEMPTS} times: {failure(exc)}"
+        self._qualified(version, False, life.platform_failed(what, MAX_ATTEMPTS), None, None)
 
     def _store_in_order(self) -> None:
         while self.order and self.order[0] in self.finished:
             match_id = self.order.popleft()
             outcome = self.finished.pop(match_id)
             match = self.matches.pop(match_id)
-            why = outcome if isinstance(outcome, str) else self._store(match, outcome)
-            if why is not None:
-                with transaction(self.ladder.engine) as connection:
-                    store.void(connection, match_id, why)
-                self.progress.void += 1
+            void = outcome if isinstance(outcome, _Void) else self._store(match, outcome)
+            if void is not None:
+                self._void(match_id, void)
 
-    def _store(self, match: _Match, result: EpisodeResult) -> str | None:
+    def _void(self, match_id: int, void: _Void) -> None:
+        """Store match ``match_id`` as void; each of its versions with ``suspend_after`` void matches in a
+        row is suspended (unless the void is a retired name's: nobody's doing)."""
+        counted = self.settings.suspend_after if void.counted else None
+        with transaction(self.ladder.engine) as connection:
+            suspended = store.void(connection, match_id, void.why, counted)
+        self.progress.void += 1
+        self.progress.suspended += len(suspended)
+
+    def _store(self, match: _Match, result: EpisodeResult) -> _Void | None:
         """The match, its ratings and its versions' counters: one transaction. Or why it is void
         instead: a name it seats was retired while it played, or the database refused its data."""
         seated = ((match.seats[agent.agent_id], agent) for agent in result.agents)
@@ -379,13 +407,13 @@ class _Loop:
         try:
             with transaction(self.ladder.engine) as connection:
                 if why := _retired_in(connection, match.seats):
-                    return why
+                    return _Void(why, counted=False)
                 rated = ranking.rate(store.ratings_of(connection, outcomes), outcomes)
                 suspended = store.record_match(
                     connection, match.id, match.seats, result, outcomes, rated, self.settings.suspend_after
                 )
         except REFUSALS as exc:
-            return _refused("this match's data", exc)
+            return _Void(_refused("this match's data", exc))
         self.progress.played += 1
         self.progress.suspended += len(suspended)
         return None

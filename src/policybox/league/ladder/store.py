@@ -340,8 +340,11 @@ def scheduled(connection: Connection) -> list[tuple[int, int, list[int]]]:
     return found
 
 
-def void(connection: Connection, match_id: int, reason: str) -> None:
-    """A match the machinery could not play: not counted for anyone, its seats given back."""
+def void(connection: Connection, match_id: int, reason: str, suspend_after: int | None = None) -> list[tuple[int, str]]:
+    """A match that could not be played or stored: not counted for anyone, its seats given back. With
+    ``suspend_after`` (a void for a reason that may be a version's doing, not a retired name), each of
+    its versions' void streak grows, and one with ``suspend_after`` void matches in a row, more than
+    any other of the match's, is suspended (``life.void_suspension``). The versions suspended, with why."""
     seats = [
         row.version_id
         for row in connection.execute(
@@ -352,6 +355,21 @@ def void(connection: Connection, match_id: int, reason: str) -> None:
     connection.execute(
         matches.update().where(matches.c.id == match_id).values(state=MatchState.VOID, reason=reason[:2000])
     )
+    if suspend_after is None:
+        return []
+    rows = connection.execute(
+        select(versions.c.id, versions.c.state, versions.c.void_streak).where(versions.c.id.in_(seats))
+    ).all()
+    streaks = {row.id: row.void_streak + 1 for row in rows}
+    suspended = []
+    for row in rows:
+        values: dict[str, Any] = {"void_streak": streaks[row.id]}
+        others = max((streak for version_id, streak in streaks.items() if version_id != row.id), default=0)
+        if why := life.void_suspension(row.state, streaks[row.id], others, suspend_after, reason):
+            values.update(state=life.VersionState.SUSPENDED, reason=why)
+            suspended.append((row.id, why))
+        connection.execute(versions.update().where(versions.c.id == row.id).values(**values))
+    return suspended
 
 
 def oldest_kept(connection: Connection, keep: int) -> int:
@@ -482,6 +500,7 @@ def _count_match(
         matches=row.matches + 1,
         last_match=match_id,
         failing_streak=streak,
+        void_streak=0,
         forfeits=row.forfeits + int(outcome.forfeited),
         score_sum=row.score_sum + outcome.score,
         score_squares=row.score_squares + outcome.score**2,
@@ -557,7 +576,7 @@ def reward_moments(row: Any) -> tuple[int, float, float]:
 
 
 def reset_streak(connection: Connection, version_id: int) -> None:
-    connection.execute(versions.update().where(versions.c.id == version_id).values(failing_streak=0))
+    connection.execute(versions.update().where(versions.c.id == version_id).values(failing_streak=0, void_streak=0))
 
 
 # ---------------------------------------------------------------------------------------------
