@@ -346,3 +346,21 @@ def test_a_qualification_the_machinery_fails_every_time_is_a_rejection_not_retri
     for name in ("walker", "noop"):
         assert rows[name].state == "rejected"
         assert rows[name].reason.startswith("its validation episode could not be run: the platform failed it 3 times")
+
+
+def test_a_frame_that_once_voided_every_match_is_its_senders_forfeit(tmp_path):
+    """The hostile review's attack: a policy sends an ERROR frame of JSON nested 5,000 deep at step 1.
+    The host's episode once died with a RecursionError, and the ladder voided the match, for nobody.
+    Now every match is stored and rated: the sender's agents failed, and it forfeits."""
+    with api_ladder(tmp_path / "cup") as ladder:
+        ladder.submit("forger", policy("frame_forger.py:FrameForger", **{"kw.attack": "step_error_deep"}))
+        ladder.submit("walker", WANDERER)
+        for name in ("forger", "walker"):
+            activate(ladder, name)
+        progress = ladder.run(matches=2, workers=1)
+        assert (progress.played, progress.void) == (2, 0)
+        seats = seats_of(ladder, "forger")
+        with ladder.engine.connect() as connection:
+            forfeits = connection.execute(select(versions.c.forfeits).where(versions.c.id == 1)).scalar()
+    assert {(seat.state, seat.status, seat.failure_kind) for seat in seats} == {("played", "error", "ProtocolError")}
+    assert forfeits == 2

@@ -50,7 +50,7 @@ class Failure(BaseModel):
             phase=str(report.get("phase", "init" if step is None else "step"))[:20],
             kind=str(report.get("type", "Error"))[:200],
             message=str(report.get("message", ""))[:2000],
-            traceback=str(report.get("traceback", ""))[-8000:] or None,
+            traceback=str(report.get("traceback") or "")[-8000:] or None,
         )
 
     def one_line(self) -> str:
