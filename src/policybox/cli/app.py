@@ -461,6 +461,7 @@ def _show_summary(board: Summary) -> None:
 @app.command()
 @with_episode_options
 def versus(
+    ctx: typer.Context,
     episode: dict[str, Any],
     a: Annotated[str, typer.Argument(metavar="A", help="The base version: a -p SPEC (see --against).")],
     b: Annotated[str, typer.Argument(metavar="B", help="The version tested against it: a -p SPEC.")],
@@ -487,12 +488,15 @@ def versus(
     until a sequential test decides: B better, B not better, or undecided at the cap.
 
     The test may be read at every pair without raising its error rates (alpha: B found better when it
-    is not; beta: B found not better when it is better by --effect). Re-running the same command
+    is not; beta: B found not better when it is better by --effect). Without --seed the run's seed is
+    secret, so no policy can tell its episodes from a ladder's matches. Re-running the same command
     resumes: no finished pair is played again. Exit code 0 for any verdict, 1 when some episodes could
     not be played or the folder's disk is full (what is written is kept), 2 for bad input.
     """
     from policybox.league.evaluate.versus import versus as play_versus
 
+    if not _given(ctx, "seed"):
+        episode = {**episode, "seed": None}  # secret, kept in the folder: episodes no policy tells from a match
     with guarded("finished episodes are kept; run the same command to resume"):
         check_folder(out, "--out")
         with live_line(json) as update:

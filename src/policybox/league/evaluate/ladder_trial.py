@@ -9,8 +9,9 @@ retired -- those matchmaking may pick -- in name order; a ladder with no other n
 against B, swapping seats, as ``versus`` without opponents does (and in a game of one seat, each
 plays it alone).
 
-**How.** The game, its steps, the seats, the limits (the ladder's episode limit too) and the seed
-are the ladder's (``LadderSettings.episode_settings``); the seats are dealt as ``versus`` deals
+**How.** The game, its steps, the seats and the limits (the ladder's episode limit too) are the
+ladder's (``LadderSettings.episode_settings``); its seed is secret (``versus.secret_seed``), as every
+seed a ladder plays with is; the seats are dealt as ``versus`` deals
 them: the subject takes every seat equally often and meets the opponents as evenly as the seats
 allow (``paired`` seating). A ladder's ``versions_per_match`` and ``seating`` are not followed: in
 a game of more seats than the subject and the opponents, every test episode holds every opponent.
@@ -31,7 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from policybox.errors import NotFound, SpecError
-from policybox.league.evaluate.versus import VersusResult, play_versus, sequential_test, versus_tournament
+from policybox.league.evaluate.versus import (
+    VersusResult,
+    play_versus,
+    secret_seed,
+    sequential_test,
+    versus_tournament,
+)
 from policybox.league.ladder import life, reads, store
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LadderFolder
@@ -68,6 +75,8 @@ def test(
     folder = Path(out) if out is not None else results_folder(ladder, *tournament.keys[:2])
     if out is None:
         folder.parent.mkdir(mode=0o700, exist_ok=True)  # the ladder's folder is its host's alone
+    seeded = tournament.settings.model_copy(update={"seed": secret_seed(folder)})  # as its matches' are: secret
+    tournament = tournament.model_copy(update={"settings": seeded})
     return play_versus(tournament, sequential, folder, workers, on_state=on_state)
 
 

@@ -43,9 +43,9 @@ from pydantic import BaseModel, Field
 
 from policybox.errors import SpecError
 from policybox.league.evaluate.journal import RESULTS, read_records
-from policybox.league.evaluate.results_folder import play_tournament
+from policybox.league.evaluate.results_folder import TOURNAMENT_FILE, load_tournament, play_tournament
 from policybox.league.play.backends import Backend
-from policybox.league.play.tournament import Tournament, entrants
+from policybox.league.play.tournament import Tournament, draw_seed, entrants
 from policybox.league.stats.sequential import SequentialTest, TestState
 from policybox.results import AgentResult, EpisodeRecord
 from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
@@ -182,14 +182,25 @@ def versus(
     """Is B better than A: the Python form of ``policybox versus`` (see the module's docstring).
 
     ``a``, ``b`` and ``against`` are ``-p`` strings, PolicySpecs or spec mappings; ``settings`` are
-    the options of ``policybox run`` by name (``env="arena"``, ``steps=200``, ``seed=3``).
+    the options of ``policybox run`` by name (``env="arena"``, ``steps=200``, ``seed=3``). Without a
+    ``seed`` (or with None), the run's is secret (``secret_seed``).
     ``alpha``: the chance of ``B better`` when B is not; ``beta``: of ``B not better`` when B is
     better by ``effect`` standard deviations of the paired difference. ``on_state`` is called with
     the test's state each time the prefix of finished pairs grows. Calling it again with the same
     arguments resumes into ``out``; the result is also written to ``out/versus.json``."""
     test = sequential_test(alpha, beta, effect)
+    if settings.get("seed") is None:
+        settings["seed"] = secret_seed(Path(out))
     tournament = versus_tournament(a, b, against, max_episodes, EpisodeSettings.from_options(settings), agents)
     return play_versus(tournament, test, Path(out), workers, backend, ray_address, on_state)
+
+
+def secret_seed(folder: Path) -> int:
+    """The seed of the versus run kept in ``folder`` (a resume plays the same pairs), or for a new run a
+    seed drawn at random, which no policy can know: its pairs' seeds then look like every ladder
+    match's (``draw_seed``), and a policy cannot tell a test from a rated match by them, as it could
+    from seeds derived from a public default."""
+    return load_tournament(folder).settings.seed if (folder / TOURNAMENT_FILE).is_file() else draw_seed()
 
 
 def play_versus(

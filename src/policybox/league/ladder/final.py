@@ -10,7 +10,9 @@ versions, ``rounds`` whole cycles (``seating.cycle``), in the ladder's format: a
 ladder's ``versions_per_match`` versions (``places``), each in every ``places``-th seat
 (``final_schedule``). Every version plays equally often, in every seat equally often. All of it
 is stored when the final opens, each match with its seed and seats, so a final that is killed
-continues where it was, run again: the matches stored as played are kept, the others played.
+continues where it was, run again: the matches stored as played are kept, the others played. Each
+match's seed is drawn as a rated match's is (``draw_seed``): nothing a policy sees tells a final's
+match from a rated one.
 
 **Matches are played** as the ladder plays one -- its game, seats, limits, logs and replays
 (``run_loop.episode_job``), on the same runners, the machinery's failures retried and a match they
@@ -51,13 +53,12 @@ from policybox.league.ladder.run_loop import episode_job
 from policybox.league.play.backends import Backend, open_runner
 from policybox.league.play.runner import EpisodeRunner, play_all
 from policybox.league.play.seating import balanced_seats, cycle
-from policybox.league.play.tournament import episode_seed
+from policybox.league.play.tournament import draw_seed
 from policybox.league.stats.final_placings import Placing, placing, rank_placings
 from policybox.league.stats.plackett_luce import FinalRanking, uncertain_pairs
 from policybox.results import EpisodeResult
 
 ROUNDS = 2  # cycles of the balanced schedule a final plays by default
-FINAL_SEED_OFFSET = 1 << 29  # finals' seeds, apart from every match's and qualification's
 
 
 class FinalState(BaseModel):
@@ -117,8 +118,7 @@ def _open(ladder: LadderFolder, rounds: int) -> _Final:
         field = frozen_field(connection)
         if len(field) < 2:
             raise LadderError("a final needs at least two ranked names (active, not retired, with a match played)")
-        count = connection.execute(select(func.count()).select_from(finals)).scalar() or 0
-        seed = episode_seed(ladder.settings.settings.seed, FINAL_SEED_OFFSET + count)
+        seed = draw_seed()  # its schedule's
         inserted = connection.execute(
             finals.insert().values(created_at=store.now(), state="open", version_ids=field, rounds=rounds, seed=seed)
         ).inserted_primary_key
@@ -159,7 +159,7 @@ def _schedule(connection: Connection, final: _Final, first: int, seat_maps: list
         {
             "final_id": final.id,
             "number": number,
-            "seed": episode_seed(final.seed, number),
+            "seed": draw_seed(),  # each match's own, drawn as a rated match's is: a policy cannot tell them apart
             "seats": seats,
             "state": MatchState.SCHEDULED,
         }

@@ -69,7 +69,10 @@ class LadderSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    settings: EpisodeSettings = Field(description="How every match is played; each match's seed derives from its seed")
+    settings: EpisodeSettings = Field(
+        description="How every match is played; its seed seeds matchmaking, while every episode's own seed is "
+        "drawn at random (policybox.league.play.tournament.draw_seed) and kept with its match"
+    )
     agents: int = Field(ge=1, le=1024, description="Seats of every match")
     seating: MatchSeating = Field(default="rotate", description="How the chosen versions share the seats")
     versions_per_match: int = Field(default=2, ge=2, description="Different versions in a match (at most the seats)")

@@ -18,7 +18,9 @@ The loop, until stopped (or until ``matches`` have been played):
    stops stops the scripts still running (their cells with them); their versions stay queued, for
    the next run.
 3. **Match.** While a worker is free: ``matchmaking.choose`` picks the versions and seats from the
-   database's state, the match is stored as scheduled (so a kill cannot lose it), then played. With
+   database's state, the match is stored as scheduled with a seed drawn at random (``draw_seed``, as
+   every qualification's and final's is: a policy cannot tell them apart; a kill cannot lose it), then
+   played. With
    ``max_matches_per_hour`` N, no match is scheduled while N were in the last hour (counted from the
    stored matches, so a run that restarts counts those of the one before): the run waits, and says so.
 4. **Store.** Each match is stored with every rating it changed in one transaction, in the order
@@ -71,7 +73,7 @@ from policybox.league.play.runner import (
     failure,
     play_again,
 )
-from policybox.league.play.tournament import episode_seed
+from policybox.league.play.tournament import draw_seed
 from policybox.league.play.worker_pool import LocalWorkers
 from policybox.lines import clip, first_line
 from policybox.results import EpisodeResult
@@ -83,7 +85,6 @@ from policybox.spec import PolicySpec
 # it raises (a lost server, a read-only file, a full disk) stops the run.
 REFUSALS = (DataError, IntegrityError)
 POLL_S = 1.0  # how often an idle run looks for new submissions
-QUALIFY_SEED_OFFSET = 1 << 30  # qualification episodes' seeds, apart from every match's
 
 
 @dataclass
@@ -308,7 +309,7 @@ class _Loop:
                 if seats is None:
                     self.progress.note = "waiting for two versions that can play"
                     return
-                seed = episode_seed(self.settings.settings.seed, index)
+                seed = draw_seed()  # as every ladder episode's: no policy can tell which kind it plays
                 match_id = store.schedule(connection, seed, seats)
             self.scheduled += 1
             self.progress.note = ""
@@ -329,7 +330,7 @@ class _Loop:
             seats = [(version_id, self.ladder.stored(version_id).spec) for version_id in work.seats]
             return episode_job(self.ladder, f"match-{work.id:06d}", work.seed, seats, replay=True)
         name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
-        seed = episode_seed(self.settings.settings.seed, QUALIFY_SEED_OFFSET + work.version.id)
+        seed = draw_seed()
         seats = [(work.version.id, work.stored.spec)] * self.settings.agents
         return episode_job(self.ladder, name, seed, seats, replay=False)
 

@@ -6,6 +6,12 @@ episode can be played again alone, by any worker, in any order, and come out the
 * its seed is derived from the tournament seed and its index only (``episode_seed``);
 * its seat map (the policy playing each agent) is fixed by the seating plan.
 
+Every seed a policy sees has one form and range, whoever draws it: a number below ``SEED_RANGE``,
+either derived by ``episode_seed`` from a base a policy cannot know (a versus run's secret seed, the
+organiser's own ``--seed``) or drawn at random by ``draw_seed`` (a ladder's matches, qualifications
+and finals), so that no policy can tell a final, a test or a qualification from a rated match by its
+seed.
+
 Who sits where is ``policybox.league.play.seating``'s: ``rotate``, ``random`` or ``balanced``, or
 ``paired`` for ``policybox versus``, whose pairs of episodes share a seed: pair k's two play the seed
 of k.
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -123,9 +130,18 @@ def _shown(value: Any) -> str:
     return "unset" if value is None else json.dumps(value)
 
 
+SEED_RANGE = 1 << 31  # every episode seed is below it: episode_seed's 32 bits shifted, and draw_seed's
+
+
 def episode_seed(seed: int, episode: int) -> int:
     """Episode ``episode``'s seed: from the tournament seed and the index only (never the order played)."""
     return int(np.random.SeedSequence([seed, episode]).generate_state(1)[0] >> 1)
+
+
+def draw_seed() -> int:
+    """A seed no policy can predict, of the form and range ``episode_seed`` gives: what a ladder plays
+    its matches, qualifications and finals with (each stored where it is played again from)."""
+    return secrets.randbelow(SEED_RANGE)
 
 
 def entrants(sources: Sequence[str | dict[str, Any]], base_dir: Path | None = None) -> list[Entrant]:
