@@ -109,9 +109,10 @@ def _module_files(
 
 
 def _candidates(root: Path, parts: list[str]) -> Iterator[Path]:
-    """The module named by ``parts`` in ``root``, as a file or as a package."""
-    yield Path(root, *parts).with_suffix(".py")
+    """The module named by ``parts`` in ``root``: a package first, then a file, as the import system
+    looks (else a ``pkg.py`` beside ``pkg/`` would be read for a module the cell never imports)."""
     yield Path(root, *parts, "__init__.py")
+    yield Path(root, *parts).with_suffix(".py")
 
 
 def _imports_torch(path: Path, shown: str, inside: Folder | None) -> bool:
