@@ -18,7 +18,7 @@ import policybox
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
 from policybox.league.ladder import database
-from policybox.league.ladder.database import matches
+from policybox.league.ladder.database import match_seats, matches
 from policybox.league.web.app import make_app
 
 RPS = "pettingzoo:pettingzoo.classic.rps_v2:parallel_env"
@@ -128,3 +128,44 @@ def test_a_database_of_schema_4_gets_the_stamp_column_its_matches_none(tmp_path)
     with TestClient(make_app(folder)) as client:
         assert client.get("/api/matches/1").json()["stamp"] is None
         assert "No stamp: this match was stored before policybox kept them." in client.get("/matches/1").text
+
+
+def test_a_match_of_a_plain_a_built_and_a_set_up_version_played_again_names_no_change(tmp_path):
+    """The three kinds of version: a plain one, one built into an environment (its requirements), one
+    whose setup script made its checkpoint. Their match, played again on the unchanged ladder, names no
+    change: each version's digest covers what it plays with (its files, what its setup script made, its
+    environment's lock), not only what was submitted. A file the script made, changed on disk since,
+    is named."""
+    from test_environments import INDEX, OLD, submission
+    from test_ladder import GAME, WANDERER
+    from test_setup import BUILD, team
+
+    settings = EpisodeSettings(env=GAME, steps=10, index_url=INDEX)
+    made = LadderSettings(settings=settings, agents=4, versions_per_match=3, placement_matches=0, setup_workers=2)
+    with Ladder.create(tmp_path / "cup", made) as ladder:
+        ladder.submit("plain", WANDERER)
+        ladder.submit("built", str(submission(tmp_path / "built", OLD, f"more-itertools=={OLD}\n")))
+        ladder.submit("scripted", str(team(tmp_path / "scripted", BUILD)))
+        for match in range(1, 13):  # until a match seats all three (once the last of them qualified)
+            assert ladder.run(matches=1, workers=1).played == 1
+            with ladder.engine.connect() as connection:
+                seated = set(
+                    connection.execute(select(match_seats.c.version_id).where(match_seats.c.match_id == match))
+                )
+            if len(seated) == 3:
+                break
+        assert len(seated) == 3
+        scripted = ladder.stored(3).spec  # pointing into what its script made
+    ran = again(tmp_path / "cup", match, tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"match {match} played again: every reward and status as stored" in ran.stdout
+    assert "changed" not in ran.stderr, ran.stderr
+
+    weights = Path(str(scripted.data_path))
+    mode = weights.stat().st_mode
+    weights.chmod(0o600)
+    weights.write_text("changed since")
+    weights.chmod(mode)
+    ran = again(tmp_path / "cup", match, tmp_path)
+    assert "scripted@v1's files changed on disk" in ran.stderr, ran.stderr
+    assert "plain@v1" not in ran.stderr and "built@v1" not in ran.stderr

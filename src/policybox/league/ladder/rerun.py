@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from policybox.errors import NotFound, SpecError
-from policybox.files.version_files import digest_now
 from policybox.league.ladder import reads, stamp
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LadderFolder
@@ -107,7 +106,7 @@ def replay(ladder: LadderFolder, match_id: int, settings: EpisodeSettings, final
         refs = reads.version_refs(connection, seats)
     labels = [f"{refs[version_id][0]}@v{refs[version_id][1]}" for version_id in seats]
     stored = {label: ladder.stored(version_id) for label, version_id in zip(labels, seats, strict=True)}
-    digests = {label: digest_now(kept.spec, ladder.folder / "versions") for label, kept in stored.items()}
+    digests = {label: stamp.played_digest(kept.spec, ladder.folder / "versions") for label, kept in stored.items()}
     return Replay(
         what=what,
         seed=row.seed,

@@ -61,7 +61,7 @@ from sqlalchemy.exc import DataError, IntegrityError
 from policybox.files.setup_scripts import SetupOutcome
 from policybox.files.version_files import Stored
 from policybox.league import ranking
-from policybox.league.ladder import life, matchmaking, retention, store
+from policybox.league.ladder import life, matchmaking, retention, stamp, store
 from policybox.league.ladder.database import LadderError, transaction
 from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder, LadderSettings
 from policybox.league.play.backends import Backend, open_runner, shared_budget
@@ -436,14 +436,16 @@ class _Loop:
         until the name is back). A record the database refuses is replaced by a rejection with the
         platform's reason alone, so that no version stays queued for good."""
         self.qualifying.discard(version.id)
+        shown, played = None, None
         if ok and stored is not None:
             self.ladder.keep(version.id, stored)  # later cells are given what its setup script made, if it has one
-        shown = stored.spec.redacted().model_dump(mode="json") if ok and stored is not None else None
+            shown = stored.spec.redacted().model_dump(mode="json")
+            played = stamp.played_digest(stored.spec, self.ladder.folder / "versions")  # what its stamps compare
         try:
             with transaction(self.ladder.engine) as connection:
                 if _retired_in(connection, [version.id]):
                     return
-                store.finish_qualification(connection, version, ok, reason, setup_output, result, shown)
+                store.finish_qualification(connection, version, ok, reason, setup_output, result, shown, played)
         except REFUSALS as exc:
             ok, reason = False, _refused("this version's qualification record", exc)
             with transaction(self.ladder.engine) as connection:

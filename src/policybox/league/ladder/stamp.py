@@ -2,13 +2,14 @@
 
 Each played match stores (``matches.stamp``, JSON): the version of policybox and of the game's
 packages (``importlib.metadata``), the sha256 of the game's configuration, its seed, and the digest
-of every version it seated. The configuration is, for a MettaGrid game, its resolved
+of what every version it seated plays with (``played_digest``, kept when the version qualified: its
+files, what its setup script made, its environment's lock). The configuration is, for a MettaGrid game, its resolved
 ``MettaGridConfig`` as JSON (the map seeded as the match's is); for a PettingZoo game, its
 ``module:factory``, its ``env_kwargs``, the game file's content when it is one, and the packages'
 versions. A match stored before stamps were kept has none (``None``).
 
 ``policybox run --ladder DIR --match ID`` plays a match again and compares (``differences``) its
-stamp with the one of now -- the digests of the versions' files as they are on disk now.
+stamp with the one of now -- the same digests of the versions as their files are on disk now.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from policybox.envs import split_env
+from policybox.files.environments import as_locked
+from policybox.files.version_files import digest_now
 from policybox.settings import EpisodeSettings
+from policybox.spec import PolicySpec
 
 UNKNOWN = "not installed"
 
@@ -38,6 +42,15 @@ def match_stamp(settings: EpisodeSettings, agents: int, seed: int, digests: Mapp
         "seed": seed,
         "versions": dict(sorted(digests.items())),
     }
+
+
+def played_digest(spec: PolicySpec, versions: Path) -> str:
+    """The digest of what a kept version plays with (``spec``: the spec its cells are given, its files
+    under ``versions``): its files -- what its setup script made, where it has one -- and its
+    environment by the lock it was built from, not by the environment's own files (the same lock builds
+    the same environment, and a built layer is not the version's to change). A version neither set up
+    nor built has the digest it was submitted with."""
+    return digest_now(as_locked(spec), versions)
 
 
 def differences(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:

@@ -169,9 +169,11 @@ def finish_qualification(
     setup_output: str | None,
     result: EpisodeResult | None,
     spec: dict[str, Any] | None = None,
+    played_digest: str | None = None,
 ) -> None:
     """Record a version's qualification; a qualified one becomes active from its start rating
-    (``life.start_rating``), superseding its name's earlier playing version (``life.superseded``)."""
+    (``life.start_rating``), superseding its name's earlier playing version (``life.superseded``),
+    with the digest of what it plays with (``played_digest``: ``stamp.played_digest``)."""
     connection.execute(
         qualifications.insert().values(
             version_id=version.id,
@@ -190,7 +192,11 @@ def finish_qualification(
         connection.execute(select(func.max(matches.c.id)).where(matches.c.state == MatchState.PLAYED)).scalar() or 0
     )
     values: dict[str, Any] = dict(
-        state=life.VersionState.ACTIVE, reason=None, qualified_at=now(), activated_after=watermark
+        state=life.VersionState.ACTIVE,
+        reason=None,
+        qualified_at=now(),
+        activated_after=watermark,
+        played_digest=played_digest,
     )
     if spec is not None:  # where its setup script's output is
         values["spec"] = spec
@@ -472,9 +478,12 @@ def stamp_of(connection: Connection, seed: int, seats: list[int]) -> dict[str, A
     """The stamp (``policybox.league.ladder.stamp``) of a match -- rated or a final's -- of ``seed``
     seating the versions ``seats``: the ladder's game as its settings say, and the versions' digests."""
     ladder = json.loads(connection.execute(select(meta.c.value).where(meta.c.key == "settings")).scalar_one())
-    digests = {
-        f"{row.name}@v{row.number}": row.digest
-        for row in connection.execute(_versions_query().where(versions.c.id.in_(seats)))
+    query = select(names.c.name, versions.c.number, versions.c.digest, versions.c.played_digest).join(
+        names, names.c.id == versions.c.name_id
+    )
+    digests = {  # what each plays with (stamp.played_digest); a version qualified before it was kept: as submitted
+        f"{row.name}@v{row.number}": row.played_digest or row.digest
+        for row in connection.execute(query.where(versions.c.id.in_(seats)))
     }
     return stamp.match_stamp(EpisodeSettings.model_validate(ladder["settings"]), ladder["agents"], seed, digests)
 
