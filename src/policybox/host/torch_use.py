@@ -4,8 +4,9 @@ Importing torch takes a second or more of a cell's start-up; a cell forked from 
 preloaded it has it at once. ``--preload torch`` asks for that for every cell. Without it, policybox
 finds the policies that need torch itself, and only their cells fork from a second zygote, with torch
 (``Zygote.with_torch``: started on first use, once per zygote). A run whose policies never import
-torch never starts it: it pays a look at each distinct policy's source, once per episode (a read of at
-most ``MAX_SOURCE_BYTES`` and a scan of them).
+torch never starts it: it pays a look at each distinct policy's source, once per episode for an entrant's
+module (a read of at most ``MAX_SOURCE_BYTES`` and a scan of them: about 0.3 ms for a small one), once
+per process for one of the host's own.
 
 A policy needs torch when
 
@@ -19,9 +20,9 @@ A policy needs torch when
   a shorthand's) module in the spec's own import roots (its ``python_path``), where it must lie, after
   symlinks, inside the root it is found in -- a symlink out of it (to ``/proc/kmsg``, to the organiser's
   files) is refused, ``SpecError``, and never opened -- or else on the host's own ``sys.path``, the
-  host's files, read as they are. Every read is ``policybox.untrusted_files``'s: never blocking, regular
-  files only. (Its requirements cannot tell: the host has torch, so an environment never holds it,
-  and a built spec's requirements are gone.)
+  host's files (an installed package's, a shorthand's), read as they are. Every read is
+  ``policybox.untrusted_files``'s: never blocking, regular files only. (Its requirements cannot tell: the
+  host has torch, so an environment never holds it, and a built spec's requirements are gone.)
 * or a cell of the same spec imported torch before, in this process: its READY says so
   (``remember``). A worker that plays many episodes learns this in its first one.
 
@@ -32,10 +33,11 @@ policy code runs, as it does after a policy imports torch itself.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from policybox import untrusted_files
@@ -72,43 +74,45 @@ def _digest(spec: PolicySpec) -> str:
 
 
 def _module_imports_torch(spec: PolicySpec, resolve_shorthand: Callable[[str], str]) -> bool:
-    for path, shown, inside in _module_files(spec, resolve_shorthand):
+    """Whether the module of ``spec``'s class imports torch, looked for where its cell would import it
+    from, in the order it would look: a file-path class's file; else the spec's own import roots, then
+    the host's. Not found anywhere: False (its cell will say why)."""
+    file_class = spec.file_and_class
+    if file_class:
+        path = Path(file_class[0])
+        inside = Folder.at(path.parent, f"its folder {path.parent.name}")
+        return bool(_first_scanned([(path, f"{path.name} (the module of {file_class[1]})", inside)]))
+    try:
+        class_path = resolve_shorthand(spec.class_path) if spec.is_shorthand else spec.class_path
+    except LookupError:
+        return False  # a misspelt shorthand: refused elsewhere
+    parts = tuple(class_path.rpartition(".")[0].split("."))
+    own = (
+        (path, f"{path.relative_to(inside.root)} (the module of {class_path})", inside)
+        for inside in (Folder.at(root, f"its import root {Path(root).name}") for root in spec.python_path)
+        for path in _candidates(inside.root, parts)
+    )
+    found = _first_scanned(own)
+    return _host_module_imports_torch(parts, tuple(sys.path)) if found is None else found
+
+
+@functools.lru_cache(maxsize=MAX_REMEMBERED)
+def _host_module_imports_torch(parts: tuple[str, ...], roots: tuple[str, ...]) -> bool:
+    """The same for a module of the host's own (an installed package's), read as it is, once per process."""
+    return bool(_first_scanned((path, str(path), None) for root in roots for path in _candidates(Path(root), parts)))
+
+
+def _first_scanned(places: Iterable[tuple[Path, str, Folder | None]]) -> bool | None:
+    """Whether the first module of ``places`` that is there imports torch; None if none is."""
+    for path, shown, inside in places:
         try:
             return _imports_torch(path, shown, inside)
         except untrusted_files.Missing:
             continue  # not there: the next place, as the import system would look
-    return False  # nowhere: its cell will say why
+    return None
 
 
-def _module_files(
-    spec: PolicySpec, resolve_shorthand: Callable[[str], str]
-) -> Iterator[tuple[Path, str, Folder | None]]:
-    """Where the cell would find the module of ``spec``'s class, in the order it would look: each
-    place, how messages name it, and the folder it must stay in (None: the host's own)."""
-    file_class = spec.file_and_class
-    if file_class:
-        path = Path(file_class[0])
-        yield (
-            path,
-            f"{path.name} (the module of {file_class[1]})",
-            Folder.at(path.parent, f"its folder {path.parent.name}"),
-        )
-        return
-    try:
-        class_path = resolve_shorthand(spec.class_path) if spec.is_shorthand else spec.class_path
-    except LookupError:
-        return  # a misspelt shorthand: refused elsewhere
-    parts = class_path.rpartition(".")[0].split(".")
-    for root in spec.python_path:
-        inside = Folder.at(root, f"its import root {Path(root).name}")
-        for path in _candidates(inside.root, parts):
-            yield path, f"{path.relative_to(inside.root)} (the module of {class_path})", inside
-    for root in sys.path:
-        for path in _candidates(Path(root), parts):
-            yield path, str(path), None
-
-
-def _candidates(root: Path, parts: list[str]) -> Iterator[Path]:
+def _candidates(root: Path, parts: tuple[str, ...]) -> Iterator[Path]:
     """The module named by ``parts`` in ``root``: a package first, then a file, as the import system
     looks (else a ``pkg.py`` beside ``pkg/`` would be read for a module the cell never imports)."""
     yield Path(root, *parts, "__init__.py")
@@ -117,5 +121,5 @@ def _candidates(root: Path, parts: list[str]) -> Iterator[Path]:
 
 def _imports_torch(path: Path, shown: str, inside: Folder | None) -> bool:
     """Whether the module at ``path`` has an import of torch in its first MAX_SOURCE_BYTES."""
-    with untrusted_files.opened(path, shown, inside) as (file, _):
-        return IMPORTS_TORCH.search(b"\n" + file.read(MAX_SOURCE_BYTES)) is not None
+    with untrusted_files.opened(path, shown, inside) as (file, info):  # read(size): no 1 MiB buffer for 2 KB
+        return IMPORTS_TORCH.search(b"\n" + file.read(min(info.st_size, MAX_SOURCE_BYTES))) is not None
