@@ -13,9 +13,11 @@ a 1 GiB sparse file. So every such read goes through ``opened`` (or ``read``, wh
 * ``fstat`` on the open descriptor, so that what is checked is what is read: only a regular file is;
 * ``read`` reads at most its cap, and refuses a file larger than that.
 
-A refusal is a ``SpecError`` that names the file and why; a file that is not there is ``Missing``
-(one too), so that a caller that looks in several places can go on to the next. A file of the host's own (a module on
-``sys.path``) is read with no ``Folder``: followed as it is, and still only if regular.
+A refusal is a ``SpecError`` that names the file and why; a file that is not there is ``Missing`` (one
+too), so that a caller that looks in several places can go on to the next (a folder swapped for a
+symlink after the check is one too: ``O_NOFOLLOW`` with ``O_DIRECTORY`` says ``ENOTDIR``). A file of
+the host's own (a module on ``sys.path``) is read with no ``Folder``: followed as it is, and still only
+if regular.
 """
 
 from __future__ import annotations
