@@ -251,3 +251,37 @@ def test_a_spec_file_the_host_may_not_read_is_refused_by_name(tmp_path, name, at
     with kernel_log_kept() if attack == "/proc/kmsg" else contextlib.nullcontext():
         code, output = in_process(COMMANDS["run"](sub, tmp_path))
     assert code == 2 and f"{sub / name} {message}" in refusal(output), output
+
+
+@pytest.mark.parametrize(
+    ("swap", "message"),
+    [
+        (lambda path, secret: path.symlink_to(secret), "is a symlink that cannot be followed"),
+        (lambda path, secret: os.mkfifo(path), NOT_REGULAR),
+    ],
+)
+def test_a_file_swapped_after_its_check_is_refused_not_followed(tmp_path, monkeypatch, swap, message):
+    """The check (the path, its symlinks resolved, lies in its folder) and the open are two steps: a file
+    swapped between them for a symlink to the organiser's file, or for a FIFO, is refused by the open
+    itself (``O_NOFOLLOW``, then ``fstat`` on what was opened) -- never followed, never blocking."""
+    from policybox import untrusted_files
+    from policybox.errors import SpecError
+    from policybox.untrusted_files import Folder
+
+    secret = organisers_file(tmp_path)
+    spec = submission(tmp_path, "a FIFO") / "policy_spec.json"
+    inside = Folder.at(spec.parent, "the submission folder")
+    resolve = os.path.realpath
+
+    def swapped_once_resolved(path, *args, **kwargs):
+        resolved = resolve(path, *args, **kwargs)
+        if Path(path) == spec and spec.is_file():  # the check has seen a plain file: swap it now
+            spec.unlink()
+            swap(spec, secret)
+        return resolved
+
+    monkeypatch.setattr(os.path, "realpath", swapped_once_resolved)
+    with watching(secret) as seen:
+        with pytest.raises(SpecError, match=f"^policy_spec.json {message}"):
+            untrusted_files.read(spec, "policy_spec.json", inside, MiB)
+        assert not seen(), "the organiser's file was opened"
