@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -170,6 +171,24 @@ def test_the_report_ranks_as_the_board_does_and_shows_the_sort_key(board, tmp_pa
         if row.rank is not None:  # the rating cell starts with the number the rows are sorted by
             assert by_name[row.name][4].startswith(f"{row.rating.ordinal:.2f}")
     assert [row[1] for row in cells][:3] == [row.name for row in data.rows[:3]]
+
+
+def test_ladder_status_fits_80_columns_with_a_name_in_every_state(board, tmp_path):
+    """Names active, qualifying, rejected, suspended and retired, each but the active with its reason, and
+    a name whose newer version is queued: every line within 80 characters (not bytes: the dashes and
+    μ are one character each), the reasons wrapped at a word."""
+    copy = tmp_path / "cup"
+    shutil.copytree(board, copy)
+    with Ladder.open(copy) as ladder:
+        ladder.submit("queued", "noop")
+        ladder.submit("walker", "random")
+    shown = cli("ladder", "status", str(copy), columns=80)
+    assert shown.returncode == 0, shown.stderr
+    assert {row["state"] for row in status_json(copy)["rows"]} == {
+        "active", "qualifying", "rejected", "suspended", "retired"
+    }  # fmt: skip
+    assert "walker v2 is qualifying" in shown.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 80, shown.stdout
 
 
 def test_the_table_at_80_columns_keeps_every_column_and_ranks_the_same(board):

@@ -318,14 +318,13 @@ def show_standings(console: Console, standings: board.Standings) -> None:
     names.show_full(console)
     console.print(shown(f"ranked by {standings.rank_by}: {standings.rule}", "dim"))
     console.print(shown(RATING_NOTE, "dim"))
-    for row in standings.rows:
+    for row in standings.rows:  # wrapped at the console's width, as the notes above: 80 columns fit all
         if row.reason:
             why = first_line(row.reason, WHOLE_REASON)
-            console.print(shown(f"{row.name} v{row.version} {row.state}: {why}", "yellow"), soft_wrap=True)
+            console.print(shown(f"{row.name} v{row.version} {row.state}: {why}", "yellow"))
         if row.latest is not None:
             why = f": {first_line(row.latest.reason, WHOLE_REASON)}" if row.latest.reason else ""
-            newer = f"{row.name} v{row.latest.version} is {row.latest.state}{why}"
-            console.print(shown(newer, "yellow"), soft_wrap=True)
+            console.print(shown(f"{row.name} v{row.latest.version} is {row.latest.state}{why}", "yellow"))
 
 
 def _reward(reward: Reward | None) -> str:
