@@ -154,6 +154,37 @@ def test_sigterm_stops_a_running_setup_script_and_leaves_nothing(tmp_path):
         assert [v.name for v in store.qualifying(connection)] == ["slow-setup"]
 
 
+def test_one_teams_slow_setups_never_keep_another_teams_version_waiting(tmp_path):
+    """Team alpha's two versions have setup scripts that sleep until woken; team bravo's, one that takes
+    a moment, submitted after both. Bravo's version qualifies while alpha's first sleeps, and alpha's
+    second never starts while its first runs: a team has one setup at a time, and the others room.
+    Judged from the machine's processes (each sleep's command line holds its marker) and the database."""
+    first, second = unique_marker(), unique_marker()
+    with api_ladder(tmp_path / "cup", setup_timeout_s=600) as ladder:
+        for team_name in ("alpha", "bravo"):
+            ladder.token(team_name)
+        ladder.submit("alpha-one", str(sleeper(tmp_path / "one", 600, first)), team="alpha")
+        ladder.submit("alpha-two", str(sleeper(tmp_path / "two", 600, second)), team="alpha")
+        ladder.submit("bravo", str(team(tmp_path / "bravo", BUILD)), team="bravo")
+    run = start_run(tmp_path / "cup")
+    try:
+        with Ladder.open(tmp_path / "cup", read_only=True) as ladder:
+
+            def state(name: str) -> str:
+                return next(row.state for row in ladder.standings().rows if row.name == name)
+
+            wait_until(lambda: leftovers(first), timeout=120, what="alpha's first setup")
+            wait_until(lambda: state("bravo") == "active", timeout=300, what="bravo's qualification")
+            assert state("alpha-one") == state("alpha-two") == "qualifying"
+            assert leftovers(first) and not leftovers(second)  # alpha's first still sleeps, its second waits
+            wake(first)
+            wait_until(lambda: leftovers(second), timeout=120, what="alpha's second setup, once its first ended")
+    finally:
+        err = stopped(run, signal.SIGTERM)
+    assert run.returncode == 143, err[-3000:]
+    wait_until(lambda: not leftovers(second), timeout=30, what="the second sleep to go")
+
+
 # ---------------------------------------------------------------------------------------------
 # Per-team limits
 

@@ -105,9 +105,12 @@ def init(
     setup_workers: Annotated[
         int,
         typer.Option(
-            min=1, max=64, metavar="N", help="Setup scripts and environment builds run at once, beside the matches."
+            min=1,
+            max=64,
+            metavar="N",
+            help="Setup scripts and environment builds run at once, beside the matches; one per team at a time.",
         ),
-    ] = 1,
+    ] = 2,
     submissions_per_hour: Annotated[
         int, typer.Option(min=1, metavar="N", help="Submissions a team may make in any hour (over it: HTTP 429).")
     ] = 10,

@@ -93,10 +93,11 @@ class LadderSettings(BaseModel):
     )
     max_entries: int = Field(default=10_000, ge=1, description="The most files and folders a submission zip may hold")
     setup_workers: int = Field(
-        default=1,
+        default=2,
         ge=1,
         le=64,
-        description="Setup scripts and environment builds run at once, beside the matches, each in a worker of its own",
+        description="Setup scripts and environment builds run at once, beside the matches, each in a worker of its "
+        "own; a team has one at a time, so one team's slow builds leave the others room",
     )
     submissions_per_hour: int = Field(
         default=10, ge=1, description="Submissions a team may make in any hour (the organiser's are not limited)"

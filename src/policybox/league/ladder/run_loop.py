@@ -14,7 +14,9 @@ The loop, until stopped (or until ``matches`` have been played):
    environments (``files.environments``: a version that declares requirements), run beside play, in
    worker processes of their own (``setup_workers`` of them, started when the first is to run:
    ``files.setup_scripts.prepare_version``): matches go on being played and stored while a script
-   runs or uv builds. A build that cannot be made rejects the version with uv's reason. A run that
+   runs or uv builds. A team has one setup or build at a time, so that its slow builds (each may
+   take ``BUILD_TIMEOUT_S``) never keep other teams' versions waiting behind them. A build that
+   cannot be made rejects the version with uv's reason. A run that
    stops stops the scripts still running (their cells with them); their versions stay queued, for
    the next run.
 3. **Match.** While a worker is free: ``matchmaking.choose`` picks the versions and seats from the
@@ -123,6 +125,7 @@ class _Setup:
     version: store.Version
     stored: Stored  # as submitted: its setup script still to run, its environment still to build
     out: Path  # where what it makes is kept
+    team: str | None  # whose it is (None: the organiser's): a team has one setup or build at a time
     attempts: int = 0
 
 
@@ -244,24 +247,31 @@ class _Loop:
     # ---------------------------------------------------------------------------------------------
 
     def _qualify(self) -> None:
-        """Start the qualification of each queued version there is room for: its setup script in a
-        setup worker (``setup_workers`` at once), or its validation episode in an episode worker."""
+        """Start the qualification of each queued version there is room for: its setup script or build
+        in a setup worker (``setup_workers`` at once, one per team: a team's slow builds never keep
+        another's versions waiting behind them), or its validation episode in an episode worker."""
         if self._in_final():
             return
         with transaction(self.ladder.engine) as connection:
             waiting = [v for v in store.qualifying(connection) if v.id not in self.qualifying]
+            teams = {version.name: store.owner_of(connection, version.name) for version in waiting}
         for version in waiting:
             if len(self.setups) >= self.settings.setup_workers and len(self.in_flight) >= self.capacity:
                 return  # no room for either
             stored = self.ladder.stored(version.id)
             to_prepare = bool(stored.spec.setup_script or stored.spec.requirements)
-            if to_prepare and len(self.setups) < self.settings.setup_workers:
+            team = teams[version.name]  # None: the organiser's, who counts as one team
+            if to_prepare and len(self.setups) < self.settings.setup_workers and self._free(team):
                 out = self.ladder.folder / "versions" / "setup" / f"{version.name}-v{version.number}"
                 self.qualifying.add(version.id)
-                self._set_up(_Setup(version, stored, out))
+                self._set_up(_Setup(version, stored, out, team))
             elif not to_prepare and len(self.in_flight) < self.capacity:
                 self.qualifying.add(version.id)
                 self._submit(_Qualification(version, stored, None))
+
+    def _free(self, team: str | None) -> bool:
+        """Whether ``team`` has no setup or build running: a team has one at a time."""
+        return all(work.team != team for work in self.setups.values())
 
     def _set_up(self, work: _Setup) -> None:
         if self.setup_pool is None:
