@@ -141,7 +141,7 @@ def test_a_match_of_a_plain_a_built_and_a_set_up_version_played_again_names_no_c
     from test_setup import BUILD, team
 
     settings = EpisodeSettings(env=GAME, steps=10, index_url=INDEX)
-    made = LadderSettings(settings=settings, agents=4, versions_per_match=3, placement_matches=0, setup_workers=2)
+    made = LadderSettings(settings=settings, agents=4, versions_per_match=3, placement_matches=0)
     with Ladder.create(tmp_path / "cup", made) as ladder:
         ladder.submit("plain", WANDERER)
         ladder.submit("built", str(submission(tmp_path / "built", OLD, f"more-itertools=={OLD}\n")))
