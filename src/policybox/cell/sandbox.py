@@ -118,7 +118,10 @@ def _landlock(plan: SandboxPlan) -> str:
     from policybox.cell import landlock
 
     assert plan.scratch is not None
-    abi = landlock.restrict(read_only=["/"], read_write=[plan.scratch, "/dev/null"])
+    # TCP is the network layer's to deny: a cell the host lets keep its network (a wheels-only build)
+    # has no network layer in its plan.
+    block_tcp = Layer.NETWORK in plan.layers
+    abi = landlock.restrict(read_only=["/"], read_write=[plan.scratch, "/dev/null"], block_tcp=block_tcp)
     return f"{ACTIVE}: ABI {abi}"
 
 

@@ -1,4 +1,4 @@
-"""Running a one-off job -- a setup script, a build from source -- in a cell, and keeping what it made.
+"""Running a one-off job -- a setup script, a step of an environment's build -- in a cell, and keeping what it made.
 
 The job is a ``policybox.files.setup_policy.CellJob``: a policy that does its work as it loads, so the
 cell's READY means it succeeded. It runs in one cell under the settings' sandbox, limits and launcher
@@ -39,12 +39,13 @@ MIB = 1024 * 1024
 
 
 def run_job(
-    job: PolicySpec, what: str, settings: EpisodeSettings, out: Path, timeout_s: float
+    job: PolicySpec, what: str, settings: EpisodeSettings, out: Path, timeout_s: float, *, online: bool = False
 ) -> tuple[str | None, str]:
     """Run ``job`` -- a CellJob's spec, given ``timeout_s`` -- in one cell under ``settings``, and keep
     what it left in ``COPY`` in ``out``, a new folder (its parent is made private; an ``out`` another
     run made first is kept). Why it failed (None: it did not), saying ``what`` it was ("the setup
-    script"), and the tail of its output."""
+    script"), and the tail of its output. ``online``: the cell keeps the host's network (every other
+    layer stays), for a job that runs no entrant code -- a wheels-only build's -- and for no other."""
     limits = settings.limits.model_copy(
         update={"init_timeout_s": settings.limits.init_timeout_s + timeout_s + SWEEP_S}  # the job runs at start-up
     )
@@ -58,6 +59,7 @@ def run_job(
         [record] = agent_records(
             [job.model_copy(update={"init_kwargs": kwargs})], settings, Path(temp) / "logs", ["job"]
         )
+        record.online = online
         if workdir is not None:
             workdir.mkdir()
         why = _run_cell(record, what, settings, out, workdir)

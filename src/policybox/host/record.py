@@ -23,6 +23,9 @@ class AgentRecord:
     threads: int  # the thread budget of its cell (policybox.threads)
     log_path: Path | None = None
     torch: bool = False  # its policy imports torch (policybox.host.torch_use): its cell may start with it
+    # Its cell keeps the host's network: set by the host alone, for a wheels-only build of an environment
+    # (policybox.files.environments), which runs no entrant code; never from a spec or a setting.
+    online: bool = False
     log_note: str | None = None  # why its log was cut short (policybox.host.output), if it was
     status: AgentStatus = AgentStatus.OK
     failure: Failure | None = None

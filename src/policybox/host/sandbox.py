@@ -92,9 +92,10 @@ class CellSandbox:
     ) -> None:
         """``uid_lease``: the cell's uid, when the caller leased several at once; else one is leased here.
         ``budget``: the memory all the host's cells share, ``cells`` of them at once (needed with the
-        memory layer)."""
+        memory layer). A record the host marked ``online`` keeps the host's network: no network layer,
+        every other layer as ``layers`` says."""
         self.level = level
-        self.layers = layers
+        self.layers = [layer for layer in layers if not (record.online and layer == Layer.NETWORK)]
         self._limits = limits
         self._spec = record.spec
         self._threads = record.threads
