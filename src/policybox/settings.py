@@ -24,6 +24,7 @@ LauncherName = Literal["zygote", "spawn"]
 Cells = Literal["per-agent", "per-policy"]
 DEFAULT_AGENTS = 4  # for games of any size (arena, navigation) when no number is given
 REPLAY_SUFFIX = ".json.z"
+ENVIRONMENT_LIMIT_MB = 4096  # the cap on an environment's build (policybox.files.environments)
 
 
 class EpisodeSettings(BaseModel):
@@ -96,6 +97,14 @@ class EpisodeSettings(BaseModel):
         description="Allow requirements built from source (sdists) where wheels cannot meet them: the build "
         "runs in a cell, sandboxed like a setup script, offline, from the local find-links folders and file:// "
         "indexes",
+    )
+    environment_limit_mb: int = Field(
+        default=ENVIRONMENT_LIMIT_MB,
+        ge=16,
+        exclude_if=lambda value: value == ENVIRONMENT_LIMIT_MB,  # settings stored before it existed read the same
+        description="The most disk an environment's build may fill, in MiB: its cell's scratch tmpfs, which holds "
+        "uv's cache and the environment; the cell's memory limit is --memory-limit-mb on top of it (a tmpfs "
+        "counts as memory)",
     )
 
     @field_validator("env_kwargs", mode="before")

@@ -17,7 +17,7 @@ import typer
 
 from policybox.limits import Limits
 from policybox.sandbox import SandboxLevel
-from policybox.settings import Cells, LauncherName, Mode, OnFailure
+from policybox.settings import ENVIRONMENT_LIMIT_MB, Cells, LauncherName, Mode, OnFailure
 
 DEFAULTS = Limits()
 # What --help shows as each option's value: a word, not a Python type ("<int range>").
@@ -191,6 +191,18 @@ EPISODE_OPTIONS = [
             ),
         ],
         None,
+    ),
+    _option(
+        "environment_limit_mb",
+        Annotated[
+            int,
+            typer.Option(
+                min=16,
+                help="The most disk a policy's environment may take to build (uv's cache and the environment, in "
+                "its cell's tmpfs); the build's cell may use --memory-limit-mb on top of it.",
+            ),
+        ],
+        ENVIRONMENT_LIMIT_MB,
     ),
     _option(
         "threads_per_cell",
