@@ -408,3 +408,21 @@ def test_a_folder_of_another_tournament_is_refused_before_any_setup_runs(tmp_pat
     with pytest.raises(TournamentMismatch, match="holds another tournament"):
         evaluate([str(team(tmp_path / "team_a", BUILD)), "noop"], out, episodes=1, agents=2, steps=3, workers=1)
     assert files_under(out) == before
+
+
+def test_a_version_whose_environment_is_refused_says_why_in_public_and_in_full_to_its_team(tmp_path):
+    """A ladder's preparation (``prepare_version``): the script runs, then its environment is refused --
+    its pin conflicts with the host's numpy. In public one line, naming no folder and quoting no uv;
+    for the team, its script's output and the refusal in full, uv's reason among it."""
+    folder = team(tmp_path / "team_a", BUILD)
+    (folder / "requirements.txt").write_text("numpy==1.26.4\n")
+    stored = keep(str(folder), tmp_path / "versions")
+    settings = EpisodeSettings(index_url="file:///opt/pypi/simple")
+    out, envs = tmp_path / "setups" / stored.digest, tmp_path / "envs"
+    outcome = setup.prepare_version(stored, settings, out, 60, envs, "team_a@v1")
+    assert not outcome.ok and outcome.spec is None
+    assert outcome.refused == "its requirements cannot be resolved beside the host's packages"
+    script, _, refusal = outcome.output.partition("\npolicy team_a@v1: ")
+    assert "with its manifest: True" in script  # the script ran, and said so
+    assert refusal.startswith(f"{outcome.refused}: uv (resolving) exited with code 1")
+    assert f"numpy=={__import__('numpy').__version__}" in refusal  # uv's words, the host's pin, for the team

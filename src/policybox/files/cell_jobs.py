@@ -1,4 +1,4 @@
-"""Running a one-off job -- a setup script, a step of an environment's build -- in a cell, and keeping what it made.
+"""Running a one-off job -- a setup script, an environment's build -- in a cell, and keeping what it made.
 
 The job is a ``policybox.files.setup_policy.CellJob``: a policy that does its work as it loads, so the
 cell's READY means it succeeded. It runs in one cell under the settings' sandbox, limits and launcher

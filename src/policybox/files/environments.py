@@ -4,26 +4,39 @@ A spec may declare ``requirements`` (pip requirement lines; ``policybox.spec`` a
 folder's ``requirements.txt``). ``with_environment`` gives the spec its environment, as its last import
 root, which its cells put on their import path before they import the policy:
 
+* **Built in cells, never on the host.** Resolving, downloading, unpacking, installing and
+  byte-compiling are each a job in a cell of their own (``policybox.files.build_policy``, run by
+  ``policybox.files.cell_jobs``): under the settings' sandbox, its own uid and CPU limit, its memory
+  cgroup inside the host's budget, and a scratch tmpfs of the settings' ``environment_limit_mb`` as
+  its disk, which holds uv's cache and temporary files too and is gone with the cell. The host only
+  harvests what the cell made (nothing followed, within the cap) and moves it into place. A build
+  over a cap -- disk, files, memory, time -- is refused naming the cap.
 * **Resolved against the host.** uv resolves the requirements with every package installed here
   pinned at its installed version (a constraints file), so policybox, the game and their pins stay the
   host's: a requirement that conflicts with one is refused with uv's message, which names both.
 * **A layer, not a copy.** Of the resolved set, only what the host lacks is installed (``uv pip install
   --target --no-deps``), into a folder named by the hash of that locked set: equal sets share one
-  folder, and a set already built builds nothing. Because the layer never holds a package the host
-  has, the host's zygote (numpy, the game, torch if preloaded) serves every environment: a cell's
-  start-up is the host's.
-* **Wheels, unless sdists are allowed.** ``--only-binary :all:``: an sdist would run its own code at
-  build time, on the host. With ``sdists`` allowed, requirements that wheels alone cannot meet are
-  resolved and installed again in a cell (``policybox.files.build_policy``): under the settings'
-  sandbox and limits, as a setup script runs, with no network -- offline, from the local folders of
-  the package source (find-links folders, ``file://`` indexes), bound in read-only -- and what it
-  made is harvested (``policybox.files.cell_jobs``).
-* **From the organiser's index.** What the host's ``pip install`` reaches by default (pip's configured
-  index, extra indexes and find-links, read with ``pip config list``, and its constraint files), or
-  the settings' ``index_url`` and ``find_links`` instead. uv reads no pip configuration itself, so it
-  is passed on explicitly.
+  folder, and a set already built is found by its lock, from the first cell, before anything is
+  installed. Because the layer never holds a package the host has, the host's zygote (numpy, the
+  game, torch if preloaded) serves every environment: a cell's start-up is the host's.
+* **Wheels, unless sdists are allowed.** ``--only-binary :all:``, so no package's own code runs while
+  it is built, and a wheels-only build's cells may keep the host's network when the source is not all
+  on this disk (an index over HTTP): uv installing wheels runs no package code. With ``sdists``
+  allowed, requirements that wheels alone cannot meet are built again from source, where package
+  code runs: with no network -- offline, from the local folders of the package source (find-links
+  folders, ``file://`` indexes), bound in read-only -- and named by the request, never by the lock
+  such a build hands back.
+* **From the organiser's index, as pip takes it.** What the host's ``pip install`` reaches by default
+  (pip's configured index, extra indexes and find-links, read with ``pip config list``, and its
+  constraint files), or the settings' ``index_url`` and ``find_links`` instead; with more than one
+  index, the best version across all of them, as pip chooses (uv's ``unsafe-best-match``). uv reads
+  no pip configuration itself, so it is passed on explicitly.
 * **Read-only to cells.** The folder is root's (mode 700 at the top); a cell sees its own layer only,
   bound read-only into its private view like its policy files.
+
+A refusal (``EnvironmentRefused``) has a public reason, which names no path of the host's and quotes
+no uv output, and a detail -- uv's own words, naming the organiser's indexes and folders -- for the
+policy's owner.
 
 Why uv and not pip: uv resolves and installs in a second where pip takes tens (it is what MettaGrid's
 policy server uses for the same job), and it can resolve against constraints without installing.
@@ -45,55 +58,95 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
 from policybox.errors import PolicyboxError, SpecError
-from policybox.files.build_policy import CONSTRAINTS, HOST, LOCK, REQUIREMENTS, SITE, layer_pins
+from policybox.files.build_policy import (
+    BUILT,
+    CERT,
+    CONSTRAINTS,
+    HOST,
+    INSTALLING,
+    LOCK,
+    OUT_OF_MEMORY,
+    REQUIREMENTS,
+    SITE,
+    environment_name,
+)
+from policybox.files.setup_policy import TIMED_OUT
 from policybox.inert import inert
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
-from policybox.storage import StorageFull, what_ran_out, writing
+from policybox.storage import writing
 from policybox.submission import private_folder
 
-BUILD_TIMEOUT_S = 600.0
-MAX_ENVIRONMENT_BYTES = 4 * 1024**3
-MESSAGE_CHARS = 1500  # of uv's output, in a refusal
-# How uv says a write failed for a full filesystem (Rust's io::Error: "... (os error 28)").
+BUILD_TIMEOUT_S = 600.0  # for a build's cell: resolving, and installing (and from source, again)
+MAX_ENVIRONMENT_FILES = 100_000  # files and folders a build may make (its scratch tmpfs's inodes)
+MAX_LOCK_BYTES = 1 << 20  # a lock is name==version lines: a big one is a build's forgery
+MESSAGE_CHARS = 1500  # of uv's output, in a refusal's detail
 # How uv says a package has no wheel that fits (with --only-binary :all:, its --no-build).
 NO_WHEEL = ("has no usable wheels", "building from source is disabled")
-FULL_DISK = {f"(os error {errno.ENOSPC})": errno.ENOSPC, f"(os error {errno.EDQUOT})": errno.EDQUOT}
+NO_SPACE = os.strerror(errno.ENOSPC)  # a full tmpfs, in uv's words ("... (os error 28)") and Python's
 REQUESTS = "requests"
 BUILDER = "policybox.files.build_policy.BuildEnvironment"
 PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")  # what uv's lock lines are (no markers: one host)
+INSTALL_FAILED = "its requirements cannot be installed"  # uv's resolve went through, its install did not
+RESOLVE_FAILED = "its requirements cannot be resolved beside the host's packages"
+FROM_SOURCE_FAILED = "its requirements need a package built from source, and the build failed"
 
 
 class EnvironmentRefused(PolicyboxError):
-    """A spec's requirements cannot be built: unknown, conflicting with the host, no wheel, too big or
-    slow, or the index unreachable. The message names the policy and gives uv's reason. (A full disk is
-    no fault of the policy's: that is ``StorageFull``.)"""
+    """A spec's requirements cannot be built: unknown, conflicting with the host, no wheel, over a cap,
+    or the index unreachable. ``public`` says why in one line that names no path of the host's and
+    quotes no uv output (for everyone); ``detail`` is uv's or the build's own output, which names the
+    organiser's indexes and folders (for the policy's owner alone). The message is both, naming the
+    policy, for the operator. (A full disk of the host's is no fault of the policy's: that is
+    ``StorageFull``.)"""
+
+    def __init__(self, policy: str, public: str, detail: str = "") -> None:
+        super().__init__(f"policy {policy}: {public}" + (f": {detail}" if detail else ""))
+        self.policy, self.public, self.detail = policy, public, detail
+
+    def __reduce__(self) -> tuple[type[EnvironmentRefused], tuple[str, str, str]]:
+        return type(self), (self.policy, self.public, self.detail)  # pickled whole: a Ray node raises it
 
 
 @dataclass(frozen=True)
 class PackageSource:
-    """Where environments' packages come from: an index URL, extra indexes and find-links folders, and
-    the constraint files that cap what may be taken from them (pip's configured ones)."""
+    """Where environments' packages come from: an index URL (None: uv's default, PyPI), extra indexes and
+    find-links folders, the constraint files that cap what may be taken from them (pip's configured
+    ones), whether sdists may be built and the certificates HTTPS is checked against; and the settings
+    whose sandbox, limits and environment cap a build's cells run under."""
 
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     no_index: bool = False  # find-links only: a wheelhouse, offline
     constraints: tuple[str, ...] = ()
-    sdists: EpisodeSettings | None = None  # sdists allowed: the settings their build's cell runs under
+    sdists: bool = False
+    cert: str | None = None  # the certificate bundle an index over HTTPS is checked against, as pip checks it
+    settings: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def local(self) -> PackageSource:
         """Only the sources on this machine's disk: its find-links folders and ``file://`` indexes."""
         indexes = [url for url in (self.index_url, *self.extra_index_urls) if url and _is_local(url)]
         links = tuple(link for link in self.find_links if _is_local(link))
-        return PackageSource(indexes[0] if indexes else None, tuple(indexes[1:]), links, no_index=not indexes)
+        return dataclasses.replace(
+            self,
+            index_url=indexes[0] if indexes else None,
+            extra_index_urls=tuple(indexes[1:]),
+            find_links=links,
+            no_index=not indexes,
+        )
+
+    def is_local(self) -> bool:
+        """Whether every source is on this machine's disk (no index named is uv's default: PyPI)."""
+        indexes = [] if self.no_index else [self.index_url]
+        return all(url is not None and _is_local(url) for url in (*indexes, *self.extra_index_urls, *self.find_links))
 
     def folders(self) -> list[str]:
         """The folders the sources are in."""
@@ -101,26 +154,35 @@ class PackageSource:
         return [url.removeprefix("file://") for url in urls if _is_local(url)]
 
     def uv_arguments(self) -> list[str]:
+        """Where uv takes packages from. pip takes the best version across all its indexes, where uv's
+        default stops at the first index that has the package, extra ones first: with more than one
+        index, uv is told to choose as pip does."""
         arguments = ["--no-index"] if self.no_index else []
         arguments += ["--index-url", self.index_url] if self.index_url else []
         arguments += [arg for url in self.extra_index_urls for arg in ("--extra-index-url", url)]
+        if (0 if self.no_index else 1) + len(self.extra_index_urls) > 1:
+            arguments += ["--index-strategy", "unsafe-best-match"]
         return arguments + [arg for link in self.find_links for arg in ("--find-links", link)]
 
-    def uv_constraints(self) -> list[str]:
-        """What resolving adds: pip's constraint files (installing takes a locked set: none)."""
-        return [arg for path in self.constraints for arg in ("--constraint", path)]
+    def build_arguments(self) -> list[str]:
+        """Where and how a build's uv takes packages: wheels only unless sdists are allowed, and offline
+        from a source all on this disk."""
+        binary = [] if self.sdists else ["--only-binary", ":all:"]
+        return [*self.uv_arguments(), *binary, *(["--offline"] if self.is_local() else [])]
 
 
 def package_source(settings: EpisodeSettings) -> PackageSource:
     """The settings' index and find-links if either is given (find-links alone: those folders only, no
-    index), else what the host's ``pip install`` reaches; with sdists if the settings allow them."""
+    index), else what the host's ``pip install`` reaches; with sdists if the settings allow them, and
+    the settings for the build's cells."""
     index_url, find_links = settings.index_url, settings.find_links
     if index_url or find_links:
         links = tuple(_absolute(link) for link in find_links)
         source = PackageSource(index_url, (), links, no_index=index_url is None)
     else:
         source = pip_configured_source()
-    return dataclasses.replace(source, sdists=settings if settings.sdists else None)
+    cert = pip_configured_source().cert or os.environ.get("SSL_CERT_FILE")  # pip's, else what uv here would take
+    return dataclasses.replace(source, sdists=settings.sdists, cert=cert, settings=settings)
 
 
 def _absolute(link: str) -> str:
@@ -134,8 +196,8 @@ def _is_local(url: str) -> bool:
 
 @cache
 def pip_configured_source() -> PackageSource:
-    """pip's configured index, extra indexes, find-links and constraint files (its files and PIP_*
-    variables), each named once."""
+    """pip's configured index, extra indexes, find-links, constraint files and certificate bundle (its
+    files and PIP_* variables), each named once."""
     try:
         listed = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, check=True
@@ -147,13 +209,13 @@ def pip_configured_source() -> PackageSource:
         key, _, value = line.partition("=")
         name = key.rpartition(".")[2]
         values.setdefault(name, []).extend(value.strip().strip("'\"").split())
-    index = values.get("index-url", [None])[-1]
+    index, cert = values.get("index-url", [None])[-1], values.get("cert", [None])[-1]
 
     def listed_once(name: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(values.get(name, [])))
 
     extra, links, constraints = listed_once("extra-index-url"), listed_once("find-links"), listed_once("constraint")
-    return PackageSource(index, extra, links, constraints=constraints)
+    return PackageSource(index, extra, links, constraints=constraints, cert=cert)
 
 
 def default_folder() -> Path:
@@ -237,9 +299,9 @@ def check_one_process(specs: Sequence[PolicySpec]) -> None:
 def environment(requirements: Sequence[str], folder: Path, source: PackageSource, policy: str) -> Path:
     """The folder of the environment for ``requirements``: found, or resolved and built under ``folder``."""
     try:
-        folder = private_folder(folder.absolute(), EnvironmentRefused)  # a spec's import roots are absolute
-    except OSError as exc:  # --environments where no folder can be made
-        raise EnvironmentRefused(
+        folder = private_folder(folder.absolute(), PolicyboxError)  # a spec's import roots are absolute
+    except OSError as exc:  # --environments where no folder can be made: the operator's to fix
+        raise PolicyboxError(
             f"cannot make the environments' folder {folder} ({exc.strerror}): give --environments a folder "
             "that can be made and written"
         ) from None
@@ -255,21 +317,66 @@ def environment(requirements: Sequence[str], folder: Path, source: PackageSource
 
 
 def _built(requirements: Sequence[str], source: PackageSource, scratch: Path, folder: Path, policy: str) -> Path:
-    """The environment for ``requirements`` in ``folder``: resolved with wheels only and installed, or
-    found built; else, where a package has no wheel and sdists are allowed, built from source in a cell."""
+    """The environment for ``requirements`` in ``folder``: built from wheels alone, or found built; else,
+    where a package has no wheel and sdists are allowed, built from source, offline."""
     try:
-        layer = _resolve(requirements, source, scratch, policy)
+        return _build(requirements, dataclasses.replace(source, sdists=False), scratch / "wheels", folder, policy)
     except EnvironmentRefused as wheels_only:
-        if source.sdists is None or not any(words in str(wheels_only) for words in NO_WHEEL):
+        if not source.sdists or not any(words in wheels_only.detail for words in NO_WHEEL):
             raise
-        staged = _built_from_source(requirements, source, scratch, policy, wheels_only)
-        # Named by the request, not by the lock its build wrote: the build's code could have written any
-        # lock there, the name of another set's environment among them.
-        return _kept(staged, folder / f"from-source-{_request(requirements, source)}", policy)
-    built = folder / _name(layer)
+        refused = wheels_only
+    local = source.local()
+    if not local.folders():
+        raise EnvironmentRefused(
+            policy,
+            f"{refused.public}; sdists are allowed, but they are built offline, from local folders "
+            "(--find-links DIR or a file:// index), and none is given",
+            refused.detail,
+        )
+    # Named by the request, not by the lock its build wrote: the build's code could have written any lock
+    # there, the name of another set's environment among them.
+    named = folder / f"from-source-{_request(requirements, source)}"
+    return named if (named / SITE).is_dir() else _build(requirements, local, scratch / "sources", folder, policy, named)
+
+
+def _build(
+    requirements: Sequence[str],
+    source: PackageSource,
+    scratch: Path,
+    folder: Path,
+    policy: str,
+    named: Path | None = None,
+) -> Path:
+    """The environment for ``requirements`` from ``source``, built in a cell and kept in ``folder`` under
+    the hash of its lock, or as ``named``; or the environment of that lock, if the folder holds it (the
+    cell is told which it holds, and then installs nothing)."""
+    known = [] if named else [path.name for path in folder.iterdir() if (path / SITE).is_dir()]
+    staged = _in_cell(_request_files(requirements, source, known, scratch / "request"), source, scratch, policy)
+    layer = _pins(staged / LOCK, policy)
+    built = named or folder / environment_name(layer)
     if (built / SITE).is_dir():
         return built
-    return _kept(_install(layer, source, scratch, policy), built, policy)
+    if not layer:
+        (staged / SITE).mkdir(exist_ok=True)  # an empty layer: the host has it all
+    elif not named and not (staged / SITE).is_dir():  # the cell found it built, and a prune has removed it since
+        return _build(requirements, source, scratch / "again", folder, policy)
+    return _kept(staged, built, policy)
+
+
+def _request_files(requirements: Sequence[str], source: PackageSource, known: list[str], request: Path) -> Path:
+    """The request a build's cell reads, as a folder: the requirements, the host's packages, pip's
+    constraint files and certificate bundle, and the names of the environments ``known`` to be built."""
+    (request / CONSTRAINTS).mkdir(parents=True)
+    (request / REQUIREMENTS).write_text("\n".join(requirements) + "\n")
+    (request / HOST).write_text("\n".join(host_packages()) + "\n")
+    (request / BUILT).write_text("".join(f"{name}\n" for name in known))
+    copies = {request / CONSTRAINTS / f"{number}.txt": path for number, path in enumerate(source.constraints)}
+    for copy, path in {**copies, **({request / CERT: source.cert} if source.cert else {})}.items():
+        try:
+            copy.write_bytes(Path(path).read_bytes())  # copied: the cell sees no folder of the host's
+        except FileNotFoundError:  # pip's configuration names it: the operator's to fix
+            raise PolicyboxError(f"pip's configuration names {path}, which is not there") from None
+    return request
 
 
 @cache
@@ -283,146 +390,94 @@ def host_packages() -> tuple[str, ...]:
     return tuple(f"{name}=={version}" for name, version in sorted(pins.items()))
 
 
-def _resolve(requirements: Sequence[str], source: PackageSource, scratch: Path, policy: str) -> list[str]:
-    """The locked set uv resolves for ``requirements`` beside the host's packages, less what the host has."""
-    (scratch / "requirements.in").write_text("\n".join(requirements) + "\n")
-    (scratch / "host.txt").write_text("\n".join(host_packages()) + "\n")
-    locked = _uv(
-        ["pip", "compile", "requirements.in", "--constraint", "host.txt", *source.uv_constraints()]
-        + ["--no-header", "--no-annotate"],
-        source,
-        scratch,
-        policy,
-        "cannot be resolved beside the host's packages",
-    )
-    return layer_pins(locked, set(host_packages()))
-
-
-def _install(layer: list[str], source: PackageSource, scratch: Path, policy: str) -> Path:
-    """Install the pins of ``layer`` into a new folder in ``scratch``, beside their ``lock.txt``: that folder."""
-    staged = scratch / "environment"
-    (staged / SITE).mkdir(parents=True)
-    (staged / LOCK).write_text("".join(f"{pin}\n" for pin in layer))
-    if layer:
-        _uv(
-            # Compiled now: a cell can write no bytecode, and would compile every module at each start.
-            ["pip", "install", "--no-deps", "--compile-bytecode", "--target", SITE, "-r", LOCK],
-            source,
-            staged,
-            policy,
-            "cannot be installed",
-        )
-    return staged
-
-
-def _built_from_source(
-    requirements: Sequence[str], source: PackageSource, scratch: Path, policy: str, wheels_only: EnvironmentRefused
-) -> Path:
-    """The environment for ``requirements`` built in a cell, offline, from ``source``'s local folders,
-    sdists allowed (``policybox.files.build_policy``), harvested into ``scratch``: that folder."""
+def _in_cell(request: Path, source: PackageSource, scratch: Path, policy: str) -> Path:
+    """Build ``request`` (``policybox.files.build_policy``) in a cell of its own, under the build's
+    settings (``build_settings``), and harvest what it made: the folder it is in, in ``scratch``. The
+    cell keeps the host's network for a wheels-only build from a source not all on this disk alone: no
+    entrant code runs there."""
     import uv  # the package ships the binary; imported here so that only building needs it
 
     from policybox.files.cell_jobs import run_job  # the episode loop, which imports this module for inline mode
 
-    assert source.sdists is not None
-    local = source.local()
-    if not local.folders():
-        raise EnvironmentRefused(
-            f"{wheels_only}; sdists are allowed, but they are built offline, from local folders (--find-links "
-            "DIR or a file:// index), and none is given"
-        )
-    request = scratch / "request"
-    (request / CONSTRAINTS).mkdir(parents=True)
-    (request / REQUIREMENTS).write_text("\n".join(requirements) + "\n")
-    (request / HOST).write_text("\n".join(host_packages()) + "\n")
-    for number, constraint in enumerate(source.constraints):
-        (request / CONSTRAINTS / f"{number}.txt").write_text(Path(constraint).read_text())
     job = PolicySpec(
         class_path=BUILDER,
         data_path=str(request),
-        python_path=local.folders(),  # bound read-only into the cell, as import roots are (wheels import nothing)
-        init_kwargs={"uv": uv.find_uv_bin(), "source": local.uv_arguments()},
+        python_path=source.folders(),  # bound read-only into the cell, as import roots are (wheels import nothing)
+        init_kwargs={"uv": uv.find_uv_bin(), "source": source.build_arguments()},
         name=f"build of {policy}",
     )
-    why, tail = run_job(job, "the build from source", source.sdists, scratch / "built", BUILD_TIMEOUT_S)
+    online = not source.sdists and not source.is_local()
+    settings, out = build_settings(source.settings), scratch / "harvested" / "environment"  # its parent: private
+    why, tail = run_job(job, "the build", settings, out, BUILD_TIMEOUT_S, online=online)
     if why:
-        told = inert(" ".join(f"{why}: {tail}".split())[-MESSAGE_CHARS:])
-        raise EnvironmentRefused(
-            f"policy {policy}: its requirements need a package built from source, and the build failed "
-            f"(offline, from {', '.join(local.folders())}): {told}"
+        raise _refusal(policy, source, why, tail)
+    return out
+
+
+def build_settings(settings: EpisodeSettings) -> EpisodeSettings:
+    """The settings a build's cell runs under: their sandbox and limits, but a scratch tmpfs -- uv's
+    cache and temporary files, and the environment -- of the environment's cap, with as many files and
+    any one of them as big; for memory, a cell's own limit on top of that disk, since a tmpfs's pages
+    count as its cell's memory. Spawned: a build imports nothing a zygote would have ready, and a zygote
+    of its own would cost more to start than the cell."""
+    cap, limits = settings.environment_limit_mb, settings.limits
+    build = {"disk_limit_mb": cap, "disk_limit_files": MAX_ENVIRONMENT_FILES, "file_size_limit_mb": cap}
+    limits = limits.model_copy(update={**build, "memory_limit_mb": limits.memory_limit_mb + cap})
+    return settings.model_copy(update={"limits": limits, "launcher": "spawn"})
+
+
+def _refusal(policy: str, source: PackageSource, why: str, tail: str) -> EnvironmentRefused:
+    """A build that failed ``why``, its output ending ``tail``, as a refusal: in public, the cap it ran
+    into, if it ran into one, else the step that failed; in detail, its own words."""
+    limits = build_settings(source.settings).limits
+    if OUT_OF_MEMORY in why:  # the build's cell counted an OOM kill, or the host did, of the cell itself
+        public = f"its build ran out of memory (limit {limits.memory_limit_mb} MiB)"
+    elif TIMED_OUT in why:
+        public = f"its build took longer than {BUILD_TIMEOUT_S:g} s, the cap"
+    elif NO_SPACE in f"{why} {tail}":
+        public = (
+            f"its environment needs more than {limits.disk_limit_mb} MiB of disk or {limits.disk_limit_files} "
+            "files, the cap"
         )
-    if not all(PIN.fullmatch(line) for line in (scratch / "built" / LOCK).read_text().splitlines()):
-        raise EnvironmentRefused(
-            f"policy {policy}: the build from source left a lock.txt of more than name==version pins"
-        )
-    return scratch / "built"
+    else:
+        public = FROM_SOURCE_FAILED if source.sdists else INSTALL_FAILED if INSTALLING in why else RESOLVE_FAILED
+    where = f"offline, from {', '.join(source.folders())}: " if source.sdists else ""
+    return EnvironmentRefused(policy, public, inert(" ".join(f"{where}{why}: {tail}".split())[-MESSAGE_CHARS:]))
+
+
+def _pins(lock: Path, policy: str) -> list[str]:
+    """The pins of a lock a build's cell made (harvested: a plain file of ours), refused unless it is
+    a few name==version lines: a build from source has its code's say in it."""
+    try:
+        pins = lock.read_text(encoding="utf-8").splitlines() if lock.stat().st_size <= MAX_LOCK_BYTES else [""]
+    except (OSError, UnicodeDecodeError):
+        pins = [""]
+    if not all(PIN.fullmatch(pin) for pin in pins):
+        raise EnvironmentRefused(policy, "its build left a lock.txt of more than name==version pins")
+    return pins
 
 
 def _kept(staged: Path, built: Path, policy: str) -> Path:
-    """The environment ``staged`` (``site/`` and ``lock.txt``) moved to ``built`` whole, unless it is over
-    its size cap or ``built`` is there already: ``built``."""
-    site = staged / SITE
-    size = sum(path.stat().st_size for path in site.rglob("*") if path.is_file() and not path.is_symlink())
-    if size > MAX_ENVIRONMENT_BYTES:
-        raise EnvironmentRefused(
-            f"policy {policy}: its environment is {size / 1024**2:.0f} MiB, over the cap of "
-            f"{MAX_ENVIRONMENT_BYTES / 1024**2:.0f} MiB"
-        )
-    _readable_not_writable(site)
+    """The environment ``staged`` (``site/`` and ``lock.txt``, harvested: readable by every user and
+    writable by root alone) moved to ``built`` whole, unless ``built`` is there already: ``built``."""
+    if not (staged / SITE).is_dir():
+        raise EnvironmentRefused(policy, "its build made no site folder")
     staged.chmod(0o755)
     with contextlib.suppress(FileExistsError, OSError):  # built meanwhile by another process: keep theirs
         staged.rename(built)
     if not (built / SITE).is_dir():
-        raise EnvironmentRefused(f"policy {policy}: its environment could not be moved into {built.parent}")
+        raise EnvironmentRefused(policy, "its environment could not be moved into place", str(built.parent))
     return built
-
-
-def _uv(arguments: list[str], source: PackageSource, cwd: Path, policy: str, failed: str) -> str:
-    import uv  # the package ships the binary; imported here so that only building needs it
-
-    command = [uv.find_uv_bin(), *arguments, "--python", sys.executable, "--only-binary", ":all:"]
-    command += source.uv_arguments()
-    environment = {**os.environ, "UV_NO_CONFIG": "1", "NO_COLOR": "1"}
-    try:
-        done = subprocess.run(
-            command, cwd=cwd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, env=environment, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise EnvironmentRefused(
-            f"policy {policy}: its requirements {failed}: uv took longer than {BUILD_TIMEOUT_S:g} s"
-        ) from None
-    if done.returncode != 0:
-        if ran_out := next((number for text, number in FULL_DISK.items() if text in done.stderr), None):
-            raise StorageFull(cwd, what_ran_out(ran_out, cwd), "building an environment in")  # not the policy's
-        message = inert(" ".join(done.stderr.split())[-MESSAGE_CHARS:])  # uv's lines as one
-        raise EnvironmentRefused(f"policy {policy}: its requirements {failed}: {message}")
-    return done.stdout
-
-
-def _readable_not_writable(site: Path) -> None:
-    """Every file readable by every user (cells have their own uids), writable by none but root."""
-    for path in [site, *site.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
 
 
 def _request(requirements: Sequence[str], source: PackageSource) -> str:
     """A request's key: its requirements, where packages come from (sdists or not), and the host's packages."""
-    where = [*source.uv_arguments(), *source.uv_constraints(), *(["sdists"] if source.sdists else [])]
+    where = [*source.uv_arguments(), *source.constraints, *(["sdists"] if source.sdists else [])]
     return _digest(json.dumps([sorted(requirements), where, host_packages()]))
-
-
-def _name(layer: Sequence[str]) -> str:
-    """An environment's folder name: the hash of its locked set, for this Python."""
-    return _digest("\n".join([_python_tag(), *layer]))
 
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _python_tag() -> str:
-    return f"cp{sys.version_info.major}{sys.version_info.minor}-{sys.platform}"
 
 
 def _write(path: Path, text: str) -> None:

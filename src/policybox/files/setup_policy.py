@@ -1,5 +1,5 @@
 """CellJob: a policy that does one job in a cell of its own as it loads -- SetupScript runs a version's
-setup script; ``policybox.files.build_policy`` builds an environment from source.
+setup script; ``policybox.files.build_policy`` does a step of building an environment.
 
 ``policybox.files.setup_scripts`` starts it, with the version's stored files as its checkpoint (so they are
 bound into the cell read-only). Loading that checkpoint copies the files into ``COPY`` in the cell's
@@ -38,6 +38,7 @@ READ_CHUNK = 1 << 16
 READ_BYTES = 1 << 22
 PR_SET_CHILD_SUBREAPER = 36
 SWEEP_S = 10.0  # to kill what the script left: a fork bomb inside its pids limit takes a few rounds
+TIMED_OUT = "did not finish within"  # how a command that ran out of time failed
 
 
 class SetupFailed(RuntimeError):
@@ -82,7 +83,7 @@ class CellJob:
         failed, or None."""
         code = _run(argv, cwd, tail, max(0.0, self._deadline - time.monotonic()), env)
         if code is None:
-            return f"{what} did not finish within {self._timeout_s:g} s"
+            return f"{what} {TIMED_OUT} {self._timeout_s:g} s"
         if code < 0:
             return f"{what} was killed by {signal.Signals(-code).name}"
         return f"{what} exited with code {code}" if code else None

@@ -46,12 +46,15 @@ VERSIONS = "versions"
 @dataclass(frozen=True)
 class SetupOutcome:
     """Whether the setup script succeeded, its output's tail (why not, first, if it did not; inert:
-    control characters escaped), and the spec of what it made (None when it failed)."""
+    control characters escaped), and the spec of what it made (None when it failed). Where its
+    environment cannot be built (``prepare_version``; its script, if any, ran), ``refused`` says why in
+    public -- one line, no path of the host's, no uv output -- and ``output`` ends with the refusal in
+    full, uv's words and the organiser's indexes and folders among them: for the version's team alone."""
 
     ok: bool
     output: str
     spec: PolicySpec | None
-    refused: str | None = None  # why its environment cannot be built (``prepare_version``; its script, if any, ran)
+    refused: str | None = None  # ``EnvironmentRefused.public``: shown to everyone
 
 
 def run_setup(stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: float) -> SetupOutcome:
@@ -77,8 +80,9 @@ def prepare_version(
 ) -> SetupOutcome:
     """A ladder's version made ready to play, in a setup worker so that play goes on meanwhile: its setup
     script run into ``out`` (``run_setup``), if it has one, then its environment built or found under
-    ``environments`` (``files.environments``), if it declares requirements -- a refusal naming it as
-    ``label``. The outcome's spec is the one to play."""
+    ``environments`` (``files.environments``, in cells of their own), if it declares requirements -- a
+    refusal naming it as ``label``, its public reason apart from its detail. The outcome's spec is the
+    one to play."""
     outcome = (
         run_setup(stored, settings, out, timeout_s) if stored.spec.setup_script else SetupOutcome(True, "", stored.spec)
     )
@@ -87,7 +91,8 @@ def prepare_version(
     try:
         spec = with_environment(outcome.spec, environments, package_source(settings), label)
     except EnvironmentRefused as refused:
-        return SetupOutcome(ok=False, output=outcome.output, spec=None, refused=str(refused))
+        private = inert(f"{outcome.output}\n{refused}" if outcome.output else str(refused))[-OUTPUT_CHARS:]
+        return SetupOutcome(ok=False, output=private, spec=None, refused=refused.public)
     return SetupOutcome(ok=True, output=outcome.output, spec=spec)
 
 
