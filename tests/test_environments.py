@@ -495,6 +495,22 @@ def test_a_failing_sdist_build_is_refused_with_its_output_and_leaves_nothing(tmp
         server.shutdown()
 
 
+def test_a_build_from_source_that_hands_back_a_symlink_is_refused_and_keeps_nothing(tmp_path):
+    """The sdist's setup.py plants a symlink to /etc/shadow in what its build hands back: the copy out of
+    the cell follows nothing and refuses it, and nothing is kept."""
+    plant = (
+        "import os\nout = Path(os.environ['UV_CACHE_DIR']).parent / 'version'\n"
+        "attempt('symlink', lambda: os.symlink('/etc/shadow', out / 'stolen'))"
+    )
+    wheelhouse = trojan_sdist(tmp_path, build=plant)
+    source = environments.package_source(EpisodeSettings(find_links=[str(wheelhouse)], sdists=True))
+    with pytest.raises(EnvironmentRefused) as refused:
+        environments.environment(["trojan==1.0"], tmp_path / "envs", source, "bot")
+    assert refused.value.public.startswith("what its build made cannot be kept: more than 4096 MiB")
+    assert "stolen is a symlink" in refused.value.detail and "/etc/shadow" not in refused.value.public
+    assert list((tmp_path / "envs").iterdir()) == []
+
+
 def test_an_sdist_is_built_offline_even_where_its_wheels_were_looked_for_online(tmp_path):
     """An index over HTTP (this test's, on 127.0.0.1) that lacks trojan, and a wheelhouse with its sdist:
     the wheels-only build's cell has the network and asks the index; the build from source that follows

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from policybox.episode import agent_records, check_strict, log_tail, open_env, start_pool
-from policybox.files.harvest import HarvestRefused, harvest
+from policybox.files.harvest import NOT_KEPT, HarvestRefused, harvest
 from policybox.files.setup_policy import COPY, SWEEP_S
 from policybox.host.process_pool import ProcessPool
 from policybox.host.record import AgentRecord
@@ -85,7 +85,7 @@ def _run_cell(record: AgentRecord, what: str, settings: EpisodeSettings, out: Pa
             try:
                 harvest(scratch / COPY, out, max_entries=limits.disk_limit_files, max_bytes=limits.disk_limit_mb * MIB)
             except HarvestRefused as exc:
-                return f"what {what} made cannot be kept: {exc}"
+                return f"what {what} made {NOT_KEPT}: {exc}"
     finally:
         env.close()
     return None

@@ -77,6 +77,7 @@ from policybox.files.build_policy import (
     SITE,
     environment_name,
 )
+from policybox.files.harvest import NOT_KEPT
 from policybox.files.setup_policy import TIMED_OUT
 from policybox.inert import inert
 from policybox.settings import EpisodeSettings
@@ -438,6 +439,11 @@ def _refusal(policy: str, source: PackageSource, why: str, tail: str) -> Environ
         public = (
             f"its environment needs more than {limits.disk_limit_mb} MiB of disk or {limits.disk_limit_files} "
             "files, the cap"
+        )
+    elif NOT_KEPT in why:  # over the cap where no tmpfs held it (no root), or not plain files and folders
+        public = (
+            f"what its build made cannot be kept: more than {limits.disk_limit_mb} MiB or "
+            f"{limits.disk_limit_files} files, or not plain files and folders"
         )
     else:
         public = FROM_SOURCE_FAILED if source.sdists else INSTALL_FAILED if INSTALLING in why else RESOLVE_FAILED

@@ -32,6 +32,7 @@ from policybox.submission import move_into_place, new_file
 MAX_DEPTH = 64  # each level holds a descriptor open while it is copied
 CHUNK = 1 << 20
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+NOT_KEPT = "cannot be kept"  # how a refused copy is told (policybox.files.cell_jobs)
 T = TypeVar("T")
 
 
