@@ -31,10 +31,10 @@ import pytest
 import policybox.files.environments as environments
 
 CAP_MB = 32  # the environment cap these builds run under (the default is 4096)
-MEMORY_MB = 128  # a cell's memory limit: a build's cell may use CAP_MB on top, for its tmpfs
+MEMORY_MB = 256  # a cell's memory limit for the compile bomb: its build's cell may use CAP_MB on top
 BOMB_MB = 128  # what the wheel bomb unpacks to: its wheel is about 130 KB
 HOST_MB = 2 * CAP_MB  # the tmpfs every folder of the host's is on
-COMPILE_BOMB_ELEMENTS = 1_500_000  # 3 MiB of source, a few KB of wheel, about 500 MiB to byte-compile
+COMPILE_BOMB_ELEMENTS = 1_500_000  # 3 MiB of source, a few KB of wheel, about 1 GiB to byte-compile
 UID_LOCKS = "tmp/policybox-uids"  # policybox.host.uids: the lock files of cells' uids, kept for reuse
 ROOT_PEAK_MB = 400  # the most any process of the host's may hold (the host itself, its zygote)
 BUILD = """
@@ -44,7 +44,8 @@ from policybox.files.environments import EnvironmentRefused, PackageSource, envi
 from policybox.limits import Limits
 from policybox.settings import EpisodeSettings
 asked = json.loads(sys.argv[1])
-settings = EpisodeSettings(environment_limit_mb=asked["cap_mb"], limits=Limits(memory_limit_mb=asked["memory_mb"]))
+limits = Limits(**({"memory_limit_mb": asked["memory_mb"]} if asked["memory_mb"] else {}))
+settings = EpisodeSettings(environment_limit_mb=asked["cap_mb"], limits=limits)
 source = PackageSource(*asked["indexes"][:1], tuple(asked["indexes"][1:]), settings=settings)
 try:
     built = environment(asked["requirements"], Path(asked["folder"]), source, "bomber")
@@ -149,17 +150,20 @@ class Watch:
         return {program for program, _ in self.root_peaks.values()}
 
 
-def build_as_a_host(disk, tmp_path: Path, requirements: list[str], *indexes: str) -> tuple[dict, Watch, Path]:
+def build_as_a_host(
+    disk, tmp_path: Path, requirements: list[str], *indexes: str, memory_mb: int | None = None
+) -> tuple[dict, Watch, Path]:
     """Build ``requirements`` from ``indexes`` (the first the index, the others extra ones) in a process
-    of its own, every folder of its on a fresh tmpfs of HOST_MB: what it said (the refusal's public
-    reason and detail, or the built lock), how it went, and that tmpfs."""
+    of its own, every folder of its on a fresh tmpfs of HOST_MB, with a cell's memory limit of
+    ``memory_mb`` (None: the default): what it said (the refusal's public reason and detail, or the
+    built lock), how it went, and that tmpfs."""
     point = disk(f"size={HOST_MB}m")
     for folder in ("home", "tmp"):
         (point / folder).mkdir()
     env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "XDG_"))}
     env.update(HOME=str(point / "home"), TMPDIR=str(point / "tmp"))
     asked = {"requirements": requirements, "indexes": list(indexes), "folder": str(point / "envs")}
-    asked |= {"cap_mb": CAP_MB, "memory_mb": MEMORY_MB}
+    asked |= {"cap_mb": CAP_MB, "memory_mb": memory_mb}
     host = subprocess.Popen(
         [sys.executable, "-c", BUILD, json.dumps(asked)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -219,10 +223,10 @@ def test_over_http_the_build_cell_has_the_network_and_its_cap(disk, tmp_path, se
 
 
 def test_a_module_costly_to_byte_compile_is_refused_in_its_cell_and_the_host_stays_small(disk, tmp_path, bombs):
-    """A wheel of a few KB whose 3 MiB module takes about 500 MiB to byte-compile: the compiler runs
+    """A wheel of a few KB whose 3 MiB module takes about 1 GiB to byte-compile: the compiler runs
     in the build's cell and is stopped at its limit (a cell's MEMORY_MB plus the cap); no process of the
     host's, outside every cell, ever holds more than ROOT_PEAK_MB."""
-    said, watch, _ = build_as_a_host(disk, tmp_path, ["compilebomb==1.0"], f"file://{bombs}")
+    said, watch, _ = build_as_a_host(disk, tmp_path, ["compilebomb==1.0"], f"file://{bombs}", memory_mb=MEMORY_MB)
     assert said["public"] == f"its build ran out of memory (limit {MEMORY_MB + CAP_MB} MiB)", said
     assert watch.root_peak_mb < ROOT_PEAK_MB, watch.root_peaks
     assert "uv" not in watch.root_programs, watch.root_programs
