@@ -63,11 +63,8 @@ class BuildEnvironment(CellJob):
     ) -> None:
         super().__init__(*env_info, timeout_s=timeout_s, workdir=workdir)
         self._uv_binary, self._source = uv, source
-        self._cert: dict[str, str] = {}
 
     def run(self, files: Path, tail: bytearray) -> str | None:
-        # The certificates the host's pip trusts (a cell has none of the host's variables, SSL_CERT_FILE among them).
-        self._cert = {"SSL_CERT_FILE": str(files / CERT)} if (files / CERT).is_file() else {}
         failure = self._build(files, self._workdir / COPY, tail)
         return f"{failure} ({OUT_OF_MEMORY})" if failure and _oom_kills() else failure
 
@@ -76,7 +73,7 @@ class BuildEnvironment(CellJob):
         constraints = [arg for path in sorted((files / CONSTRAINTS).glob("*")) for arg in ("--constraint", str(path))]
         resolve = ["pip", "compile", str(files / REQUIREMENTS), "--constraint", str(files / HOST), *constraints]
         resolve += ["--no-header", "--no-annotate", "--output-file", LOCKED]
-        if failure := self._uv(RESOLVING, resolve, tail):
+        if failure := self._uv(RESOLVING, resolve, files, tail):
             return failure
         have = set((files / HOST).read_text().split())
         layer = layer_pins((self._workdir / LOCKED).read_text(), have)
@@ -86,13 +83,14 @@ class BuildEnvironment(CellJob):
         (out / SITE).mkdir()
         # Compiled now: a cell can write no bytecode, and would compile every module at each start.
         install = ["pip", "install", "--no-deps", "--compile-bytecode", "--target", str(out / SITE)]
-        return self._uv(INSTALLING, [*install, "-r", str(out / LOCK)], tail)
+        return self._uv(INSTALLING, [*install, "-r", str(out / LOCK)], files, tail)
 
-    def _uv(self, what: str, arguments: list[str], tail: bytearray) -> str | None:
+    def _uv(self, what: str, arguments: list[str], files: Path, tail: bytearray) -> str | None:
         cache, temp = self._workdir / "cache", self._workdir / "tmp"
         temp.mkdir(exist_ok=True)
-        env = {**os.environ, **self._cert, "UV_CACHE_DIR": str(cache), "TMPDIR": str(temp)}
-        env |= {"UV_NO_CONFIG": "1", "NO_COLOR": "1"}
+        env = {**os.environ, "UV_CACHE_DIR": str(cache), "TMPDIR": str(temp), "UV_NO_CONFIG": "1", "NO_COLOR": "1"}
+        if (files / CERT).is_file():  # what the host's pip trusts: a cell has none of the host's variables
+            env["SSL_CERT_FILE"] = str(files / CERT)
         command = [self._uv_binary, *arguments, "--python", sys.executable, *self._source]
         return self.command(what, command, self._workdir, tail, env)
 
