@@ -29,7 +29,9 @@ A spec may declare ``requirements`` (pip requirement lines, or a submission fold
 (``policybox.files.environments``). Only names, extras, versions and markers are taken -- never an
 option, a URL or a path: the organiser decides where packages come from.
 
-A spec file or submission is not trusted: an entrant writes it. Every path it names must resolve,
+A spec file or submission is not trusted: an entrant writes it. What is read of it here (the spec file,
+``requirements.txt``) is read as ``policybox.untrusted_files`` reads an entrant's file: a regular file
+inside its folder, at most ``MAX_SPEC_FILE_BYTES``. Every path it names must resolve,
 after symlinks, inside its own folder (so it cannot read or run another team's files), and the
 ``name`` it declares is kept only as a ``label``: a policy is identified by what the operator typed.
 What the operator types in a ``-p`` string is the operator's own and is not confined.
