@@ -21,11 +21,14 @@ from pathlib import Path
 import pytest
 from conftest import POLICIES, policy
 from starlette.testclient import TestClient
-from test_ladder import EXAMPLES, WANDERER, activate, api_ladder
+from test_environments import submission, trojan_sdist
+from test_ladder import EXAMPLES, GAME, WANDERER, activate
 from test_setup import BUILD, team
 from test_web import everything_seen
 
 import policybox
+from policybox import EpisodeSettings, LadderSettings
+from policybox.ladder import Ladder
 from policybox.league.web.app import make_app
 
 CONNECT_FOUR = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
@@ -38,6 +41,7 @@ LOG_LINE = "OWN-TRACEBACK-BOT-LOG"
 class Cup:
     folder: Path
     tokens: dict[str, str]
+    sdists: Path  # the organiser's wheelhouse, which alpha's unbuildable version's build output names
 
 
 def auth(cup: Cup, team_name: str | None) -> dict[str, str]:
@@ -49,7 +53,8 @@ def cup(request, tmp_path_factory) -> Iterator[Cup]:
     """A ladder that has played 3 matches: the organiser's walker; team alpha's nested, which raises
     from a nested function of its own file at its 3rd step of every match, and its built, whose
     setup script prints where it runs; team beta's chatty, which logs every step and never fails;
-    alpha's hostile, rejected (its reason a traceback through its own file)."""
+    alpha's hostile, rejected (its reason a traceback through its own file); beta's unbuildable,
+    rejected as its requirement's sdist fails to build (its build output naming the wheelhouse)."""
     root = tmp_path_factory.mktemp("participant")
     folder = root / "cup"
     database, drop = None, None
@@ -57,21 +62,28 @@ def cup(request, tmp_path_factory) -> Iterator[Cup]:
         server = request.getfixturevalue("postgres_server")
         name = server.create_database()
         database, drop = server.url(name), lambda: server.drop_database(name)
+    sdists = trojan_sdist(root, build="raise SystemExit('this build needs a compiler it cannot have')")
+    settings = EpisodeSettings(env=GAME, steps=30, find_links=[str(sdists)], sdists=True)
+    made = LadderSettings(settings=settings, agents=4, placement_matches=0, suspend_after=10)
     try:
-        with api_ladder(folder, database, suspend_after=10) as ladder:
+        with Ladder.create(folder, made, database) as ladder:
             tokens = {name: ladder.token(name) for name in ("alpha", "beta")}
-            ladder.submit("built", str(team(root / "built", BUILD)), team="alpha")  # first: its setup takes longest
+            ladder.submit("built", str(team(root / "built", BUILD)), team="alpha")
+            ladder.submit("unbuildable", str(submission(root / "unbuildable", "1.0", "trojan==1.0")), team="beta")
+            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
+            # These three qualify first, alone: with fewer than two versions that can play, the run ends once
+            # none is qualifying -- not at its matches' end, which stops the setups still running.
+            assert ladder.run(matches=1, workers=2).played == 0
             ladder.submit("walker", WANDERER)
             ladder.submit("nested", policy("own_traceback.py:NestedRaise"), team="alpha")
             ladder.submit("chatty", policy("own_traceback.py:Chatty"), team="beta")
             for name in ("walker", "nested", "chatty"):
                 activate(ladder, name)
-            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
             ladder.run(matches=3, workers=2)
-            while (rows := {row.name: row for row in ladder.standings().rows})["built"].state == "qualifying":
-                ladder.run(matches=1, workers=1)  # its setup script outlasted the matches
-        assert rows["hostile"].state == "rejected" and rows["built"].state == "active", rows
-        yield Cup(folder, tokens)
+            rows = {row.name: row for row in ladder.standings().rows}
+        assert rows["hostile"].state == rows["unbuildable"].state == "rejected", rows
+        assert rows["built"].state == "active", rows
+        yield Cup(folder, tokens, sdists)
     finally:
         if drop is not None:
             drop()
@@ -146,7 +158,9 @@ def test_a_team_sees_the_log_tail_of_every_match_it_played_and_its_setup_output(
 def test_no_page_or_json_shows_a_path_on_the_organisers_machine(cup, client):
     """Every GET route (each name, each match, files too), to the public and to each team: neither
     the ladder's folder nor a version's stored files, nor where the organiser's sources or policybox
-    are, appear -- though the rejected version's reason and nested's traceback name their files."""
+    are, appear -- though the rejected version's reason and nested's traceback name their files. A
+    rejected build's output, which names the organiser's wheelhouse, is its team's alone: the others
+    see one line of reason, in plain words."""
     folder = cup.folder
     forbidden = {
         str(folder),
@@ -160,8 +174,12 @@ def test_no_page_or_json_shows_a_path_on_the_organisers_machine(cup, client):
     for viewer in (None, "alpha", "beta"):
         seen = everything_seen(client, auth(cup, viewer))
         assert (OWN_FRAME in seen) == (viewer == "alpha")  # its own traceback names its file, relative
+        assert (str(cup.sdists) in seen) == (viewer == "beta")  # its own build's output
         found = {path for path in forbidden if path in seen}
         assert not found, (viewer, found)
+    for viewer in (None, "alpha"):
+        standing = client.get("/api/names/unbuildable", headers=auth(cup, viewer)).json()["standing"]
+        assert standing["reason"] == "its requirements need a package built from source, and the build failed"
 
 
 # ---------------------------------------------------------------------------------------------

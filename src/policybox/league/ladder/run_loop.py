@@ -15,8 +15,10 @@ The loop, until stopped (or until ``matches`` have been played):
    worker processes of their own (``setup_workers`` of them, started when the first is to run:
    ``files.setup_scripts.prepare_version``): matches go on being played and stored while a script
    runs or uv builds. A team has one setup or build at a time, so that its slow builds (each may
-   take ``BUILD_TIMEOUT_S``) never keep other teams' versions waiting behind them. A build that
-   cannot be made rejects the version with uv's reason. A run that
+   take ``BUILD_TIMEOUT_S``) never keep other teams' versions waiting behind them. A script that
+   fails or a build that cannot be made rejects the version with a reason whose first line, all the
+   public sees, says why in plain words (``EnvironmentRefused.public``: no host path, no uv output);
+   what the script printed and uv's words are its setup output, which only its team sees. A run that
    stops stops the scripts still running (their cells with them); their versions stay queued, for
    the next run.
 3. **Match.** While a worker is free: ``matchmaking.choose`` picks the versions and seats from the
@@ -260,7 +262,7 @@ class _Loop:
                 return  # no room for either
             stored = self.ladder.stored(version.id)
             to_prepare = bool(stored.spec.setup_script or stored.spec.requirements)
-            team = teams[version.name]  # None: the organiser's, who counts as one team
+            team = teams[version.name]  # None: the organiser's
             if to_prepare and len(self.setups) < self.settings.setup_workers and self._free(team):
                 out = self.ladder.folder / "versions" / "setup" / f"{version.name}-v{version.number}"
                 self.qualifying.add(version.id)
@@ -270,8 +272,9 @@ class _Loop:
                 self._submit(_Qualification(version, stored, None))
 
     def _free(self, team: str | None) -> bool:
-        """Whether ``team`` has no setup or build running: a team has one at a time."""
-        return all(work.team != team for work in self.setups.values())
+        """Whether ``team`` may start a setup or build: a team has one at a time; the organiser (None),
+        whose submissions are not limited either, any number."""
+        return team is None or all(work.team != team for work in self.setups.values())
 
     def _set_up(self, work: _Setup) -> None:
         if self.setup_pool is None:
@@ -295,11 +298,11 @@ class _Loop:
                 self._given_up(work.version, "setup", exc)
             return
         script = work.stored.spec.setup_script is not None
-        setup_output = outcome.output if script else None
-        if not outcome.ok:
-            reason = outcome.refused or f"its setup script failed: {outcome.output}"  # or its environment's build
-            self._qualified(work.version, False, reason, setup_output, None)
+        if not outcome.ok:  # in public its reason's first line; what its script printed and uv said, its team's alone
+            reason = outcome.refused or f"its setup script failed: {outcome.output}"
+            self._qualified(work.version, False, reason, outcome.output, None)
             return
+        setup_output = outcome.output if script else None
         assert outcome.spec is not None  # a preparation that succeeded made one
         files = work.out if script else work.stored.files
         self._submit(_Qualification(work.version, Stored(outcome.spec, work.stored.digest, files), setup_output))
