@@ -46,7 +46,7 @@ class _Faulty(MultiAgentPolicy):
         raise NotImplementedError
 
 
-def _host_socket_fd():
+def host_socket_fd():
     """What a hostile policy would do: find its socket to the host among its open files."""
     for name in os.listdir("/proc/self/fd"):
         try:
@@ -121,7 +121,7 @@ class InvalidAction(_Faulty):
 
 class CloseSocket(_Faulty):
     def misbehave(self):
-        os.close(_host_socket_fd())
+        os.close(host_socket_fd())
 
 
 class ForgeFrame(_Faulty):
@@ -144,7 +144,7 @@ class ForgeFrame(_Faulty):
             # an answer at the right step, for a seat the host did not ask (99): as if it spoke for another
             "other_seat": header.pack(5, FAIL_AT, 13) + struct.pack("<IBI", 99, 5, 4) + b"\x00\x00\xff\xff",
         }[self._forge]
-        os.write(_host_socket_fd(), data)
+        os.write(host_socket_fd(), data)
         if self._forge == "half_frame":
             time.sleep(3600)
 

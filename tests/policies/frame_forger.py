@@ -20,11 +20,11 @@ import os
 import random
 import select
 import socket
-import stat
 import struct
 import threading
 import time
 
+from faults import host_socket_fd  # beside it in tests/policies, importable in its cell
 from mettagrid.policy.noop import NoopPolicy
 
 HEADER = struct.Struct("<B3xII")  # type, reserved, sequence, length
@@ -159,17 +159,6 @@ def mutated(data, seed):
 def pieces(data):
     """``data`` as many writes: its first 24 bytes one at a time, then the rest in chunks of 64."""
     return [data[i : i + 1] for i in range(min(24, len(data)))] + [data[i : i + 64] for i in range(24, len(data), 64)]
-
-
-def host_socket_fd():
-    """What a hostile policy would do: find its socket to the host among its open files."""
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
-                return int(name)
-        except OSError:
-            continue
-    raise RuntimeError("no socket found")
 
 
 class Relay(threading.Thread):
