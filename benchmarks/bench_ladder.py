@@ -13,7 +13,8 @@
   validation episodes are not played: qualification is not timed), then ``run_loop.run(ladder,
   matches=N, workers=W)``; on SQLite and on PostgreSQL.
 
-Match *i* of the ladder has the seed of episode *i* of the tournament (checked). Each repetition
+Match *i* of the ladder has the seed of episode *i* of the tournament: the benchmark hands the ladder
+the tournament's seeds, where a ladder draws its own at random (checked). Each repetition
 runs every contender once, in turn; medians over repetitions. Matches per minute *once playing*
 (from the first match stored to the last: the steady rate, start-up excluded on both sides) and
 over the *whole call* (worker start-up, and evaluate's pre-check, included). Where the ladder's
@@ -281,12 +282,16 @@ def ladder_run(databases: Databases, kind: str, count: int, steps: int, workers:
             Ladder.create(Path(folder) / "l", ladder_settings(steps), url) as ladder,
         ):
             qualify(ladder)
-            run = _measured(
-                lambda pace: run_loop.run(
-                    ladder, matches=count, workers=workers, on_progress=lambda progress: pace.saw(progress.played)
-                ),
-                databases,
-            )
+            drawn, run_loop.draw_seed = run_loop.draw_seed, iter([episode_seed(1, i) for i in range(count)]).__next__
+            try:  # the tournament's episodes, in order: the same games both ways
+                run = _measured(
+                    lambda pace: run_loop.run(
+                        ladder, matches=count, workers=workers, on_progress=lambda progress: pace.saw(progress.played)
+                    ),
+                    databases,
+                )
+            finally:
+                run_loop.draw_seed = drawn
             with ladder.engine.connect() as connection:
                 seeds = connection.execute(select(matches.c.seed).where(matches.c.state == "played")).scalars()
                 assert sorted(seeds) == sorted(episode_seed(1, i) for i in range(count)), "not the same episodes"
