@@ -49,9 +49,12 @@ def test_an_upload_the_host_would_parse_for_seconds_never_holds_the_standings(tm
             assert timings[-1] is not None and timings[-1] < 2, timings
             time.sleep(0.2)
         sender.join()
-    refused = answered["slow"]  # its cell, still compiling the module, is stopped at its start-up deadline
+    refused = answered["slow"]
     assert refused.status_code == 400, refused.text
-    assert f"not ready within the init timeout of {INIT_TIMEOUT_S} s" in refused.json()["error"], refused.text
+    # Its cell is stopped at its start-up deadline while still compiling the module (11 s on a busy
+    # machine) or, on a quiet one, compiles it within the deadline and fails on the f-string's name.
+    reasons = (f"not ready within the init timeout of {INIT_TIMEOUT_S} s", "NameError at start-up")
+    assert any(reason in refused.json()["error"] for reason in reasons), refused.text
     assert len(timings) >= 3, timings  # the standings were asked while the upload was processed
     print(f"standings while the upload was processed: {len(timings)} answers, max {max(timings):.2f} s")
 
