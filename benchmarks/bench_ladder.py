@@ -77,7 +77,7 @@ from policybox.league import ranking  # noqa: E402
 from policybox.league.evaluate.results_folder import play_tournament  # noqa: E402
 from policybox.league.ladder import database, matchmaking, run_loop, store  # noqa: E402
 from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions  # noqa: E402
-from policybox.league.ladder.folder import LadderSettings  # noqa: E402
+from policybox.league.ladder.settings import LadderSettings  # noqa: E402
 from policybox.league.play.tournament import Tournament, entrants, episode_seed  # noqa: E402
 from policybox.league.play.worker_pool import LocalWorkers  # noqa: E402
 from policybox.league.views import board  # noqa: E402

@@ -19,6 +19,7 @@ SRC = Path(__file__).parents[1] / "src" / "policybox"
 
 # The league's wings, lowest first: a module may import its own wing and those below, never above.
 FLOORS = {
+    "policybox.league.choices": 0,
     "policybox.league.ranking": 0,
     "policybox.league.stats": 0,
     "policybox.league.play": 1,

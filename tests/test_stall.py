@@ -21,16 +21,17 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import policy
+from helpers.ladders import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
 from sqlalchemy import select
 from starlette.testclient import TestClient
-from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
 from test_setup import BUILD, team
 from test_web import bot_zip, upload
 
 from policybox.ladder import Ladder
 from policybox.league.ladder import store
 from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
-from policybox.league.ladder.folder import EPISODE_LIMIT_FORMULA, LadderSettings, TeamLimit
+from policybox.league.ladder.folder import TeamLimit
+from policybox.league.ladder.settings import EPISODE_LIMIT_FORMULA, LadderSettings
 from policybox.league.views import board
 from policybox.league.web.app import make_app
 
@@ -189,6 +190,7 @@ def test_one_teams_slow_setups_never_keep_another_teams_version_waiting(tmp_path
 # Per-team limits
 
 
+@pytest.mark.storage
 def test_a_burst_of_parallel_submissions_cannot_pass_the_teams_limit(tmp_path, database_url):
     with api_ladder(tmp_path / "cup", database_url, submissions_per_hour=3, names_per_team=20) as ladder:
         ladder.token("gamma")

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from policybox.league.ladder import retention, run_loop
 from policybox.league.ladder.final import ROUNDS, FinalState, latest_final, play_final
-from policybox.league.ladder.folder import LadderFolder, LadderSettings
+from policybox.league.ladder.folder import LadderFolder
+from policybox.league.ladder.settings import LadderSettings
 from policybox.league.views import board
 
 if TYPE_CHECKING:  # versus's modules (scipy) are imported by a test only

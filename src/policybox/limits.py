@@ -18,55 +18,60 @@ class Limits(BaseModel):
     act_timeout_ms: float = Field(
         default=1000.0,
         gt=0,
-        description="Per-step deadline: a reply later than this is dropped and that step plays the fallback action",
+        description="Per-step deadline per agent, in ms: a later reply is dropped and that step plays the "
+        "fallback action",
     )
     time_bank_ms: float = Field(
         default=10_000.0,
         ge=0,
-        description="Per-agent budget for time past the deadline; when it is spent the agent is disabled",
+        description="Per-agent budget for time past deadlines, in ms; when it is spent the agent is disabled",
     )
     init_timeout_s: float = Field(
-        default=60.0, gt=0, description="Start-up deadline: interpreter, policy import, checkpoint load"
+        default=60.0,
+        gt=0,
+        description="Start-up deadline, in seconds: a cell's interpreter, its policy's import, its checkpoint's load",
     )
     episode_timeout_s: float | None = Field(
         default=None,
         gt=0,
-        description="Wall-clock limit for the episode's play, after start-up (which init_timeout_s bounds); it ends "
-        "early when reached, and each agent whose replies took more than half the time played is disabled",
+        description="Wall-clock limit on play, in seconds, after start-up (which --init-timeout-s bounds): the "
+        "episode ends then, and each agent whose replies took more than half the time played is disabled",
     )
     play_share: float | None = Field(
         default=None,
         gt=0,
         le=1,
         description="Bound play to this share of every step's deadline: steps x act_timeout_ms x share, with the "
-        "game's own step count where it is smaller (a ladder's default: 0.5); with episode_timeout_s, the smaller",
+        "game's own step count where it is smaller (a ladder's default: 0.5); with --episode-timeout-s, the smaller",
     )
     log_limit_mb: float = Field(
-        default=10.0, gt=0, description="Per-agent cap on the policy's printed output (stdout + stderr)"
+        default=10.0,
+        gt=0,
+        description="Cap on each agent's printed output (stdout and stderr), in MiB; the rest is discarded",
     )
-    cpu_limit_s: int = Field(
-        default=1800, ge=1, description="CPU seconds a cell may use over all its processes (cgroup; RLIMIT_CPU each)"
-    )
+    cpu_limit_s: int = Field(default=1800, ge=1, description="CPU seconds a cell may use, over all its processes")
     memory_limit_mb: int = Field(
         default=4096,
         ge=64,
-        description="Memory per cell, at most the budget: a cgroup limit, else an address-space limit (approximate)",
+        description="Memory per cell, in MiB, at most the budget: a cgroup's limit, else an address-space limit",
     )
     memory_budget_mb: int | None = Field(
         default=None,
         ge=64,
-        description="Memory all the cells running at once may use together (one cgroup over them, see "
-        "host.budget); None: 80% of the memory available when the host first makes it",
+        description="Memory all cells running at once may use together, in MiB (one cgroup over them; evaluate's "
+        "workers share it). Default: 80% of the memory available at start",
     )
-    file_size_limit_mb: int = Field(default=256, ge=1, description="Largest file a cell may write (RLIMIT_FSIZE)")
+    file_size_limit_mb: int = Field(default=256, ge=1, description="Largest file a cell may write, in MiB")
     disk_limit_mb: int = Field(
-        default=1024, ge=1, description="Bytes a cell may keep in its scratch folder (a tmpfs: counts as its memory)"
+        default=1024,
+        ge=1,
+        description="What a cell may keep in its scratch folder, in MiB (a tmpfs: it counts as memory)",
     )
-    disk_limit_files: int = Field(default=50_000, ge=16, description="Files and folders a cell may keep in its scratch")
-    max_open_files: int = Field(default=1024, ge=64, description="Open file descriptors per cell (RLIMIT_NOFILE)")
-    max_processes: int = Field(
-        default=256, ge=8, description="Processes and threads per cell (RLIMIT_NPROC of its own uid; pids cgroup)"
+    disk_limit_files: int = Field(
+        default=50_000, ge=16, description="Files and folders a cell may keep in its scratch folder"
     )
+    max_open_files: int = Field(default=1024, ge=64, description="Open files per cell")
+    max_processes: int = Field(default=256, ge=8, description="Processes and threads per cell")
 
     def play_limit_s(self, steps: int) -> float | None:
         """How long an episode of at most ``steps`` steps may play (``episode_timeout_s``, ``play_share``):

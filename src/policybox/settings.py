@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -25,6 +25,7 @@ Cells = Literal["per-agent", "per-policy"]
 DEFAULT_AGENTS = 4  # for games of any size (arena, navigation) when no number is given
 REPLAY_SUFFIX = ".json.z"
 ENVIRONMENT_LIMIT_MB = 4096  # the cap on an environment's build (policybox.files.environments)
+Agents = Annotated[int, Field(ge=1, le=1024)]  # how many agents an episode seats: a tournament's, a ladder's, -n
 
 
 class EpisodeSettings(BaseModel):
@@ -32,41 +33,53 @@ class EpisodeSettings(BaseModel):
 
     env: str = Field(
         default="arena",
-        description="The game: arena, navigation, a MettaGridConfig JSON/YAML file (or mettagrid:FILE), "
-        "or pettingzoo:MODULE:FACTORY for a PettingZoo game (a factory returning a Parallel or AEC env)",
+        description="The game: arena, navigation, a MettaGridConfig JSON/YAML file (or mettagrid:FILE), or "
+        "pettingzoo:MODULE:FACTORY for a PettingZoo game (e.g. pettingzoo:mpe2.simple_spread_v3:parallel_env)",
     )
     env_kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments for a PettingZoo game's factory (JSON object)"
+        default_factory=dict,
+        description="Keyword arguments for a PettingZoo game's factory, a JSON object: '{\"N\": 4}'",
     )
     steps: int = Field(default=1000, ge=1, description="Episode length: the game's max_steps, or its step limit")
     seed: int = Field(default=0, ge=0, description="Seeds the game, its map and every agent's RNGs")
-    mode: Mode = "process"
+    mode: Mode = Field(
+        default="process", description="process: each agent in its own process. inline: all in this one (debug)"
+    )
     limits: Limits = Field(default_factory=Limits)
     launcher: LauncherName = Field(
-        default="zygote", description="zygote: cells forked from a pre-warmed process; spawn: fresh interpreters"
+        default="zygote",
+        description="zygote: fork cells from a pre-warmed process (fast). spawn: a fresh interpreter each",
     )
     cells: Cells = Field(
         default="per-agent",
         exclude_if=lambda value: value == "per-agent",  # settings stored before it existed read the same
-        description="per-agent: every agent in a cell of its own; per-policy: all the seats one policy holds in "
+        description="per-agent: every agent in a cell of its own. per-policy: all the seats one policy holds in "
         "an episode share one cell, stepped as a batch when the policy can (MettaGrid's step_group or "
-        "step_batch) -- its agents are no longer isolated from each other, policies still are",
+        "step_batch); its agents are then not isolated from each other, policies still are",
     )
-    preload: list[str] = Field(default_factory=list, description="Extra modules the zygote imports (e.g. torch)")
+    preload: list[str] = Field(
+        default_factory=list,
+        description="Modules the zygote imports before forking cells. Torch needs no asking: a policy that "
+        "imports it forks from a zygote with torch",
+    )
     threads_per_cell: int | None = Field(
         default=None,
         ge=1,
         le=1024,
-        description="Threads each cell's torch/OpenMP/BLAS may use; default: this machine's cores divided "
+        description="Threads each cell's torch/OpenMP/BLAS may use. Default: this machine's cores divided "
         "among the episode's cells, at least 1 (a policy's own env.OMP_NUM_THREADS wins)",
     )
-    sandbox: SandboxLevel = Field(default=SandboxLevel.STANDARD, description="strict, standard or off")
+    sandbox: SandboxLevel = Field(
+        default=SandboxLevel.STANDARD,
+        description="standard: every layer this machine supports. strict: refuse to run unless all work. "
+        "off: no protection (debugging)",
+    )
     seccomp: bool = Field(
-        default=True, description="The seccomp layer in standard mode (strict always has it); False opts out"
+        default=True, description="The seccomp syscall filter at the standard level (strict always has it)"
     )
     on_agent_failure: OnFailure = Field(
         default="continue",
-        description="continue: a failed agent plays the game's fallback action (MettaGrid: noop) to the end; "
+        description="continue: a failed agent plays the game's fallback action (MettaGrid: noop) to the end. "
         "abort: the episode ends at the failure",
     )
     replay: str | None = Field(
@@ -78,33 +91,33 @@ class EpisodeSettings(BaseModel):
     environments: str | None = Field(
         default=None,
         exclude_if=lambda value: value is None,
-        description="Where the environments of specs with requirements are built and kept: default, evaluate's "
-        "results folder (environments/) or, for run, ~/.cache/policybox/environments",
+        description="Folder where policies' environments (their requirements) are built once and kept. Default: "
+        "evaluate's results folder, or ~/.cache/policybox/environments for run",
     )
     index_url: str | None = Field(
         default=None,
         exclude_if=lambda value: value is None,
-        description="The package index requirements come from; default: what the host's pip install reaches",
+        description="Package index for policies' requirements (uv's --index-url). Default: what this machine's "
+        "pip install reaches (pip's index, extra indexes and find-links)",
     )
     find_links: list[str] = Field(
         default_factory=list,
         exclude_if=lambda value: not value,
-        description="Folders (or pages) of wheels requirements may come from, beside or instead of an index",
+        description="A folder of wheels for policies' requirements, beside the index or, with no --index-url, "
+        "instead of it (offline)",
     )
     sdists: bool = Field(
         default=False,
         exclude_if=lambda value: not value,
-        description="Allow requirements built from source (sdists) where wheels cannot meet them: the build "
-        "runs in a cell, sandboxed like a setup script, offline, from the local find-links folders and file:// "
-        "indexes",
+        description="Allow requirements built from source (sdists) where no wheel meets them: the build runs "
+        "sandboxed, like a setup script, offline, from the find-links folders and file:// indexes",
     )
     environment_limit_mb: int = Field(
         default=ENVIRONMENT_LIMIT_MB,
         ge=16,
         exclude_if=lambda value: value == ENVIRONMENT_LIMIT_MB,  # settings stored before it existed read the same
-        description="The most disk an environment's build may fill, in MiB: its cell's scratch tmpfs, which holds "
-        "uv's cache and the environment; the cell's memory limit is --memory-limit-mb on top of it (a tmpfs "
-        "counts as memory)",
+        description="The most disk a policy's environment may take to build, in MiB (uv's cache and the "
+        "environment, in its cell's tmpfs); the build's cell may use --memory-limit-mb on top of it",
     )
 
     @field_validator("env_kwargs", mode="before")

@@ -1,5 +1,6 @@
-"""What every ``policybox`` command shares: its consoles, how it reports a user's mistake, a full disk
-and an interrupt, and the checks of the folders it is given."""
+"""What every ``policybox`` command shares once it runs: its consoles, how it reports a user's mistake, a
+full disk and an interrupt, and the checks of the folders and files it is given. Imported by a command's
+work, never by ``--help`` (rich is not needed until something is shown)."""
 
 from __future__ import annotations
 
@@ -25,15 +26,6 @@ console = Console(emoji=False)  # ":FACTORY:" in a message is text, not an emoji
 errors = Console(stderr=True, emoji=False)
 # What a user can get wrong: one clear message and exit code 2, nothing started, nothing lost.
 USER_ERRORS = (PolicyboxError, ValidationError)
-
-POLICY_HELP = (
-    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. SPEC is a shorthand (random, "
-    "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class) or a file path (bots/greedy.py:Greedy), "
-    "each optionally followed by ,data=CHECKPOINT ,name=NAME ,path=IMPORT_ROOT ,kw.KEY=VALUE (VALUE read "
-    "as JSON when it parses) ,env.NAME=VALUE (a variable for its cells; @FILE or $VAR for a secret), or "
-    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json or "
-    "cogames.toml; a setup_script in it runs first, in a cell) or a MettaGrid submission zip."
-)
 
 
 class Terminated(KeyboardInterrupt):
@@ -125,3 +117,15 @@ def check_folder(folder: Path, option: str) -> None:
         raise typer.BadParameter(f"{existing} is a file, not a folder", param_hint=option)
     if not os.access(existing, os.W_OK | os.X_OK):
         raise typer.BadParameter(f"folder {existing} is not writable", param_hint=option)
+
+
+def check_writable(out: Path | None, example: str = "result.json") -> None:
+    """``out`` is a file that can be written (``example``: a file name to suggest when it is a folder)."""
+    if out is None:
+        return
+    if out.is_dir():
+        raise typer.BadParameter(f"{out} is a folder; give a file name such as {out / example}", param_hint="--out")
+    if not out.parent.resolve().is_dir():
+        raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="--out")
+    if not os.access(out.parent.resolve(), os.W_OK):
+        raise typer.BadParameter(f"folder {out.parent} is not writable", param_hint="--out")

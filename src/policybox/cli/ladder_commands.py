@@ -1,4 +1,9 @@
-"""``policybox ladder``: a continuous leaderboard in a folder and a database (see policybox.league.ladder.folder)."""
+"""``policybox ladder``: a continuous leaderboard in a folder and a database (see policybox.league.ladder.folder).
+
+Like ``policybox.cli.app``, this module holds every ladder command's options and help, and imports a
+command's work when it runs: the database layer (SQLAlchemy) by the commands that open a ladder, the
+web server (Starlette, uvicorn, Jinja2) by ``serve`` alone.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +12,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.live import Live
-from rich.text import Text
 
-from policybox.cli import tables
-from policybox.cli.common import POLICY_HELP, check_folder, console, guarded
-from policybox.cli.options import with_episode_options
-from policybox.cli.verdict import ALPHA, BETA, EFFECT, MAX_EPISODES, WORKERS, live_line, show_result
-from policybox.inert import shown
-from policybox.league.play.backends import Backend
-from policybox.league.play.seating import MatchSeating
-from policybox.league.ranking import RankBy
+from policybox.cli.options import (
+    ALPHA,
+    BACKEND,
+    BETA,
+    EFFECT,
+    MATCH_WORKERS,
+    MAX_EPISODES,
+    POLICY_HELP,
+    RAY_ADDRESS,
+    WORKERS,
+    with_episode_options,
+    with_ladder_options,
+)
+from policybox.league.choices import Backend
 from policybox.league.web import UPLOAD_CAP, MiB
-from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 
 if TYPE_CHECKING:
     from policybox.league.ladder import run_loop
@@ -32,18 +40,8 @@ ladder_app = typer.Typer(
 )
 DIR = Annotated[Path, typer.Argument(metavar="DIR", help="The ladder's folder.")]
 NAME = Annotated[str, typer.Argument(metavar="NAME", help="A submission's name: [a-z0-9][a-z0-9_-]{0,39}.")]
+TEAM = Annotated[str, typer.Argument(metavar="TEAM", help="The team: [a-z0-9][a-z0-9_-]{0,39}.")]
 JSON = Annotated[bool, typer.Option("--json", help="Print it as JSON instead of a table.")]
-MATCH_WORKERS = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        max=256,
-        metavar="N",
-        help="Matches played at once (default: the cores; with --backend ray, the cluster's CPUs).",
-    ),
-]
-BACKEND = Annotated[Backend, typer.Option(help="local: worker processes here. ray: Ray tasks on a cluster.")]
-RAY_ADDRESS = Annotated[str | None, typer.Option(metavar="HOST:PORT", help="With --backend ray: the cluster.")]
 
 
 def _open(folder: Path, read_only: bool = False) -> LadderFolder:
@@ -55,10 +53,12 @@ def _open(folder: Path, read_only: bool = False) -> LadderFolder:
 
 
 @ladder_app.command()
+@with_ladder_options
 @with_episode_options
 def init(
     folder: DIR,
     episode: dict[str, Any],
+    ladder: dict[str, Any],
     db: Annotated[
         str | None,
         typer.Option(
@@ -67,106 +67,24 @@ def init(
             "default: SQLite in DIR.",
         ),
     ] = None,
-    seating: Annotated[
-        MatchSeating, typer.Option(help="How a match's versions share the seats: rotate (balanced) or random.")
-    ] = "rotate",
-    versions_per_match: Annotated[
-        int, typer.Option(min=2, metavar="M", help="Different versions in a match (at most the seats).")
-    ] = 2,
-    placement_matches: Annotated[
-        int, typer.Option(min=0, metavar="P", help="Matches a new version plays before the others pick.")
-    ] = 5,
-    suspend_after: Annotated[
-        int, typer.Option(min=1, metavar="K", help="Consecutive matches with a failed agent that suspend a version.")
-    ] = 5,
-    setup_timeout_s: Annotated[
-        float, typer.Option(min=1, metavar="S", help="How long a version's setup script may run.")
-    ] = 300.0,
-    rank_by: Annotated[
-        RankBy, typer.Option(help="forfeit: a failed agent forfeits its match. reward: the game's reward alone.")
-    ] = "forfeit",
-    replays: Annotated[
-        bool | None,
-        typer.Option(
-            "--replays/--no-replays",
-            help="Write each match's replay to DIR/replays/ (the match page plays it): a MettaGrid game's "
-            "replay, a PettingZoo game's moves. Default: a PettingZoo game's only.",
-        ),
-    ] = None,
-    max_unpacked_mb: Annotated[
-        int, typer.Option(min=1, metavar="MB", help="The most a submission zip may unpack to, in MiB.")
-    ] = 512,
-    max_file_mb: Annotated[
-        int, typer.Option(min=1, metavar="MB", help="The most one file of a submission zip may unpack to, in MiB.")
-    ] = 256,
-    max_entries: Annotated[
-        int, typer.Option(min=1, metavar="N", help="The most files and folders a submission zip may hold.")
-    ] = 10_000,
-    setup_workers: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            max=64,
-            metavar="N",
-            help="Setup scripts and environment builds run at once, beside the matches; one per team at a time.",
-        ),
-    ] = 2,
-    submissions_per_hour: Annotated[
-        int, typer.Option(min=1, metavar="N", help="Submissions a team may make in any hour (over it: HTTP 429).")
-    ] = 10,
-    names_per_team: Annotated[
-        int, typer.Option(min=1, metavar="N", help="Names a team may own, retired ones not counted.")
-    ] = 5,
-    max_matches_per_hour: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="The most matches ladder run plays in any hour (it waits, and says so); default: no limit.",
-        ),
-    ] = None,
-    keep_logs: Annotated[
-        int,
-        typer.Option(
-            min=0, metavar="N", help="Keep the latest N matches' log folders (older ones are deleted; tails stay)."
-        ),
-    ] = 100,
-    keep_replays: Annotated[
-        int, typer.Option(min=0, metavar="N", help="Keep the latest N matches' replays (older ones are deleted).")
-    ] = 1000,
 ) -> None:
     """Make a ladder in DIR (a new or empty folder): its game, its settings and its database. Every
-    match has a wall-clock limit: --episode-timeout-s, or by default init_timeout_s + steps x
-    act_timeout_ms / 1000 x 0.5 (a bot that thinks for more than half its deadline on average then
-    forfeits, disabled, instead of holding a worker)."""
-    from policybox.league.ladder.folder import LadderFolder, LadderSettings
+    match has a wall-clock limit: --episode-timeout-s, or by default steps x act_timeout_ms / 1000 x 0.5
+    (a bot that thinks for more than half its deadline on average then forfeits, disabled, instead of
+    holding a worker); start-up has --init-timeout-s of its own."""
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
+    from policybox.league.ladder.folder import LadderFolder
+    from policybox.league.ladder.settings import LadderSettings
+    from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 
     with guarded("nothing was made"):
         settings = EpisodeSettings.from_options(episode)
         agents = agent_count(settings, episode["agents"], DEFAULT_AGENTS)
-        ladder_settings = LadderSettings(
-            settings=settings,
-            agents=agents,
-            seating=seating,
-            versions_per_match=min(versions_per_match, agents),
-            placement_matches=placement_matches,
-            suspend_after=suspend_after,
-            setup_timeout_s=setup_timeout_s,
-            rank_by=rank_by,
-            replays=replays,
-            max_unpacked_mb=max_unpacked_mb,
-            max_file_mb=max_file_mb,
-            max_entries=max_entries,
-            setup_workers=setup_workers,
-            submissions_per_hour=submissions_per_hour,
-            names_per_team=names_per_team,
-            max_matches_per_hour=max_matches_per_hour,
-            keep_logs=keep_logs,
-            keep_replays=keep_replays,
-        )
-        with LadderFolder.create(folder, ladder_settings, db) as ladder:
+        ladder_settings = LadderSettings.from_options(settings, agents, ladder)
+        with LadderFolder.create(folder, ladder_settings, db) as made:
             where = "SQLite in the folder" if db is None else "PostgreSQL"
-            database = ladder.engine.url.render_as_string(hide_password=True)
+            database = made.engine.url.render_as_string(hide_password=True)
             limit = f"a match's limit {ladder_settings.episode_limit_s:g} s"
             console.print(shown(f"ladder {folder}: {settings.env}, {agents} seats, {limit}, {where} ({database})"))
 
@@ -204,6 +122,9 @@ def submit(
     """Submit SPEC as NAME's next version: its policy is built in a cell (no step played), then its
     files are copied into the ladder; it qualifies at the next `ladder run`. A policy that cannot be
     built, or the same content as NAME's latest version, is refused (exit 2)."""
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
+
     with guarded("nothing was submitted"), _open(folder) as ladder:
         version = ladder.submit(name, spec, team=team, check=check)
         console.print(shown(f"{version.label} submitted ({version.digest[:12]}); it qualifies at the next ladder run"))
@@ -213,6 +134,9 @@ def submit(
 def retire(folder: DIR, name: NAME) -> None:
     """Take NAME out of matchmaking and refuse its submissions until `ladder reinstate`; its history and
     ratings stay."""
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
+
     with guarded("nothing was changed"), _open(folder) as ladder:
         ladder.retire(name)
         console.print(shown(f"{name} is retired"))
@@ -221,6 +145,9 @@ def retire(folder: DIR, name: NAME) -> None:
 @ladder_app.command()
 def reinstate(folder: DIR, name: NAME) -> None:
     """Bring a retired NAME back and lift its current version's suspension: it plays again."""
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
+
     with guarded("nothing was changed"), _open(folder) as ladder:
         version = ladder.reinstate(name)
         console.print(shown(f"{name} is reinstated: {version.label} is {version.state}"))
@@ -239,6 +166,9 @@ def run_ladder(
 ) -> None:
     """Qualify what is queued and play matches, storing each with its ratings, until stopped (Ctrl-C)
     or until N matches are played. One run per ladder at a time; a killed run is carried on by the next."""
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
+
     with guarded("every stored match is kept; run it again to carry on"), _open(folder) as ladder:
         progress = _run_with_progress(ladder, matches, workers, backend, ray_address)
     note = f" ({progress.note})" if progress.note else ""
@@ -254,6 +184,11 @@ def run_ladder(
 def _run_with_progress(
     ladder: LadderFolder, matches: int | None, workers: int | None, backend: Backend, ray_address: str | None
 ) -> run_loop.Progress:
+    from rich.live import Live
+    from rich.text import Text
+
+    from policybox.cli.common import console
+    from policybox.inert import shown
     from policybox.league.ladder import run_loop
 
     with Live(Text(""), console=console, transient=True, auto_refresh=False) as live:
@@ -304,6 +239,9 @@ def final(
     play the balanced schedule over it -- unrated -- and rank by a Plackett-Luce fit with intervals,
     rank probabilities and groups. While it is open, ladder run plays nothing and new submissions wait.
     A final that is stopped continues, run again."""
+    from policybox.cli import tables
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
     from policybox.league.ladder.final import latest_final, play_final
 
     with (
@@ -336,6 +274,8 @@ def final(
 @ladder_app.command()
 def status(folder: DIR, json: JSON = False) -> None:
     """The standings: one row per name (its playing version), best first."""
+    from policybox.cli import tables
+    from policybox.cli.common import console, guarded
     from policybox.league.views import board
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
@@ -349,6 +289,8 @@ def status(folder: DIR, json: JSON = False) -> None:
 @ladder_app.command()
 def show(folder: DIR, name: NAME, json: JSON = False) -> None:
     """One name: its versions, rating history, head-to-head, seats, recent matches and failures (with log tails)."""
+    from policybox.cli import tables
+    from policybox.cli.common import console, guarded
     from policybox.league.views import board
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
@@ -384,6 +326,8 @@ def test_name(
     kept in the results folder, and the same command resumes there. Exit code 0 for any verdict, 1
     when some episodes could not be played, 2 for bad input (an unknown name or version, say).
     """
+    from policybox.cli.common import check_folder, guarded
+    from policybox.cli.verdict import live_line, show_result
     from policybox.league.evaluate import ladder_trial
 
     with guarded("finished episodes are kept; run the same command to resume"), _open(folder, read_only=True) as ladder:
@@ -404,6 +348,8 @@ def list_matches(
     limit: Annotated[int, typer.Option(min=1, metavar="N", help="The latest N matches.")] = 50,
 ) -> None:
     """The matches played, newest first (a match scheduled but not yet played is not listed)."""
+    from policybox.cli import tables
+    from policybox.cli.common import console, guarded
     from policybox.league.views import board
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
@@ -418,6 +364,9 @@ def list_matches(
 def rerate(folder: DIR) -> None:
     """Recompute every rating from the stored matches and compare with the live ones: exit 0 when they
     are equal, 1 (listing each difference) when not."""
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
+
     with guarded("nothing was changed"), _open(folder) as ladder:
         differences = ladder.rerate()
     if not differences:
@@ -426,9 +375,6 @@ def rerate(folder: DIR) -> None:
     for version, live, replayed in differences:
         console.print(shown(f"{version.label}: live {live}, replayed {replayed}"))
     raise typer.Exit(1)
-
-
-TEAM = Annotated[str, typer.Argument(metavar="TEAM", help="The team: [a-z0-9][a-z0-9_-]{0,39}.")]
 
 
 @ladder_app.command()
@@ -446,6 +392,8 @@ def prune(
     """Delete the log folders and replays of all but the latest matches (the ladder's --keep-logs and
     --keep-replays, or these, this once), as `ladder run` does as it plays, and the environments no
     version uses; say what it freed. The database keeps every result and log tail."""
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
     from policybox.league.ladder import retention
 
     with guarded("what was deleted is gone; the rest is kept"), _open(folder) as ladder:
@@ -467,6 +415,9 @@ def token(
     hash of the token is kept: this is the one time it is shown. With --revoke, every token of TEAM
     stops working at once, on every page and API call, and every session it logged in ends; the team
     keeps its names, and a new token lets it in again."""
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
+
     with guarded("nothing was changed"), _open(folder) as ladder:
         if not revoke:
             typer.echo(ladder.token(team))
@@ -479,6 +430,8 @@ def token(
 def list_tokens(folder: DIR, json: JSON = False) -> None:
     """Every token, by team: its number, when it was made and last used (to the minute), its open web
     sessions. Never the token itself: the ladder keeps only its hash."""
+    from policybox.cli import tables
+    from policybox.cli.common import console, guarded
     from policybox.league.views import board
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
@@ -527,6 +480,8 @@ def serve(
     each name, each match, the queue; teams log in and submit with their tokens (`ladder token`)."""
     import uvicorn
 
+    from policybox.cli.common import console, guarded
+    from policybox.inert import shown
     from policybox.league.web import serving
     from policybox.league.web.app import make_app
 

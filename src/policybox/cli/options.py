@@ -1,324 +1,277 @@
-"""The options every command that plays episodes shares (run, evaluate), declared once.
+"""The commands' options: those of a setting generated from the model that owns it, the others declared once.
 
-Typer reads a command's options from its signature; ``with_episode_options`` adds these to a
-command's own and hands the command one ``episode: dict`` of their values instead, which
-``EpisodeSettings.from_options`` turns into settings. The same names are the keys of a tournament file.
+A setting is declared once, as a pydantic field of ``EpisodeSettings``, ``Limits`` or ``LadderSettings``:
+its type, default, bounds and description. ``field_option`` makes it a typer option:
+
+* its description is the help, and its default carries over;
+* its bounds (``ge``, ``gt``, ``le``, ``lt``) are checked as the value is parsed, by the field's own
+  constraints -- one line naming the option, exit 2 -- and shown as click shows a range
+  (``[default: 1000; x>0]``);
+* a list is a repeatable option, a dict a JSON object's text, a required field (the seats) an option
+  whose default the command works out.
+
+A tournament file, a ladder's stored settings and the Python API are validated by the same models, so
+they accept exactly the values the command line does. ``LOOKS`` keeps what a field cannot say: a short
+flag, the words of an on/off flag, a metavar. ``with_options`` adds a group of options to a command
+and hands it their values as one dict (``episode``, ``ladder``).
+
+This module is imported by every command, ``--help`` included: it imports typer, pydantic and the
+settings models alone (``tests/test_cli_imports.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
+from policybox.league.choices import Backend
+from policybox.league.ladder.settings import LadderSettings
 from policybox.limits import Limits
-from policybox.sandbox import SandboxLevel
-from policybox.settings import ENVIRONMENT_LIMIT_MB, Cells, LauncherName, Mode, OnFailure
+from policybox.settings import Agents, EpisodeSettings
 
-DEFAULTS = Limits()
-# What --help shows as each option's value: a word, not a Python type ("<int range>").
-METAVARS = {
-    "env": "GAME",
-    "env_kwargs": "JSON",
-    "preload": "MODULE",
-    "seed": "SEED",
-    "index_url": "URL",
-    "find_links": "DIR",
-    "environments": "DIR",
+
+@dataclass(frozen=True)
+class Look:
+    """How an option is written where its field's name and type do not say: its flags, its metavar."""
+
+    flags: tuple[str, ...] = ()
+    metavar: str | None = None
+
+
+LOOKS = {
+    "agents": Look(("--agents", "-n")),
+    "env": Look(metavar="GAME"),
+    "env_kwargs": Look(metavar="JSON"),
+    "preload": Look(metavar="MODULE"),
+    "seed": Look(metavar="SEED"),
+    "index_url": Look(metavar="URL"),
+    "find_links": Look(metavar="DIR"),
+    "environments": Look(metavar="DIR"),
+    "sdists": Look(("--sdists/--wheels-only",)),
+    "play_share": Look(metavar="SHARE"),
+    "versions_per_match": Look(metavar="M"),
+    "placement_matches": Look(metavar="P"),
+    "suspend_after": Look(metavar="K"),
 }
-UNITS = {"_ms": "MS", "_s": "S", "_mb": "MIB"}
+UNITS = {"_ms": "MS", "_s": "S", "_mb": "MIB"}  # a free value's metavar, from its name's unit
 
 
-def _option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-    kind, option = typing.get_args(annotation)[:2]
-    if option.metavar is None and _valued(kind):  # choices and flags show themselves
-        option.metavar = METAVARS.get(name) or next((v for k, v in UNITS.items() if name.endswith(k)), "N")
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+def field_option(name: str, field: FieldInfo) -> inspect.Parameter:
+    """The option of setting ``name``, as its ``field`` declares it (see the module's docstring)."""
+    default = None if field.is_required() or field.default_factory is not None else field.default
+    annotation = _cli_type(field.annotation, default)
+    look = LOOKS.get(name, Look())
+    flags = look.flags or (
+        (f"--{_dashed(name)}/--no-{_dashed(name)}",) if _plain(annotation) is bool else (f"--{_dashed(name)}",)
+    )
+    help_text = _sentence(field.description or "") + (" Repeatable." if _is_list(annotation) else "")
+    checked: dict[str, Any] = {}
+    bounds = [item for item in field.metadata if isinstance(item, Ge | Gt | Le | Lt)]
+    if bounds:  # click cannot say x>0: the range is shown as click shows its own, and checked by the field
+        shown = ([] if default is None else [f"default: {_shown(default)}"]) + [_range(bounds)]
+        help_text += f"  [{'; '.join(shown)}]"
+        checked = {"parser": _Parser(field), "show_default": False}
+    option = typer.Option(*flags, metavar=look.metavar or _metavar(name, annotation), help=help_text, **checked)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[annotation, option], default=default
+    )
 
 
-def _valued(kind: Any) -> bool:
-    """Whether an option of this type takes a free value (a number, a text) rather than a choice or a flag."""
-    plain = [arg for arg in typing.get_args(kind) if arg is not type(None)] or [kind]
-    return all(arg in (int, float, str) or typing.get_origin(arg) is list for arg in plain)
+def model_options(model: type[BaseModel], names: Iterable[str]) -> list[inspect.Parameter]:
+    """The options of ``model``'s fields ``names``, in that order."""
+    return [field_option(name, model.model_fields[name]) for name in names]
 
 
+def with_options(group: str, options: list[inspect.Parameter]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command ``options`` beside its own; it receives their values as one dict, its argument ``group``."""
+    names = [option.name for option in options]
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        hints = typing.get_type_hints(command, include_extras=True)  # resolved in the command's own module
+        own = [
+            p.replace(annotation=hints.get(p.name, p.annotation))
+            for p in inspect.signature(command).parameters.values()
+            if p.name != group
+        ]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> None:
+            values = {name: kwargs.pop(name) for name in names}
+            return command(**{group: values}, **kwargs)
+
+        parameters = [*own, *options]
+        # inspect reads a function's __signature__ when it has one; typeshed does not declare the attribute.
+        wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        del wrapper.__wrapped__  # typer must read the new signature, not the command's own
+        return wrapper
+
+    return decorate
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not its default, nor a tournament file's value)."""
+    return getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
+
+
+class _Parser:
+    """Parses an option's text by its field's own type and constraints (built on first use: most options are
+    never given); a value out of bounds is that option's error, worded as click words its own."""
+
+    def __init__(self, field: FieldInfo) -> None:
+        self.field = field
+        self.adapter: TypeAdapter[Any] | None = None
+
+    def __call__(self, text: str) -> Any:
+        if self.adapter is None:
+            self.adapter = TypeAdapter(Annotated[_plain(self.field.annotation), *self.field.metadata])  # type: ignore[arg-type]
+        try:
+            return self.adapter.validate_python(text)
+        except ValidationError as exc:
+            raise typer.BadParameter(exc.errors()[0]["msg"]) from None
+
+
+def _cli_type(annotation: Any, default: Any) -> Any:
+    """The type the command line takes: a dict as its JSON text; optional when its default is None (a field
+    the command works out when not given, or one whose default is made fresh, as a list's)."""
+    if typing.get_origin(annotation) is dict:
+        annotation = str
+    return annotation | None if default is None and _plain(annotation) is annotation else annotation
+
+
+def _plain(annotation: Any) -> Any:
+    """``annotation`` without ``None``: ``int | None`` is ``int``."""
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return annotation
+    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    return args[0] if len(args) == 1 else annotation
+
+
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(_plain(annotation)) is list
+
+
+def _range(bounds: list[Any]) -> str:
+    """The range as click describes its own: ``x>=1``, ``x>0``, ``1<=x<=1024``."""
+    low = high = None  # (the bound, "=" if it is in the range)
+    for bound in bounds:
+        match bound:
+            case Ge(ge=value):
+                low = (_shown(value), "=")
+            case Gt(gt=value):
+                low = (_shown(value), "")
+            case Le(le=value):
+                high = (_shown(value), "=")
+            case Lt(lt=value):
+                high = (_shown(value), "")
+    if low and high:
+        return f"{low[0]}<{low[1]}x<{high[1]}{high[0]}"
+    if low:
+        return f"x>{low[1]}{low[0]}"
+    assert high is not None
+    return f"x<{high[1]}{high[0]}"
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _sentence(text: str) -> str:
+    return text if not text or text.endswith(".") else f"{text}."
+
+
+def _dashed(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _metavar(name: str, annotation: Any) -> str | None:
+    """A word for a free value, from the name's unit or its type; None for a choice or a flag (they show
+    themselves)."""
+    plain = _plain(annotation)
+    if typing.get_origin(plain) is list:
+        plain = typing.get_args(plain)[0]
+    if plain not in (int, float, str):
+        return None
+    return next((unit for suffix, unit in UNITS.items() if name.endswith(suffix)), "TEXT" if plain is str else "N")
+
+
+AGENTS = FieldInfo.from_annotated_attribute(
+    Agents,
+    Field(
+        default=None,
+        description="Number of agents. Default: the game's own number (a PettingZoo game, a MettaGrid config "
+        "file); 4 for arena and navigation",
+    ),
+)
+# The options of an episode: -n, EpisodeSettings' own fields (but its limits, a model of their own, and its
+# replay, a file each command names its own way), and the limits' fields. A tournament file's keys too.
 EPISODE_OPTIONS = [
-    _option(
-        "agents",
-        Annotated[
-            int | None,
-            typer.Option(
-                "--agents",
-                "-n",
-                min=1,
-                max=1024,
-                help="Number of agents. Default: the game's own number (a PettingZoo game, a MettaGrid config "
-                "file); 4 for arena and navigation.",
-            ),
-        ],
-        None,
+    field_option("agents", AGENTS),
+    *model_options(
+        EpisodeSettings, [name for name in EpisodeSettings.model_fields if name not in ("limits", "replay")]
     ),
-    _option("steps", Annotated[int, typer.Option(min=1, help="Episode length in steps.")], 1000),
-    _option("seed", Annotated[int, typer.Option(min=0, help="Seeds the game, its map and every agent's RNGs.")], 0),
-    _option(
-        "env",
-        Annotated[
-            str,
-            typer.Option(
-                help="Game: arena, navigation, a MettaGridConfig JSON/YAML file (or mettagrid:FILE), or "
-                "pettingzoo:MODULE:FACTORY for a PettingZoo game "
-                "(e.g. pettingzoo:mpe2.simple_spread_v3:parallel_env)."
-            ),
-        ],
-        "arena",
-    ),
-    _option(
-        "env_kwargs",
-        Annotated[
-            str | None,
-            typer.Option(help="Keyword arguments for a PettingZoo game's factory, a JSON object: '{\"N\": 4}'."),
-        ],
-        None,
-    ),
-    _option(
-        "mode",
-        Annotated[Mode, typer.Option(help="process: each agent in its own process. inline: all in this one (debug).")],
-        "process",
-    ),
-    _option(
-        "cells",
-        Annotated[
-            Cells,
-            typer.Option(
-                help="per-agent: every agent in a cell of its own. per-policy: the seats of one policy share a cell, "
-                "stepped as a batch when the policy can (MettaGrid's step_group, step_batch); its agents are then "
-                "not isolated from each other, policies still are.",
-            ),
-        ],
-        "per-agent",
-    ),
-    _option(
-        "act_timeout_ms",
-        Annotated[
-            float,
-            typer.Option(min=1, help="Per-step deadline per agent; a late agent plays the fallback action that step."),
-        ],
-        DEFAULTS.act_timeout_ms,
-    ),
-    _option(
-        "time_bank_ms",
-        Annotated[float, typer.Option(min=0, help="Per-agent budget for time past deadlines; then it is disabled.")],
-        DEFAULTS.time_bank_ms,
-    ),
-    _option(
-        "init_timeout_s",
-        Annotated[float, typer.Option(min=0.1, help="Deadline for a cell to import its policy and load its data.")],
-        DEFAULTS.init_timeout_s,
-    ),
-    _option(
-        "episode_timeout_s",
-        Annotated[
-            float | None, typer.Option(min=0.1, help="Wall-clock limit on play, after start-up; the episode ends then.")
-        ],
-        None,
-    ),
-    _option(
-        "log_limit_mb",
-        Annotated[float, typer.Option(min=0.01, help="Cap on each agent's printed output; the rest is discarded.")],
-        DEFAULTS.log_limit_mb,
-    ),
-    _option(
-        "launcher",
-        Annotated[
-            LauncherName,
-            typer.Option(help="zygote: fork cells from a pre-warmed process (fast). spawn: a fresh interpreter each."),
-        ],
-        "zygote",
-    ),
-    _option(
-        "preload",
-        Annotated[
-            list[str] | None,
-            typer.Option(
-                help="Module the zygote imports before forking cells, repeatable. Torch needs no asking: a policy "
-                "that imports it forks from a zygote with torch."
-            ),
-        ],
-        None,
-    ),
-    _option(
-        "index_url",
-        Annotated[
-            str | None,
-            typer.Option(
-                help="Package index for policies' requirements (uv's --index-url). Default: what this machine's "
-                "pip install reaches (pip's index, extra indexes and find-links)."
-            ),
-        ],
-        None,
-    ),
-    _option(
-        "find_links",
-        Annotated[
-            list[str] | None,
-            typer.Option(help="A folder of wheels for policies' requirements, repeatable (offline: with no index)."),
-        ],
-        None,
-    ),
-    _option(
-        "sdists",
-        Annotated[
-            bool,
-            typer.Option(
-                "--sdists/--wheels-only",
-                help="Allow requirements built from source where no wheel meets them: the build runs sandboxed, "
-                "like a setup script, offline, from --find-links folders and file:// indexes.",
-            ),
-        ],
-        False,
-    ),
-    _option(
-        "environments",
-        Annotated[
-            str | None,
-            typer.Option(
-                help="Folder where policies' environments are built once and kept. Default: evaluate's results "
-                "folder, or ~/.cache/policybox/environments for run."
-            ),
-        ],
-        None,
-    ),
-    _option(
-        "environment_limit_mb",
-        Annotated[
-            int,
-            typer.Option(
-                min=16,
-                help="The most disk a policy's environment may take to build (uv's cache and the environment, in "
-                "its cell's tmpfs); the build's cell may use --memory-limit-mb on top of it.",
-            ),
-        ],
-        ENVIRONMENT_LIMIT_MB,
-    ),
-    _option(
-        "threads_per_cell",
-        Annotated[
-            int | None,
-            typer.Option(
-                min=1,
-                max=1024,
-                help="Threads each cell's torch/OpenMP/BLAS may use. Default: the cores divided among the cells, "
-                "at least 1 (a policy's env.OMP_NUM_THREADS wins).",
-            ),
-        ],
-        None,
-    ),
-    _option(
-        "sandbox",
-        Annotated[
-            SandboxLevel,
-            typer.Option(
-                help="standard: every layer this machine supports. strict: refuse to run unless all work. "
-                "off: no protection (debugging)."
-            ),
-        ],
-        SandboxLevel.STANDARD,
-    ),
-    _option(
-        "seccomp",
-        Annotated[
-            bool,
-            typer.Option(
-                "--seccomp/--no-seccomp", help="The seccomp syscall filter at the standard level (strict has it)."
-            ),
-        ],
-        True,
-    ),
-    _option(
-        "cpu_limit_s",
-        Annotated[int, typer.Option(min=1, help="CPU seconds per cell, over all its processes.")],
-        DEFAULTS.cpu_limit_s,
-    ),
-    _option(
-        "memory_limit_mb",
-        Annotated[int, typer.Option(min=64, help="Memory per cell, MiB (at most the budget).")],
-        DEFAULTS.memory_limit_mb,
-    ),
-    _option(
-        "memory_budget_mb",
-        Annotated[
-            int | None,
-            typer.Option(
-                min=64,
-                help="Memory all cells running at once may use together, MiB (one cgroup over them; evaluate's "
-                "workers share it). Default: 80% of the memory available at start.",
-            ),
-        ],
-        None,
-    ),
-    _option(
-        "file_size_limit_mb",
-        Annotated[int, typer.Option(min=1, help="Largest file a cell may write, MiB.")],
-        DEFAULTS.file_size_limit_mb,
-    ),
-    _option(
-        "disk_limit_mb",
-        Annotated[
-            int, typer.Option(min=1, help="Bytes a cell may keep in its scratch folder, MiB (counts as memory).")
-        ],
-        DEFAULTS.disk_limit_mb,
-    ),
-    _option(
-        "disk_limit_files",
-        Annotated[int, typer.Option(min=16, help="Files and folders a cell may keep in its scratch folder.")],
-        DEFAULTS.disk_limit_files,
-    ),
-    _option(
-        "max_processes",
-        Annotated[int, typer.Option(min=8, help="Processes and threads per cell.")],
-        DEFAULTS.max_processes,
-    ),
-    _option(
-        "max_open_files",
-        Annotated[int, typer.Option(min=64, help="Open files per cell.")],
-        DEFAULTS.max_open_files,
-    ),
-    _option(
-        "on_agent_failure",
-        Annotated[
-            OnFailure,
-            typer.Option(
-                help="continue: a failed agent plays the game's fallback action (MettaGrid: noop) to the end. "
-                "abort: end the episode at the failure."
-            ),
-        ],
-        "continue",
-    ),
+    *model_options(Limits, Limits.model_fields),
 ]
 EPISODE_OPTION_NAMES = frozenset(option.name for option in EPISODE_OPTIONS)
+# A ladder's own (ladder init): LadderSettings' fields but its episodes' settings and its seats (-n above).
+LADDER_OPTIONS = model_options(
+    LadderSettings, [name for name in LadderSettings.model_fields if name not in ("settings", "agents")]
+)
+with_episode_options = with_options("episode", EPISODE_OPTIONS)
+with_ladder_options = with_options("ladder", LADDER_OPTIONS)
 
-
-def with_episode_options(command: Callable[..., None]) -> Callable[..., None]:
-    """Give ``command`` the shared options; it receives their values as ``episode`` (a dict)."""
-    hints = typing.get_type_hints(command, include_extras=True)  # resolved in the command's own module
-    own = [
-        p.replace(annotation=hints.get(p.name, p.annotation))
-        for p in inspect.signature(command).parameters.values()
-        if p.name != "episode"
-    ]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> None:
-        episode = {name: kwargs.pop(name) for name in EPISODE_OPTION_NAMES}
-        return command(episode=episode, **kwargs)
-
-    parameters = [*own, *EPISODE_OPTIONS]
-    # inspect reads a function's __signature__ when it has one; typeshed does not declare the attribute.
-    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
-    del wrapper.__wrapped__  # typer must read the new signature, not the command's own
-    return wrapper
+# The options that are no setting's, each declared once for every command that takes it.
+POLICY_HELP = (
+    "Policy for the agents, repeatable; agent i plays the (i mod n)-th -p. SPEC is a shorthand (random, "
+    "noop; MettaGrid's lstm, ...), a dotted path (pkg.mod.Class) or a file path (bots/greedy.py:Greedy), "
+    "each optionally followed by ,data=CHECKPOINT ,name=NAME ,path=IMPORT_ROOT ,kw.KEY=VALUE (VALUE read "
+    "as JSON when it parses) ,env.NAME=VALUE (a variable for its cells; @FILE or $VAR for a secret), or "
+    "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json or "
+    "cogames.toml; a setup_script in it runs first, in a cell) or a MettaGrid submission zip."
+)
+POLICIES = Annotated[list[str] | None, typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)]
+WORKERS = Annotated[
+    int | None,
+    typer.Option(min=1, max=256, metavar="N", help="Episodes played at once (default: the number of cores)."),
+]
+MATCH_WORKERS = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=256,
+        metavar="N",
+        help="Matches played at once (default: the cores; with --backend ray, the cluster's CPUs).",
+    ),
+]
+BACKEND = Annotated[Backend, typer.Option(help="local: worker processes on this machine. ray: Ray tasks on a cluster.")]
+RAY_ADDRESS = Annotated[
+    str | None,
+    typer.Option(
+        metavar="HOST:PORT",
+        help="With --backend ray: the cluster (e.g. 10.0.0.1:6379); default: a Ray started for the run.",
+    ),
+]
+# A sequential test's (versus, ladder test).
+ALPHA = Annotated[float, typer.Option(metavar="P", help="The chance of 'B better' when B is not better (0 < P < 0.5).")]
+BETA = Annotated[
+    float,
+    typer.Option(metavar="P", help="The chance of 'B not better' when B is better by --effect (0 < P < 0.5)."),
+]
+EFFECT = Annotated[
+    float,
+    typer.Option(metavar="E", help="The effect to find, in standard deviations of the paired difference B - A."),
+]
+MAX_EPISODES = Annotated[
+    int,
+    typer.Option(min=2, max=1_000_000, metavar="N", help="The cap: undecided after this many episodes (whole pairs)."),
+]

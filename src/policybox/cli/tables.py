@@ -17,16 +17,15 @@ from rich.table import Table
 from rich.text import Text
 
 from policybox.inert import shown
-from policybox.league.ladder.life import VersionState
-from policybox.league.stats.plackett_luce import FinalRanking
-from policybox.league.views.summary import HeadToHead, Summary, differing_stats
 from policybox.lines import first_line
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import SandboxLevel
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a leaderboard's modules (OpenSkill, numpy) are imported by the commands that show one
     from policybox.league.ranking import Rating, Reward
+    from policybox.league.stats.plackett_luce import FinalRanking
     from policybox.league.views import board
+    from policybox.league.views.summary import HeadToHead, Summary
 
 NAME_WIDTH = 16  # of a policy name in a table; the full name is listed below when it is longer
 LADDER_NAME_WIDTH = 12  # in the ladder's standings, so that every column fits 80 columns
@@ -275,6 +274,8 @@ def _head_to_head_cell(record: HeadToHead | None) -> str:
 
 def _behaviour(summary: Summary, names: _Names, rows: int = STATS_SHOWN) -> Table:
     """What the policies did differently (``summary.differing_stats``), mean per agent."""
+    from policybox.league.views.summary import differing_stats
+
     table = _table("what they did: the game stats that differ most between them, mean per agent")
     table.add_column("stat", max_width=STAT_WIDTH, overflow="fold")
     for entry in summary.policies:
@@ -291,6 +292,8 @@ def _behaviour(summary: Summary, names: _Names, rows: int = STATS_SHOWN) -> Tabl
 def show_standings(console: Console, standings: board.Standings) -> None:
     """The ladder's standings table -- the ranked rows, then the unranked -- then why each row that is
     not active is so, and each name's newer version that does not play."""
+    from policybox.league.ladder.life import VersionState
+
     names = _Names(LADDER_NAME_WIDTH)
     table = _table(f"ladder · {standings.matches} matches")
     _number_column(table, "#")

@@ -6,9 +6,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
 from rich.progress import Progress, TextColumn
 
 from policybox.cli.common import console
@@ -17,25 +16,6 @@ from policybox.inert import shown
 if TYPE_CHECKING:  # versus's modules (scipy) are imported by versus only
     from policybox.league.evaluate.versus import VersusResult
     from policybox.league.stats.sequential import TestState
-
-# The test's options, the same in both commands.
-ALPHA = Annotated[float, typer.Option(metavar="P", help="The chance of 'B better' when B is not better (0 < P < 0.5).")]
-BETA = Annotated[
-    float,
-    typer.Option(metavar="P", help="The chance of 'B not better' when B is better by --effect (0 < P < 0.5)."),
-]
-EFFECT = Annotated[
-    float,
-    typer.Option(metavar="E", help="The effect to find, in standard deviations of the paired difference B - A."),
-]
-MAX_EPISODES = Annotated[
-    int,
-    typer.Option(min=2, max=1_000_000, metavar="N", help="The cap: undecided after this many episodes (whole pairs)."),
-]
-WORKERS = Annotated[
-    int | None,
-    typer.Option(min=1, max=256, metavar="N", help="Episodes played at once (default: the number of cores)."),
-]
 
 
 @contextlib.contextmanager

@@ -47,8 +47,15 @@ from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.submission import private_folder
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+# A ladder's version as a -p names it: NAME@vN (policybox run --ladder DIR -p walker@v2).
+VERSION_REF = re.compile(rf"(?P<name>{NAME_PATTERN.pattern})@v(?P<number>[0-9]{{1,9}})")
 FILES = "files"
 KEY_FILE = ".digest-key"
+
+
+def is_version(text: str) -> bool:
+    """Whether ``text`` names a ladder's version, ``NAME@vN``, rather than a policy spec."""
+    return VERSION_REF.fullmatch(text) is not None
 
 
 @dataclass(frozen=True)

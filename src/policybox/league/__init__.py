@@ -3,7 +3,8 @@
 It is built in wings, each a package that says one thing; a wing imports only those below it
 (``tests/test_architecture.py`` checks it):
 
-- ``ranking``: the rules every leaderboard ranks by (forfeits, placings, ratings, shared ranks);
+- ``choices`` and ``ranking``: what a tournament and a ladder may choose (seating, ranking rule, backend), and
+  the rules every leaderboard ranks by (forfeits, placings, ratings, shared ranks);
 - ``play``: the tournament and its seating, and the workers that play episodes (local or on Ray);
 - ``ladder``: the continuous ladder -- its folder, run loop, database and store, matchmaking, and a
   version's life;

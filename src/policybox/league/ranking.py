@@ -49,15 +49,15 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 from openskill.models import PlackettLuce, PlackettLuceRating
 from pydantic import BaseModel, Field
 
+from policybox.league.choices import RankBy
 from policybox.results import AgentResult
 
-RankBy = Literal["forfeit", "reward"]
 FORFEIT_SHARE = 0.10  # timeouts + invalid actions above this share of an agent's turns forfeit its episode
 DRAW_TOLERANCE = 1e-9
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a two-sided 95% interval

@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field
 import policybox
 from policybox.errors import PolicyboxError
 from policybox.league import ranking
-from policybox.league.evaluate.results_folder import REPORT_FILE, TOURNAMENT_FILE, load_summary, load_tournament
+from policybox.league.evaluate import REPORT_FILE
+from policybox.league.evaluate.results_folder import TOURNAMENT_FILE, load_summary, load_tournament
 from policybox.league.ladder.final import FinalState, latest_final
 from policybox.league.ladder.folder import FOLDER_FILE, LadderFolder
 from policybox.league.ranking import Rating, Reward

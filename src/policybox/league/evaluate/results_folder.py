@@ -37,12 +37,12 @@ from typing import Any
 from policybox.errors import SpecError
 from policybox.files.environments import with_environments
 from policybox.files.setup_scripts import prepared
+from policybox.league.choices import Backend, RankBy, Seating
 from policybox.league.evaluate.journal import RESULTS, ResultsJournal, read_records
-from policybox.league.play.backends import Backend, open_runner
+from policybox.league.play.backends import open_runner
 from policybox.league.play.runner import EpisodeJob, EpisodeRunner, play_all
-from policybox.league.play.seating import Seating, whole_cycles
+from policybox.league.play.seating import whole_cycles
 from policybox.league.play.tournament import Tournament, entrants
-from policybox.league.ranking import RankBy
 from policybox.league.stats.final_placings import rank_records
 from policybox.league.views.summary import Summary, summarize
 from policybox.results import EpisodeRecord, EpisodeResult
@@ -52,7 +52,6 @@ from policybox.storage import StorageFull, write_atomically, writing
 
 TOURNAMENT_FILE = "tournament.json"
 SUMMARY_FILE = "summary.json"
-REPORT_FILE = "report.html"  # policybox.league.report's page of the folder
 SETUP_FOLDER = "setup"  # what entrants' setup scripts made, by content: any tournament in the folder may use it
 ENVIRONMENTS_FOLDER = "environments"  # entrants' requirements, built once each (policybox.files.environments)
 

@@ -42,9 +42,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from policybox.errors import SpecError
+from policybox.league.choices import Backend
 from policybox.league.evaluate.journal import RESULTS, read_records
 from policybox.league.evaluate.results_folder import TOURNAMENT_FILE, load_tournament, play_tournament
-from policybox.league.play.backends import Backend
 from policybox.league.play.tournament import Tournament, draw_seed, entrants
 from policybox.league.stats.sequential import SequentialTest, TestState
 from policybox.results import AgentResult, EpisodeRecord

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection, func, select
 
 from policybox.league import ranking
+from policybox.league.choices import Backend
 from policybox.league.ladder import store
 from policybox.league.ladder.database import (
     LadderError,
@@ -50,7 +51,7 @@ from policybox.league.ladder.database import (
 )
 from policybox.league.ladder.folder import LadderFolder
 from policybox.league.ladder.run_loop import episode_job
-from policybox.league.play.backends import Backend, open_runner
+from policybox.league.play.backends import open_runner
 from policybox.league.play.runner import EpisodeRunner, play_all
 from policybox.league.play.seating import balanced_seats, cycle
 from policybox.league.play.tournament import draw_seed

@@ -24,10 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import IntegrityError
 
-from policybox.envs import split_env
 from policybox.episode import check_shorthands
 from policybox.errors import NotFound, PolicyboxError, SpecError
 from policybox.files import version_files
@@ -43,13 +41,11 @@ from policybox.league.ladder.database import (
     schema_version,
     transaction,
 )
+from policybox.league.ladder.settings import LadderSettings
 from policybox.league.ladder.store import Version as Version  # a submission's new version: part of the folder's API
-from policybox.league.play.seating import MatchSeating
-from policybox.league.ranking import RankBy
-from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import write_atomically, writing
-from policybox.submission import MiB, ZipLimits, private_folder
+from policybox.submission import private_folder
 
 FOLDER_FILE = "ladder.json"
 SQLITE_FILE = "ladder.db"
@@ -57,90 +53,6 @@ REPLAYS = "replays"  # the folder of the matches' replays, match-000001.json.z, 
 LOCK_FILE = "run.lock"
 LOGS = "logs"  # the agents' logs, a folder per match and qualification
 HOUR = timedelta(hours=1)
-DEADLINE_SHARE = 0.5  # of every step's deadline, on average, that a ladder's episode limit allows
-EPISODE_LIMIT_FORMULA = (
-    f"steps x act_timeout_ms / 1000 x {DEADLINE_SHARE:g} of play (the game's own steps if fewer), "
-    "after a start-up of at most init_timeout_s"
-)
-
-
-class LadderSettings(BaseModel):
-    """How a ladder plays: stored in its database when it is made, the same for every match."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    settings: EpisodeSettings = Field(
-        description="How every match is played; its seed seeds matchmaking, while every episode's own seed is "
-        "drawn at random (policybox.league.play.tournament.draw_seed) and kept with its match"
-    )
-    agents: int = Field(ge=1, le=1024, description="Seats of every match")
-    seating: MatchSeating = Field(default="rotate", description="How the chosen versions share the seats")
-    versions_per_match: int = Field(default=2, ge=2, description="Different versions in a match (at most the seats)")
-    placement_matches: int = Field(default=5, ge=0, description="Matches a new version plays before the others pick")
-    suspend_after: int = Field(
-        default=5, ge=1, description="Consecutive matches with a failed agent (error, crashed, disabled) that suspend"
-    )
-    setup_timeout_s: float = Field(default=300.0, gt=0, description="How long a version's setup script may run")
-    rank_by: RankBy = Field(default="forfeit", description="The ranking rule (policybox.league.ranking)")
-    replays: bool | None = Field(
-        default=None,
-        description="Write each match's replay to DIR/replays/ (played here): a MettaGrid game's replay, a "
-        "PettingZoo game's moves. None: the game's default, a PettingZoo game's (small) moves only",
-    )
-    max_unpacked_mb: int = Field(default=512, ge=1, description="The most a submission zip may unpack to, in MiB")
-    max_file_mb: int = Field(
-        default=256, ge=1, description="The most one file of a submission zip may unpack to, in MiB"
-    )
-    max_entries: int = Field(default=10_000, ge=1, description="The most files and folders a submission zip may hold")
-    setup_workers: int = Field(
-        default=2,
-        ge=1,
-        le=64,
-        description="Setup scripts and environment builds run at once, beside the matches, each in a worker of its "
-        "own; a team has one at a time, so one team's slow builds leave the others room",
-    )
-    submissions_per_hour: int = Field(
-        default=10, ge=1, description="Submissions a team may make in any hour (the organiser's are not limited)"
-    )
-    names_per_team: int = Field(default=5, ge=1, description="Names a team may own, retired ones not counted")
-    max_matches_per_hour: int | None = Field(
-        default=None, ge=1, description="The most matches scheduled in any hour (none: no limit): ladder run waits"
-    )
-    keep_logs: int = Field(  # at most N x seats x log_limit_mb on disk: a log is the entrant's to fill
-        default=100, ge=0, description="The latest N stored matches' log folders kept (their log tails always are)"
-    )
-    keep_replays: int = Field(default=1000, ge=0, description="The latest N stored matches' replays kept")
-
-    @property
-    def writes_replays(self) -> bool:
-        """Whether each match's replay is written (``replays``, or the game's default)."""
-        if self.replays is not None:
-            return self.replays
-        return split_env(self.settings.env)[0] == "pettingzoo"
-
-    def zip_limits(self) -> ZipLimits:
-        """What a submission zip may unpack to (``policybox.submission``)."""
-        return ZipLimits(self.max_unpacked_mb * MiB, self.max_file_mb * MiB, self.max_entries)
-
-    @property
-    def episode_limit_s(self) -> float:
-        """Every match's limit on play, after start-up, for a game that lasts its ``steps``: the
-        settings' ``episode_timeout_s`` if it is set, else derived (``EPISODE_LIMIT_FORMULA``) -- so that
-        a bot that thinks for most of its deadline at every step forfeits its match at the limit instead
-        of holding a worker for the whole of it. Start-up is not in it: the time it may take
-        (``init_timeout_s``) would otherwise pay for slow steps."""
-        limit = self.episode_settings.limits.play_limit_s(self.settings.steps)
-        assert limit is not None  # episode_settings sets one
-        return limit
-
-    @property
-    def episode_settings(self) -> EpisodeSettings:
-        """How each match and validation episode is played: the settings, with the episode limit
-        (``play_share`` of every step's deadline, unless ``episode_timeout_s`` is set)."""
-        limits = self.settings.limits
-        if limits.episode_timeout_s is None and limits.play_share is None:
-            limits = limits.model_copy(update={"play_share": DEADLINE_SHARE})
-        return self.settings.model_copy(update={"limits": limits})
 
 
 class LadderFolder:

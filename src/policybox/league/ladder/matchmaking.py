@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 
 from policybox.league import ranking
-from policybox.league.play.seating import MatchSeating
+from policybox.league.choices import MatchSeating
 
 
 @dataclass(frozen=True)

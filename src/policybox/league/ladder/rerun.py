@@ -16,21 +16,19 @@ says why they may differ. ``--final F --match N`` does the same for match N of f
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from policybox.errors import NotFound, SpecError
+from policybox.files.version_files import VERSION_REF
 from policybox.league.ladder import reads, stamp
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LadderFolder
 from policybox.results import EpisodeResult
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
-
-VERSION_REF = re.compile(r"(?P<name>[a-z0-9][a-z0-9_-]{0,39})@v(?P<number>[0-9]{1,9})")
 
 
 def command(seed: int, seats: Sequence[tuple[str, int]]) -> str:
@@ -44,10 +42,6 @@ def command(seed: int, seats: Sequence[tuple[str, int]]) -> str:
 def match_command(match_id: int) -> str:
     """The command that plays match ``match_id`` again and says whether it ends as it did."""
     return f"policybox run --ladder DIR --match {match_id}"
-
-
-def is_version(text: str) -> bool:
-    return VERSION_REF.fullmatch(text) is not None
 
 
 def resolve(ladder: LadderFolder, text: str) -> PolicySpec:

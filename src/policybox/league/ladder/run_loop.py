@@ -65,10 +65,12 @@ from sqlalchemy.exc import DataError, IntegrityError
 from policybox.files.setup_scripts import SetupOutcome
 from policybox.files.version_files import Stored
 from policybox.league import ranking
+from policybox.league.choices import Backend
 from policybox.league.ladder import life, matchmaking, retention, stamp, store
 from policybox.league.ladder.database import LadderError, transaction
-from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder, LadderSettings
-from policybox.league.play.backends import Backend, open_runner, shared_budget
+from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder
+from policybox.league.ladder.settings import LadderSettings
+from policybox.league.play.backends import open_runner, shared_budget
 from policybox.league.play.runner import (
     IN_FLIGHT_PER_WORKER,
     MAX_ATTEMPTS,

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult, and_, func, select
 
 from policybox.league import ranking
+from policybox.league.choices import RankBy
 from policybox.league.ladder import life, stamp
 from policybox.league.ladder.database import (
     MatchState,
@@ -530,7 +531,7 @@ def _count_match(
 # Rerate: every rating again from the stored matches
 
 
-def replayed_ratings(connection: Connection, rank_by: ranking.RankBy) -> dict[int, tuple[float, float]]:
+def replayed_ratings(connection: Connection, rank_by: RankBy) -> dict[int, tuple[float, float]]:
     """Every version's rating recomputed from scratch: the played matches in id order, each placed by
     the ranking rules from its stored result, and each version started as it was when it qualified
     (from its name's latest earlier qualified version's mu at that moment, sigma reset)."""

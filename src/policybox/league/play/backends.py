@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any
 
 from policybox.envs import ConfigError
 from policybox.host.budget import Budget, host_budget
+from policybox.league.choices import Backend
 from policybox.league.play.runner import EpisodeRunner
 from policybox.league.play.worker_pool import LocalWorkers
 from policybox.sandbox import SandboxLevel
 from policybox.settings import EpisodeSettings
-
-Backend = Literal["local", "ray"]
 
 
 def open_runner(

@@ -45,14 +45,11 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Iterator
-from typing import Literal
 
 import numpy as np
 
-MatchSeating = Literal["rotate", "random"]  # a ladder's: how one match's versions share its seats
-# A tournament's: a match's, or balanced, a whole schedule (one flat Literal: typer takes no unions).
-Seating = Literal["rotate", "random", "balanced"]
-Plan = Seating | Literal["paired"]  # paired: policybox versus's, not a choice of evaluate or a ladder
+from policybox.league.choices import Plan
+
 EXHAUSTIVE = 500  # candidate blocks tried per choice: all of them up to this many, else this many drawn
 
 

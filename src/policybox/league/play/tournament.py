@@ -31,9 +31,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policybox.errors import SpecError
-from policybox.league.play.seating import Plan, seat_maps
-from policybox.league.ranking import RankBy
-from policybox.settings import EpisodeSettings
+from policybox.league.choices import Plan, RankBy
+from policybox.league.play.seating import seat_maps
+from policybox.settings import Agents, EpisodeSettings
 from policybox.spec import PolicySpec, parse_policy_arg
 
 
@@ -62,7 +62,7 @@ class Tournament(BaseModel):
 
     entrants: list[Entrant]
     episodes: int = Field(ge=1, le=1_000_000)
-    agents: int = Field(ge=1, le=1024)
+    agents: Agents
     seating: Plan = "rotate"
     settings: EpisodeSettings = Field(description="How each episode is played; its seed is the tournament's seed")
     rank_by: RankBy = Field(default="forfeit", description="The summary's ranking rule (see policybox.league.ranking)")

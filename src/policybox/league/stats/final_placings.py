@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from policybox.league import ranking
-from policybox.league.ranking import RankBy
+from policybox.league.choices import RankBy
 from policybox.league.stats.plackett_luce import FinalRanking, final_ranking
 from policybox.results import EpisodeRecord
 

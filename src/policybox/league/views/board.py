@@ -27,6 +27,7 @@ from sqlalchemy import Connection
 from policybox.errors import NotFound
 from policybox.files.version_files import NAME_PATTERN
 from policybox.league import ranking
+from policybox.league.choices import RankBy
 from policybox.league.ladder import life, reads, rerun, retention, store
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
@@ -490,7 +491,7 @@ def _logs(connection: Connection, ids: dict[int, int]) -> list[SeatLog]:
 
 def match_rows(
     connection: Connection,
-    rank_by: ranking.RankBy,
+    rank_by: RankBy,
     version_ids: dict[int, int] | None = None,
     limit: int = 100,
     before: int | None = None,
@@ -516,7 +517,7 @@ def match_rows(
     ]
 
 
-def placings(result: EpisodeResult, seat_names: list[str], rank_by: ranking.RankBy) -> list[str]:
+def placings(result: EpisodeResult, seat_names: list[str], rank_by: RankBy) -> list[str]:
     """Each seat's placing in its match, by the ladder's own order of it (``ranking.places``): the
     seats of one policy share its place."""
     seated = [(seat_names[agent.agent_id], agent) for agent in result.agents]

@@ -22,7 +22,8 @@ from pydantic import BaseModel, Field
 
 from policybox.envs import split_env
 from policybox.league import ranking
-from policybox.league.ladder.folder import EPISODE_LIMIT_FORMULA, LadderFolder
+from policybox.league.ladder.folder import LadderFolder
+from policybox.league.ladder.settings import EPISODE_LIMIT_FORMULA
 from policybox.league.views import own_code
 from policybox.spec import SUBMISSION_MANIFEST, SUBMISSION_SPEC
 

@@ -31,7 +31,8 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, Field
 
 from policybox.league import ranking
-from policybox.league.ranking import RankBy, Rating, Reward
+from policybox.league.choices import RankBy
+from policybox.league.ranking import Rating, Reward
 from policybox.league.stats.plackett_luce import FinalRanking
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure
 from policybox.spec import PolicySpec

@@ -37,8 +37,9 @@ from starlette.responses import RedirectResponse, Response
 
 from policybox.envs import split_env
 from policybox.errors import PolicyboxError
-from policybox.league.ladder.folder import LadderSettings, NotOwner, TeamLimit, Version
+from policybox.league.ladder.folder import NotOwner, TeamLimit, Version
 from policybox.league.ladder.life import Retired
+from policybox.league.ladder.settings import LadderSettings
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
 from policybox.league.web.checks import ChecksBusy

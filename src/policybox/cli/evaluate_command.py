@@ -1,0 +1,151 @@
+"""What ``policybox evaluate`` does: merge a tournament file with the options given, play the tournament
+into its results folder with a progress bar, show the leaderboard, write the report when asked.
+
+Imported when ``evaluate`` runs, not before (``policybox.cli.app``); the report's modules (Jinja2, the
+database layer) only with ``--report``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from policybox.cli.common import check_folder, console, guarded
+from policybox.cli.options import EPISODE_OPTION_NAMES, given
+from policybox.cli.tables import show_final, show_summary
+from policybox.errors import SpecError
+from policybox.inert import shown
+from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
+from policybox.league.evaluate.results_folder import as_final, load_summary
+from policybox.league.evaluate.results_folder import play_tournament as play_into
+from policybox.league.play.seating import cycle
+from policybox.league.play.tournament import Tournament, entrants, game_file_relative_to, load_tournament_file
+from policybox.league.views.summary import Summary
+from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
+
+# What a tournament file may hold: evaluate's own options and the episode's, by their names.
+TOURNAMENT_KEYS = {
+    "policies",
+    "episodes",
+    "out",
+    "workers",
+    "seating",
+    "replays",
+    "backend",
+    "ray_address",
+    "rank_by",
+    "final",
+} | EPISODE_OPTION_NAMES
+
+
+def show_results_folder(folder: Path) -> None:
+    """``evaluate --summary DIR``: the leaderboard of a results folder, played before."""
+    with guarded("nothing was changed"):
+        board = load_summary(folder)
+    _show_summary(board)
+    raise typer.Exit(0)
+
+
+def play_tournament(ctx: typer.Context, episode: dict[str, Any], tournament_file: Path | None, report: bool) -> None:
+    """``policybox evaluate``, its options as the command took them (``ctx.params`` holds its own)."""
+    with guarded("finished episodes are kept; run the same command to resume"):
+        values, from_file = _tournament_values(ctx, tournament_file, episode)
+        tournament, out_dir = _tournament(values, tournament_file, from_file)
+        check_folder(out_dir, "--out")
+        board = _played(tournament, out_dir, values)
+    _show_summary(board)
+    console.print(shown(f"results: {out_dir}"))
+    if report:
+        from policybox.league.report import write_report  # Jinja2 and the database layer, only when asked
+
+        with guarded("the results are kept; policybox report DIR writes the report"):
+            console.print(shown(f"report: {write_report(out_dir)}"))
+    raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
+
+
+def _tournament_values(
+    ctx: typer.Context, tournament_file: Path | None, episode: dict[str, Any]
+) -> tuple[dict[str, Any], set[str]]:
+    """The tournament's values -- the file's, overridden by every option given on the command line --
+    and the names of those that came from the file."""
+    values = {name: value for name, value in {**ctx.params, **episode}.items() if name in TOURNAMENT_KEYS}
+    if tournament_file is None:
+        return values, set()
+    from_file = load_tournament_file(tournament_file)
+    unknown = set(from_file) - TOURNAMENT_KEYS
+    if unknown:
+        raise SpecError(f"tournament file {tournament_file}: unknown keys {sorted(unknown)}")
+    explicit = {name: value for name, value in values.items() if given(ctx, name)}
+    return {**values, **from_file, **explicit}, set(from_file) - set(explicit)
+
+
+def _tournament(values: dict[str, Any], tournament_file: Path | None, from_file: set[str]) -> tuple[Tournament, Path]:
+    """The tournament and its results folder. Paths the file gives are relative to the file's folder;
+    paths given on the command line, to the current folder."""
+    if not values.get("policies"):
+        raise SpecError("give the policies: -p SPEC (repeatable), or policies: in a tournament file")
+    if not values.get("out"):
+        raise SpecError("give a results folder: --out DIR, or out: in a tournament file")
+    base = tournament_file.parent if tournament_file else Path.cwd()
+    out_dir = base / values["out"] if "out" in from_file else Path(values["out"])
+    if "env" in from_file:
+        values = {**values, "env": game_file_relative_to(values["env"], base)}
+    settings = EpisodeSettings.from_options({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES})
+    tournament = Tournament(
+        entrants=entrants(values["policies"], base if "policies" in from_file else None),
+        episodes=values["episodes"],
+        agents=agent_count(settings, values.get("agents"), DEFAULT_AGENTS),
+        seating=values["seating"],
+        settings=settings,
+        rank_by=values.get("rank_by") or "forfeit",
+    )
+    if values.get("final"):
+        tournament = as_final(tournament)
+        length = cycle(len(tournament.entrants), tournament.agents)
+        console.print(
+            shown(f"final: balanced seating, {tournament.episodes} episodes (whole cycles of {length})", "dim")
+        )
+    return tournament, out_dir
+
+
+def _played(tournament: Tournament, out_dir: Path, values: dict[str, Any]) -> Summary:
+    """The tournament played into ``out_dir`` under a progress bar; its summary."""
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]} episodes/s · {task.fields[failures]} agent failures"),
+        TimeRemainingColumn(),
+    ]
+    with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
+        task = bar.add_task("episodes", total=tournament.episodes, rate="-", failures=0)
+        said_kept = False
+
+        def update(progress: EvaluationProgress) -> None:
+            nonlocal said_kept
+            if progress.kept and not said_kept:
+                console.print(
+                    shown(f"resuming: {progress.kept} of {progress.total} episodes already done in {out_dir}")
+                )
+                said_kept = True
+            rate = "-" if progress.rate is None else f"{progress.rate:.2f}"
+            bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)
+
+        return play_into(
+            tournament,
+            out_dir,
+            values.get("workers"),
+            bool(values.get("replays")),
+            update,
+            backend=values.get("backend") or "local",
+            ray_address=values.get("ray_address"),
+        )
+
+
+def _show_summary(board: Summary) -> None:
+    show_summary(console, board)
+    if board.final is not None:
+        show_final(console, board.final)
