@@ -26,7 +26,7 @@ from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
 from policybox.host.process_pool import ProcessPool
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
-from policybox.host.zygote import Zygote
+from policybox.host.zygote import Zygote, zygote_for
 from policybox.results import AgentResult, AgentStatus, EpisodeResult, Failure, GameFault
 from policybox.sandbox import SandboxLevel, SandboxUnavailable
 from policybox.settings import (
@@ -152,7 +152,8 @@ def run_episode(
     seats of two entrants never do, whatever their specs; by default each spec given is an entrant
     of its own. ``log_dir`` gets one log file per agent (process mode; default ./policybox-logs/<time>-seed<N>).
     With the zygote launcher, pass a running ``zygote`` to reuse it across episodes; without one, a
-    zygote is started for this episode and stopped after it.
+    zygote is started for this episode and stopped after it (or, within ``kept_zygotes()``, the one kept
+    for its preload is used: ``policybox.host.zygote``).
 
     A policy that cannot be built (it fails or hangs while its cell imports, builds and loads it) is
     that agent's failure, and the others play on -- or, with ``refuse_unbuilt``, ``PolicyRefused``
@@ -323,7 +324,7 @@ def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextli
     if settings.launcher == "spawn":
         return SpawnLauncher()
     if zygote is None:
-        zygote = stack.enter_context(Zygote(zygote_preload(settings)))
+        zygote = zygote_for(zygote_preload(settings), stack)
     elif set(settings.preload) - set(zygote.preload):
         raise ValueError(f"the zygote given preloads {zygote.preload}, not {settings.preload}")
     return ZygoteLauncher(zygote)

@@ -28,7 +28,7 @@ from policybox.files.setup_policy import COPY, SWEEP_S
 from policybox.host.process_pool import ProcessPool
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
-from policybox.host.zygote import Zygote, ZygoteError
+from policybox.host.zygote import ZygoteError, zygote_for
 from policybox.results import Failure
 from policybox.sandbox import SandboxLevel
 from policybox.settings import EpisodeSettings, agent_count, zygote_preload
@@ -72,7 +72,7 @@ def _run_cell(record: AgentRecord, what: str, settings: EpisodeSettings, out: Pa
     env = open_env(settings, agent_count(settings, None, 1))
     try:
         with contextlib.ExitStack() as cells:
-            zygote = cells.enter_context(Zygote(zygote_preload(settings))) if settings.launcher == "zygote" else None
+            zygote = zygote_for(zygote_preload(settings), cells) if settings.launcher == "zygote" else None
             pool = start_pool([record], [env.cell_setup(record.agent_id)], settings, zygote, cells)
             if record.failure is not None:
                 if zygote is not None and not zygote.alive:  # it took the cell with it: not the job's doing
