@@ -8,16 +8,22 @@ had -- never at the whole machine, so that the other worker's test cannot fail i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
-from collections.abc import Iterator
+import sys
+import traceback
+import unittest.mock
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import postgres
 import psutil
 import pytest
 
 from policybox.episode import run_episode
+from policybox.host.zygote import Zygote, kept_zygotes
 from policybox.results import EpisodeResult
 from policybox.settings import EpisodeSettings
 
@@ -29,19 +35,81 @@ def policy(name: str, **extra: str) -> str:
     return ",".join([str(POLICIES / name), *(f"{key}={value}" for key, value in extra.items())])
 
 
+# This worker's zygotes, one per preload, for the episodes its tests play in this process (``play``,
+# ``policybox``): started on first use, stopped at the end of the run (``keep_zygotes``), exempt from the
+# leftover guard. A test whose subject is a zygote's life starts its own.
+KEPT_ZYGOTES: dict[tuple[str, ...], Zygote] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def keep_zygotes() -> Iterator[None]:
+    yield
+    for zygote in KEPT_ZYGOTES.values():
+        zygote.close()
+
+
 @pytest.fixture
 def play(tmp_path: Path):
     """Run one episode: ``play(["random", policy("x.py:X")], agents=4, steps=50, mode="inline")``
-    (``agents=None``: the game's own number)."""
+    (``agents=None``: the game's own number); its cells fork from this worker's kept zygote."""
 
     def _play(policies: list[str], agents: int | None = 4, **settings) -> EpisodeResult:
         settings.setdefault("steps", 50)
-        return run_episode(policies, EpisodeSettings(**settings), tmp_path / "logs", agents=agents)
+        with kept_zygotes(KEPT_ZYGOTES):
+            return run_episode(policies, EpisodeSettings(**settings), tmp_path / "logs", agents=agents)
 
     return _play
 
 
-pytest_plugins = ["pytester"]  # tests/test_test_machine.py runs a test that leaks, to see the guard fail it
+# pytester: tests/test_test_machine.py runs a test that leaks, to see the guard fail it. costs: each test's
+# CPU and processes, the costliest printed at the end (tests/costs.py).
+pytest_plugins = ["pytester", "costs"]
+
+
+class Ran(NamedTuple):
+    """What a ``policybox`` command did, named as ``subprocess.CompletedProcess`` names it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def policybox(*args: str | Path, cwd: Path | None = None, columns: int = 200, env: Mapping[str, str] = {}) -> Ran:
+    """``policybox ARGS`` as a user types it, run in this process (typer's CliRunner): its exit code and what
+    it printed on stdout and stderr, a terminal of ``columns`` wide. For the tests that judge exit codes,
+    text and files; a test whose subject is the process itself (a signal, a tty, kill -9, what ``/proc``
+    shows, ``serve``) starts ``python -m policybox`` instead. An exception the command let out is in
+    ``stderr`` as its traceback, as a user would see it, with exit code 1."""
+    from typer.testing import CliRunner
+
+    from policybox.cli import app
+
+    with (
+        contextlib.chdir(cwd) if cwd else contextlib.nullcontext(),
+        kept_zygotes(KEPT_ZYGOTES),
+        unittest.mock.patch("os._exit", side_effect=_ends_at_once),
+    ):
+        ran = CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": str(columns), **env})
+    stderr = ran.stderr
+    if ran.exception is not None and not isinstance(ran.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(ran.exception))
+    return Ran(ran.exit_code, ran.stdout, stderr)
+
+
+def policybox_process(*args: str | Path, cwd: Path | None = None, columns: int = 200) -> subprocess.CompletedProcess:
+    """``python -m policybox ARGS``, a process of its own: for a test whose subject is the process (what it
+    imports, a signal it gets) or what it does to its own interpreter (inline mode imports policies and
+    their environments into it)."""
+    command = [sys.executable, "-m", "policybox", *map(str, args)]
+    environment = {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd, env=environment)
+
+
+def _ends_at_once(code: int) -> None:
+    raise AssertionError(
+        f"the command ended its process at once (os._exit({code})): run it as a process of its own, "
+        "not in the test's (a database changed under it would bring this one down too)"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -55,13 +123,38 @@ def no_process_survives():
 
 def descendants() -> list[psutil.Process]:
     """This process's children, recursively, but for those that live as long as the test run by design
-    and are not cells: multiprocessing's resource tracker (started by the evaluator's worker pool) and
-    the test PostgreSQL server's processes (``postgres_server``)."""
+    and are not cells: multiprocessing's resource tracker (started by the evaluator's worker pool), this
+    worker's kept zygotes (``KEPT_ZYGOTES``; not their cells), its browser (``chromium``) and the test
+    PostgreSQL server's processes (``postgres_server``)."""
     return [child for child in psutil.Process().children(recursive=True) if not _of_the_whole_run(child)]
+
+
+# Processes started once for the whole run, by a session's fixture, and everything under them.
+WHOLE_RUN: set[int] = set()
+
+
+@contextlib.contextmanager
+def of_the_whole_run() -> Iterator[set[int]]:
+    """The processes this block starts (a fixture's server: a browser's driver, a Ray node) live as long as
+    the fixture: they, and all under them, are exempt from the leftover guard. Yields the set of their pids,
+    filled when the block ends."""
+    before, started = {child.pid for child in psutil.Process().children()}, set()
+    try:
+        yield started
+    finally:
+        started.update(child.pid for child in psutil.Process().children() if child.pid not in before)
+        WHOLE_RUN.update(started)
 
 
 def _of_the_whole_run(process: psutil.Process) -> bool:
     if "multiprocessing.resource_tracker" in " ".join(_cmdline(process)):
+        return True
+    try:
+        if WHOLE_RUN & {process.pid, *(parent.pid for parent in process.parents())}:
+            return True
+    except psutil.NoSuchProcess:
+        return True  # gone since it was listed: not left behind
+    if any(process.pid in zygote.pids for zygote in KEPT_ZYGOTES.values()):
         return True
     try:
         return postgres.is_server_process(process)
@@ -113,13 +206,22 @@ def postgres_url(postgres_server: postgres.PostgresServer) -> Iterator[str]:
         postgres_server.drop_database(name)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The test once per database the project supports, as a SQLAlchemy URL of a new empty database:
-    a SQLite file in ``tmp_path``, then a database of the test PostgreSQL server (``postgres_url``)."""
+    """A new empty database as a SQLAlchemy URL: a SQLite file in ``tmp_path``, and for a test marked
+    ``storage`` (its subject is how a ladder stores) once more, a database of the test PostgreSQL server
+    (``postgres_url``): ``pytest_generate_tests`` gives the databases."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'policybox.sqlite3'}"
     return request.getfixturevalue("postgres_url")  # only now: a SQLite-only run starts no server
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test of a ladder runs on SQLite; those whose subject is storage (``@pytest.mark.storage``) on
+    PostgreSQL too."""
+    if "database_url" in metafunc.fixturenames:
+        storage = metafunc.definition.get_closest_marker("storage") is not None
+        metafunc.parametrize("database_url", ["sqlite", "postgresql"] if storage else ["sqlite"], indirect=True)
 
 
 # Debian's Chromium (tests/prepare_machine.py installs it). Root needs --no-sandbox; the rest keep a
@@ -147,17 +249,30 @@ def screenshots() -> Path:
     return ARTIFACTS
 
 
-@pytest.fixture
-def browser():
-    """A headless Chromium driven by Playwright (a ``playwright.sync_api.Browser``), closed after the test."""
+@pytest.fixture(scope="session")
+def chromium() -> Iterator:
+    """This worker's headless Chromium driven by Playwright (a ``playwright.sync_api.Browser``): started by
+    the first test that asks for it, closed at the end of the run. Playwright's driver and the browser
+    under it are exempt from the leftover guard (``WHOLE_RUN``)."""
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+    with contextlib.ExitStack() as stack:
+        with of_the_whole_run():
+            playwright = stack.enter_context(sync_playwright())
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            yield chromium
+            yield launched
         finally:
-            chromium.close()
+            launched.close()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The worker's Chromium for one test: each context the test opens (``browser.new_context()``, a fresh
+    profile: no cookie or storage of another test's) is closed after it."""
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
 
 
 @pytest.fixture

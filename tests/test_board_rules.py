@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 from conftest import policy
+from helpers.ladders import WANDERER, activate, api_ladder
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
-from test_ladder import WANDERER, activate, api_ladder
 from test_web import bot_zip
 
 from policybox.ladder import Ladder
@@ -324,6 +324,7 @@ def test_a_retired_name_stays_retired_and_unranked_whatever_was_queued(tmp_path,
     assert walker.latest is not None and walker.latest.state == "qualifying"
 
 
+@pytest.mark.storage
 def test_an_old_schema_ladder_is_migrated_to_superseded(tmp_path, database_url):
     """A ladder of schema version 3, whose replaced versions stayed active or suspended: opened, the
     replaced ones are superseded, the newest untouched; status and matchmaking work as before."""

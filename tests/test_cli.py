@@ -1,29 +1,20 @@
-"""The policybox command as a user runs it: the table, the JSON, exit codes and clear errors."""
+"""The policybox command as a user runs it: the table, the JSON, exit codes and clear errors.
+
+Run in this process (``conftest.policybox``): the subject is what the command prints and writes. A
+virtualenv reached through a symlink is the one test here that starts ``python`` itself."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import POLICIES, policy
+from conftest import POLICIES, Ran, policy, policybox
 
 from policybox.results import EpisodeResult
 
 
-def policybox(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "policybox", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
-    )
-
-
-def policybox_run(folder, *args: str) -> tuple[subprocess.CompletedProcess, EpisodeResult | None]:
+def policybox_run(folder, *args: str) -> tuple[Ran, EpisodeResult | None]:
     """``policybox run ARGS`` writing its result and logs into ``folder``; the result if it wrote one."""
     out = folder / "result.json"
     run = policybox("run", *args, "--out", str(out), "--log-dir", str(folder / "logs"))
@@ -120,32 +111,22 @@ def test_evaluate_blames_out_for_a_file_where_its_folder_should_be(tmp_path):
 
 
 def test_help_and_errors_read_well_at_80_columns():
-    run = subprocess.run(
-        [sys.executable, "-m", "policybox", "run", "--help"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "80"},
-    )
+    run = policybox("run", "--help", columns=80)
     assert run.returncode == 0
     assert max(len(line) for line in run.stdout.splitlines()) <= 80
     assert "<int" not in run.stdout and "<float" not in run.stdout and "list[str]" not in run.stdout
     assert "-p, --policy SPEC" in run.stdout and "--act-timeout-ms MS" in run.stdout and "--steps N" in run.stdout
     assert "env.NAME=VALUE" in run.stdout and "class=CLASS" in run.stdout and "zip" in run.stdout
     long_path = "/no/such/" + "very-long-folder-name/" * 6 + "r.json"
-    error = subprocess.run(
-        [sys.executable, "-m", "policybox", "run", "-p", "random", "--out", long_path],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "80"},
-    )
+    error = policybox("run", "-p", "random", "--out", long_path, columns=80)
     assert long_path.rsplit("/", 1)[0] in error.stderr  # the path whole, on one line
 
 
 def test_version():
-    import policybox
+    from policybox import __version__
 
-    run = subprocess.run([sys.executable, "-m", "policybox", "--version"], capture_output=True, text=True)
-    assert run.returncode == 0 and run.stdout.strip() == f"policybox {policybox.__version__}"
+    run = policybox("--version")
+    assert run.returncode == 0 and run.stdout.strip() == f"policybox {__version__}"
 
 
 def test_existing_result_survives_bad_input(tmp_path):

@@ -25,8 +25,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import POLICIES, remount
-from test_cli import policybox
+from conftest import POLICIES, policybox, policybox_process, remount
 
 import policybox.files.cell_jobs as cell_jobs
 import policybox.files.environments as environments
@@ -150,9 +149,9 @@ def test_inline_mode_takes_one_environment_in_its_one_process(tmp_path):
     old = submission(tmp_path / "old", OLD, f"more-itertools=={OLD}")
     new = submission(tmp_path / "new", NEW, f"more-itertools=={NEW}")
     common = ["-n", "2", "--steps", "5", "--mode", "inline", "--index-url", INDEX, "--environments", str(tmp_path)]
-    one = policybox("run", "-p", str(old), *common, "--out", str(tmp_path / "one.json"))
+    one = policybox_process("run", "-p", str(old), *common, "--out", str(tmp_path / "one.json"))
     assert one.returncode == 0, one.stdout + one.stderr
-    two = policybox("run", "-p", str(old), "-p", str(new), *common)
+    two = policybox_process("run", "-p", str(old), "-p", str(new), *common)
     assert two.returncode == 2 and "cannot hold 2 environments' packages at once" in two.stderr, two.stderr
 
 

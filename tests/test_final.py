@@ -17,9 +17,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+from helpers.ladders import api_ladder
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
-from test_ladder import api_ladder
 
 import policybox
 from policybox.ladder import Ladder
@@ -204,6 +205,7 @@ def test_ladder_final_freezes_is_unrated_resumes_and_lets_nothing_else_play(tmp_
     assert sum(row[2] for row in _ratings(folder).values()) > sum(row[2] for row in before.values())
 
 
+@pytest.mark.storage
 def test_a_final_from_the_api_on_either_database(tmp_path, database_url):
     """``Ladder.final`` and ``Ladder.latest_final`` on SQLite and on PostgreSQL: the finals' tables
     (their JSON seats and placings) written and read back on both, the ratings untouched."""

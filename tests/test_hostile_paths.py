@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from test_ladder import EXAMPLES, GAME
+from helpers.ladders import EXAMPLES, GAME
 from typer.testing import CliRunner
 
 from policybox import EpisodeSettings, LadderSettings

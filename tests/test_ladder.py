@@ -13,56 +13,30 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 from conftest import policy
+from helpers.ladders import (
+    GAME,
+    WANDERER,
+    activate,
+    api_ladder,
+    ladder_command,
+    played,
+    process_tree,
+    start_run,
+    wait_until,
+)
 from sqlalchemy import func, select
 
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import match_seats, matches, names, ratings, versions
 from policybox.league.views import board
 
-EXAMPLES = Path(__file__).parents[1] / "examples"
-GAME = str(EXAMPLES / "moves.yaml")
-WANDERER = f"{EXAMPLES / 'wanderer.py'}:Wanderer"
 PLACEMENT = 3
-
-
-def ladder_command(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "policybox", "ladder", *args]
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "200"}
-    )
-
-
-def start_run(folder: Path, *args: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "policybox", "ladder", "run", str(folder), "--workers", "2", *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def played(folder: Path) -> int:
-    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
-        return connection.execute(select(func.count()).where(matches.c.state == "played")).scalar()
-
-
-def wait_until(condition, timeout: float = 300, what: str = "") -> None:
-    give_up = time.monotonic() + timeout
-    while time.monotonic() < give_up:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def process_tree(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
 
 
 @pytest.fixture
@@ -79,6 +53,7 @@ def ladder_folder(tmp_path, database_url):
     return folder
 
 
+@pytest.mark.storage
 def test_a_ladder_plays_qualifies_rejects_survives_a_kill_and_rerates_exactly(ladder_folder):
     folder = ladder_folder
     for name, spec in [("wanderer", WANDERER), ("random", "random"), ("noop", "noop")]:
@@ -247,26 +222,7 @@ def test_a_database_server_that_does_not_answer_is_one_message(tmp_path):
     assert "Traceback" not in run.stderr and not (tmp_path / "cup" / "ladder.json").exists()
 
 
-def api_ladder(folder: Path, database: str | None = None, **settings) -> Ladder:
-    """A ladder made with the Python API; its database SQLite in the folder, or ``database`` (PostgreSQL)."""
-    from policybox import EpisodeSettings, LadderSettings
-    from policybox.ladder import Ladder as PublicLadder
-
-    values = {"agents": 4, "placement_matches": 0, "suspend_after": 3} | settings
-    made = LadderSettings(settings=EpisodeSettings(env=GAME, steps=30), **values)
-    return PublicLadder.create(folder, made, None if database is None or database.startswith("sqlite") else database)
-
-
-def activate(ladder: Ladder, name: str) -> None:
-    """Let a version play without its qualification (to test what happens to one that fails later)."""
-    from policybox.league.ladder import store
-    from policybox.league.ladder.database import transaction
-
-    with transaction(ladder.engine) as connection:
-        version = store.latest_version(connection, name)
-        store.finish_qualification(connection, version, True, None, None, None)
-
-
+@pytest.mark.storage
 def test_a_schema_6_database_gets_the_version_streaks_and_keeps_its_data(tmp_path, database_url):
     """Schema 7 adds each version's void streak and played digest: a database without them (as schema 6
     made it) is migrated, every row as it was, each version's void streak 0."""
@@ -351,6 +307,7 @@ def test_a_lost_worker_never_counts_against_a_policy_and_its_match_is_played_aga
         assert ladder.rerate() == []
 
 
+@pytest.mark.storage
 def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, database_url):
     """A ladder made at schema version 1 (before teams existed) opens with this policybox: migrated to
     the current version in one transaction, every match, version and rating as it was."""

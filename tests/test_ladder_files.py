@@ -164,6 +164,7 @@ def _matches_text(folder: Path) -> str:
 # -- made private, and warned about --------------------------------------------------------------
 
 
+@pytest.mark.storage
 def test_init_makes_a_private_folder_even_in_an_open_one_on_either_database(tmp_path, database_url):
     folder = Path(tempfile.mkdtemp(dir=tmp_path))  # an empty folder that exists already, 0755
     folder.chmod(0o755)

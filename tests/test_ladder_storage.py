@@ -18,12 +18,24 @@ import urllib.request
 
 import pytest
 from conftest import policy
+from helpers.ladders import (
+    GAME,
+    WANDERER,
+    activate,
+    api_ladder,
+    ladder_command,
+    ladder_process,
+    played,
+    start_run,
+    wait_until,
+)
 from sqlalchemy import select, text
-from test_ladder import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
 from test_web_browser import serving
 
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
+
+pytestmark = pytest.mark.storage  # every test here on SQLite and on PostgreSQL
 
 
 def attack(name: str) -> str:
@@ -304,8 +316,9 @@ def test_a_database_made_read_only_or_moved_under_a_running_ladder_is_one_messag
             assert answer.value.code == 503 and b"cannot be used at the moment" in answer.value.read()
         assert serve.poll() is None  # still serving, not killed
     assert serve.returncode >= 0 and "make it writable again" in (ext4.parent / "serve.log").read_text()
-    one_error_line(ladder_command("status", str(folder)), "ladder.db", "make it writable again")
-    one_error_line(ladder_command("run", str(folder), "--matches", "1"), "ladder.db", "cannot be written")
+    # As processes of their own: a command that meets a changed database ends its process at once.
+    one_error_line(ladder_process("status", str(folder)), "ladder.db", "make it writable again")
+    one_error_line(ladder_process("run", str(folder), "--matches", "1"), "ladder.db", "cannot be written")
     subprocess.run(["chattr", "-i", *files], check=True)
     again = ladder_command("run", str(folder), "--workers", "1", "--matches", "1")
     assert again.returncode == 0 and ladder_command("rerate", str(folder)).returncode == 0, again.stderr
@@ -322,7 +335,7 @@ def test_a_database_made_read_only_or_moved_under_a_running_ladder_is_one_messag
             os.killpg(run.pid, signal.SIGKILL)
             run.wait(timeout=60)
     one_error_line((run.returncode, stderr), "put", "back")
-    one_error_line(ladder_command("status", str(folder)), "is not a ladder")
+    one_error_line(ladder_process("status", str(folder)), "is not a ladder")
     shutil.rmtree(folder, ignore_errors=True)  # what its workers made there again (their logs' folders)
     moved.rename(folder)
     again = ladder_command("run", str(folder), "--workers", "1", "--matches", "1")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from test_ladder import WANDERER, activate, api_ladder
+from helpers.ladders import WANDERER, activate, api_ladder
 from test_versus import policybox_cli
 from typer.testing import CliRunner
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import descendants, policy
+from conftest import KEPT_ZYGOTES, descendants, policy
 
 from policybox.host.process_pool import ProcessPool
 from policybox.results import AgentStatus
@@ -18,13 +18,15 @@ from policybox.results import AgentStatus
 
 def cells_of(host_pid: int) -> list[psutil.Process]:
     """Cells (and the zygote) serving the given host, wherever they are in the process tree: a
-    spawned cell and the zygote name the host's pid; a forked cell carries the zygote's command line."""
+    spawned cell and the zygote name the host's pid; a forked cell carries the zygote's command line.
+    Not this worker's kept zygotes, which serve every test (``conftest.KEPT_ZYGOTES``; their cells are)."""
+    kept = {pid for zygote in KEPT_ZYGOTES.values() for pid in zygote.pids}
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []
         if {"policybox.cell", "policybox.cell.zygote"} & set(cmdline) and str(host_pid) in cmdline:
             found.append(proc)
-    return found
+    return [proc for proc in found if proc.pid not in kept]
 
 
 def alive(proc: psutil.Process) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_ladder import WANDERER, activate, api_ladder, start_run
+from helpers.ladders import WANDERER, activate, api_ladder, start_run
 from test_match_page import TEXT_CONNECT_FOUR
 from test_web import PAYLOAD
 from test_web_browser import serving, stop

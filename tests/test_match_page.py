@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import policy
+from helpers.ladders import WANDERER, activate, api_ladder, ladder_command
 from starlette.testclient import TestClient
-from test_ladder import WANDERER, activate, api_ladder, ladder_command
 
 from policybox import EpisodeSettings, LadderSettings
 from policybox.envs import moves as moves_file

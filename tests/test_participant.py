@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES, policy
+from helpers.ladders import EXAMPLES, GAME, WANDERER, activate
 from starlette.testclient import TestClient
 from test_environments import submission, trojan_sdist
-from test_ladder import EXAMPLES, GAME, WANDERER, activate
 from test_setup import BUILD, team
 from test_web import everything_seen
 
@@ -48,8 +48,8 @@ def auth(cup: Cup, team_name: str | None) -> dict[str, str]:
     return {} if team_name is None else {"Authorization": f"Bearer {cup.tokens[team_name]}"}
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def cup(request, tmp_path_factory) -> Iterator[Cup]:
+@pytest.fixture(scope="module")
+def cup(tmp_path_factory) -> Iterator[Cup]:
     """A ladder that has played 3 matches: the organiser's walker; team alpha's nested, which raises
     from a nested function of its own file at its 3rd step of every match, and its built, whose
     setup script prints where it runs; team beta's chatty, which logs every step and never fails;
@@ -57,36 +57,27 @@ def cup(request, tmp_path_factory) -> Iterator[Cup]:
     rejected as its requirement's sdist fails to build (its build output naming the wheelhouse)."""
     root = tmp_path_factory.mktemp("participant")
     folder = root / "cup"
-    database, drop = None, None
-    if request.param == "postgresql":
-        server = request.getfixturevalue("postgres_server")
-        name = server.create_database()
-        database, drop = server.url(name), lambda: server.drop_database(name)
     sdists = trojan_sdist(root, build="raise SystemExit('this build needs a compiler it cannot have')")
     settings = EpisodeSettings(env=GAME, steps=30, find_links=[str(sdists)], sdists=True)
     made = LadderSettings(settings=settings, agents=4, placement_matches=0, suspend_after=10)
-    try:
-        with Ladder.create(folder, made, database) as ladder:
-            tokens = {name: ladder.token(name) for name in ("alpha", "beta")}
-            ladder.submit("built", str(team(root / "built", BUILD)), team="alpha")
-            ladder.submit("unbuildable", str(submission(root / "unbuildable", "1.0", "trojan==1.0")), team="beta")
-            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
-            # These three qualify first, alone: with fewer than two versions that can play, the run ends once
-            # none is qualifying -- not at its matches' end, which stops the setups still running.
-            assert ladder.run(matches=1, workers=2).played == 0
-            ladder.submit("walker", WANDERER)
-            ladder.submit("nested", policy("own_traceback.py:NestedRaise"), team="alpha")
-            ladder.submit("chatty", policy("own_traceback.py:Chatty"), team="beta")
-            for name in ("walker", "nested", "chatty"):
-                activate(ladder, name)
-            ladder.run(matches=3, workers=2)
-            rows = {row.name: row for row in ladder.standings().rows}
-        assert rows["hostile"].state == rows["unbuildable"].state == "rejected", rows
-        assert rows["built"].state == "active", rows
-        yield Cup(folder, tokens, sdists)
-    finally:
-        if drop is not None:
-            drop()
+    with Ladder.create(folder, made) as ladder:
+        tokens = {name: ladder.token(name) for name in ("alpha", "beta")}
+        ladder.submit("built", str(team(root / "built", BUILD)), team="alpha")
+        ladder.submit("unbuildable", str(submission(root / "unbuildable", "1.0", "trojan==1.0")), team="beta")
+        ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
+        # These three qualify first, alone: with fewer than two versions that can play, the run ends once
+        # none is qualifying -- not at its matches' end, which stops the setups still running.
+        assert ladder.run(matches=1, workers=2).played == 0
+        ladder.submit("walker", WANDERER)
+        ladder.submit("nested", policy("own_traceback.py:NestedRaise"), team="alpha")
+        ladder.submit("chatty", policy("own_traceback.py:Chatty"), team="beta")
+        for name in ("walker", "nested", "chatty"):
+            activate(ladder, name)
+        ladder.run(matches=3, workers=2)
+        rows = {row.name: row for row in ladder.standings().rows}
+    assert rows["hostile"].state == rows["unbuildable"].state == "rejected", rows
+    assert rows["built"].state == "active", rows
+    yield Cup(folder, tokens, sdists)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES, policy
-from test_ladder import WANDERER, activate, api_ladder, start_run, wait_until
+from helpers.ladders import WANDERER, activate, api_ladder, start_run, wait_until
 from test_web_browser import LONG_MS, Live, _state, log_in, serving, stop, upload_through_the_form
 
 import policybox

@@ -1,21 +1,24 @@
 """``policybox evaluate --backend ray`` on a real 2-node Ray cluster (``ray.cluster_utils.Cluster``, one
 CPU per node): the same episodes and summary as the local backend, with one node killed mid-run and
-the policy's own files shipped to the nodes (its original folder is gone before any episode runs)."""
+the policy's own files shipped to the nodes (its original folder is gone before any episode runs).
+
+One cluster serves every test of a worker here (``cluster``); the test that kills its worker node adds
+another, so each test finds two."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
-import subprocess
-import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 import ray
-from conftest import POLICIES, descendants
+from conftest import POLICIES, of_the_whole_run, policybox
 from ray.cluster_utils import Cluster
 
 from policybox.files import packing
@@ -30,16 +33,46 @@ from policybox.settings import EpisodeSettings
 EPISODES = 6
 
 
+class TwoNodes:
+    """A head and a worker node, one CPU each, and the processes they started."""
+
+    def __init__(self) -> None:
+        self.processes: set[int] = set()
+        with of_the_whole_run() as started:
+            self.head = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        self.processes |= started
+        self.add_worker()
+
+    def add_worker(self) -> None:
+        with of_the_whole_run() as started:
+            self.worker = self.head.add_node(num_cpus=1)
+        self.processes |= started
+        self.head.wait_for_nodes()
+
+    def stop(self) -> None:
+        """Shut the cluster down and wait until every Ray process is gone."""
+        tree = []
+        for pid in self.processes:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                root = psutil.Process(pid)
+                tree += [root, *root.children(recursive=True)]
+        self.head.shutdown()
+        psutil.wait_procs(tree, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def two_nodes() -> Iterator[TwoNodes]:
+    """This worker's cluster for the tests here; every Ray process gone after them."""
+    nodes = TwoNodes()
+    yield nodes
+    nodes.stop()
+
+
 @pytest.fixture
-def cluster():
-    """A head and a worker node, one CPU each; every Ray process gone after the test."""
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    worker = cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    yield cluster, worker
+def cluster(two_nodes: TwoNodes) -> Iterator[tuple[Cluster, object]]:
+    """The cluster, its two nodes up; the test's driver disconnected after it."""
+    yield two_nodes.head, two_nodes.worker
     ray.shutdown()
-    cluster.shutdown()
-    psutil.wait_procs(descendants(), timeout=30)
 
 
 def tournament(policies: Path) -> Tournament:
@@ -79,7 +112,7 @@ def kill_when_busy(cluster: Cluster, worker, results: Path, killed: dict, finish
             return
 
 
-def test_a_ray_tournament_equals_the_local_one_with_a_node_killed_mid_run(cluster, tmp_path, monkeypatch):
+def test_a_ray_tournament_equals_the_local_one_with_a_node_killed_mid_run(cluster, two_nodes, tmp_path, monkeypatch):
     head, worker = cluster
     policies = tmp_path / "policies"
     shutil.copytree(POLICIES, policies, ignore=shutil.ignore_patterns("__pycache__"))
@@ -104,6 +137,7 @@ def test_a_ray_tournament_equals_the_local_one_with_a_node_killed_mid_run(cluste
     finally:
         finished.set()
         watcher.join()
+    two_nodes.add_worker()  # for the next test
     assert 2 <= killed["episodes_done"] < EPISODES, killed  # the node died while the tournament ran
     assert not policies.exists()
     assert outcomes(out) == outcomes(tmp_path / "local") and len(outcomes(out)) == EPISODES
@@ -120,20 +154,18 @@ def test_a_ray_tournament_equals_the_local_one_with_a_node_killed_mid_run(cluste
 
 def test_policybox_evaluate_and_doctor_on_the_command_line(cluster, tmp_path):
     head, _ = cluster
-    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
-    evaluate = [sys.executable, "-m", "policybox", "evaluate", "-p", "random", "-p", "noop", "--episodes", "2"]
-    evaluate += ["--agents", "2", "--steps", "20", "--out", str(tmp_path / "board"), "--backend", "ray"]
-    run = subprocess.run([*evaluate, "--ray-address", head.address], capture_output=True, text=True, env=env)
+    evaluate = ["evaluate", "-p", "random", "-p", "noop", "--episodes", "2", "--agents", "2", "--steps", "20"]
+    evaluate += ["--out", str(tmp_path / "board"), "--backend", "ray"]
+    run = policybox(*evaluate, "--ray-address", head.address)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads((tmp_path / "board" / "summary.json").read_text())["episodes_done"] == 2
-    doctor = [sys.executable, "-m", "policybox", "doctor", "--ray-address", head.address]
-    run = subprocess.run(doctor, capture_output=True, text=True, env=env)
+    run = policybox("doctor", "--ray-address", head.address)
     assert run.returncode == 0, run.stdout + run.stderr
     nodes = re.findall(r"sandbox layers on \S+ \(\S+ (\w+)\)", run.stdout)
     assert len(set(nodes)) == 2 and run.stdout.count("│ yes ") == 2 * 13  # every layer on both nodes
-    replays = subprocess.run([*evaluate, "--replays"], capture_output=True, text=True, env=env)
+    replays = policybox(*evaluate, "--replays")
     assert replays.returncode == 2 and "--replays is not available with --backend ray" in replays.stderr
-    nowhere = subprocess.run([*evaluate, "--ray-address", "127.0.0.1:1"], capture_output=True, text=True, env=env)
+    nowhere = policybox(*evaluate, "--ray-address", "127.0.0.1:1")
     assert nowhere.returncode == 2 and "cannot reach a Ray cluster at 127.0.0.1:1" in nowhere.stderr
 
 
@@ -230,9 +262,7 @@ def test_a_ladder_runs_on_the_cluster_and_each_match_is_what_the_engine_plays_he
             ]
     # Its final on the cluster too (ladder final --backend ray): every match played there, none rated.
     args = ["ladder", "final", str(tmp_path / "cup"), "--rounds", "1", "--backend", "ray", "--ray-address", head]
-    final = subprocess.run(
-        [sys.executable, "-m", "policybox", *args, "--json"], capture_output=True, text=True, timeout=600
-    )
+    final = policybox(*args, "--json")
     assert final.returncode == 0, final.stderr
     shown = json.loads(final.stdout)
     assert (shown["state"], shown["played"], shown["scheduled"]) == ("done", 2, 2)  # one cycle of 2 names

@@ -5,9 +5,9 @@ on the command line), and what is not there is a NotFound (a 404 on the web page
 from __future__ import annotations
 
 import pytest
+from helpers.ladders import api_ladder, ladder_command
 from sqlalchemy import text
 from starlette.testclient import TestClient
-from test_ladder import api_ladder, ladder_command
 
 from policybox.errors import NotFound, PolicyboxError
 from policybox.ladder import Ladder

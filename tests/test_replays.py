@@ -5,9 +5,8 @@ import zlib
 from collections import Counter
 
 import pytest
-from conftest import policy
+from conftest import policy, policybox
 from mettagrid.util.file import read
-from test_cli import policybox
 from test_policies import digest_of
 
 from policybox.envs import ConfigError

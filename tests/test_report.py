@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import policy
-from test_ladder import EXAMPLES, GAME, WANDERER, activate, api_ladder
+from helpers.ladders import EXAMPLES, GAME, WANDERER, activate, api_ladder
 
 from policybox.league.report import Rejection, render, report_data
 from policybox.league.stats.plackett_luce import final_ranking

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 
 from conftest import policy
+from helpers.ladders import GAME, api_ladder
 from sqlalchemy import select
-from test_ladder import GAME, api_ladder
 
 from policybox.league.ladder.database import final_matches, match_seats, matches, names, versions
 from policybox.league.play.tournament import SEED_RANGE, draw_seed

@@ -29,9 +29,9 @@ import httpx
 import psutil
 import pytest
 from conftest import POLICIES
+from helpers.ladders import EXAMPLES, GAME, api_ladder, ladder_command, wait_until
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
-from test_ladder import EXAMPLES, GAME, api_ladder, ladder_command, wait_until
 from test_web_serve import answer_within, free_port
 
 from policybox.ladder import Ladder

@@ -1,6 +1,6 @@
 """The test machine itself: the PostgreSQL server, the database fixtures, the headless browser, the
-guards against leftovers, and the setup step that installs what they need (tests/prepare_machine.py,
-run by the README's test command)."""
+guards against leftovers, the plugin that reports what each test costs (tests/costs.py), and the setup
+step that installs what they need (tests/prepare_machine.py, run by the README's test command)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import costs
 import prepare_machine
 import psutil
 import psycopg
@@ -79,6 +80,7 @@ def test_a_wrong_password_or_none_is_refused(postgres_server, postgres_url):
         psycopg.connect(host="127.0.0.1", port=postgres_server.port, user="postgres", dbname="postgres").close()
 
 
+@pytest.mark.storage
 def test_database_url_is_each_database_in_turn(database_url, request):
     backend = request.node.callspec.params["database_url"]
     assert sa.make_url(database_url).get_backend_name() == backend
@@ -207,3 +209,62 @@ def test_the_ipc_guard_finds_what_a_cells_uid_left_and_nothing_of_another_uid():
         finally:
             subprocess.run(["ipcrm", "-m", shmid], check=True)
         assert ipc_objects_of({cell.uid}) == []
+
+
+# The cost plugin (tests/costs.py): a busy test and an idle one, to see it tell them apart.
+
+BUSY_AND_IDLE = """
+import subprocess
+import sys
+
+def test_busy():
+    for _ in range(3):  # each child burns 0.3 s of CPU, whatever the machine's load
+        subprocess.run([sys.executable, "-c", "import time\\nwhile time.process_time() < 0.3: pass"], check=True)
+
+def test_idle():
+    pass
+"""
+
+
+def costliest(output: str) -> list[tuple[float, str, str]]:
+    """The rows of the plugin's summary: (CPU seconds, processes, test id), costliest first."""
+    section = output.split("costliest tests (CPU seconds, children included)", 1)[1]
+    return [
+        (float(cpu), processes, test)
+        for cpu, processes, test in re.findall(r"^ +([\d.]+) +(\S+) +\S+  (\S+)$", section, re.M)
+    ]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 and int(Path("/proc/sys/kernel/perf_event_paranoid").read_text()) > 1,
+    reason="counting a test's processes needs perf_event_open, which this user may not use",
+)
+def test_the_cost_plugin_counts_a_tests_children(pytester, monkeypatch):
+    """The children's CPU and count reach the summary, through an xdist worker as in the suite's runs
+    (in a pytest of its own: its worker must find the plugin on PYTHONPATH)."""
+    pytester.makepyfile(test_costly=BUSY_AND_IDLE)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests"))
+    run = pytester.runpytest_subprocess("-p", "costs", "-n", "1", "-p", "no:importnb", "-p", "no:cacheprovider")
+    run.assert_outcomes(passed=2)
+    [(busy_cpu, busy_processes, busy), (idle_cpu, idle_processes, idle)] = costliest(run.stdout.str())
+    assert (busy, idle) == ("test_costly.py::test_busy", "test_costly.py::test_idle")
+    assert busy_cpu >= 0.8 and int(busy_processes) >= 3
+    assert idle_cpu < 0.2 and idle_processes == "0"
+
+
+def test_the_cost_plugin_measures_cpu_without_perf_events(pytester, monkeypatch):
+    """Where perf_event_open is refused the CPU still comes from getrusage, processes are not counted,
+    and the summary says why."""
+
+    def refused() -> costs.PerfMeter:
+        raise PermissionError(13, "perf_event_open: Permission denied")
+
+    monkeypatch.setattr(costs, "PerfMeter", refused)
+    pytester.makepyfile(test_costly=BUSY_AND_IDLE)
+    run = pytester.runpytest_inprocess("-p", "costs", "-p", "no:importnb", "-p", "no:cacheprovider")
+    run.assert_outcomes(passed=2)
+    [(busy_cpu, busy_processes, busy), (idle_cpu, idle_processes, idle)] = costliest(run.stdout.str())
+    assert (busy, idle) == ("test_costly.py::test_busy", "test_costly.py::test_idle")
+    assert busy_cpu >= 0.8 and idle_cpu < 0.2
+    assert busy_processes == idle_processes == "?"
+    run.stdout.fnmatch_lines(["costs: perf_event_open unavailable (*Permission denied): CPU from getrusage*"])

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from helpers.ladders import api_ladder, ladder_command
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
-from test_ladder import api_ladder, ladder_command
 from test_web import bot_zip, upload
 
 from policybox.ladder import Ladder
@@ -116,6 +116,7 @@ def test_revoking_an_unknown_team_is_one_clear_error(cup):
         assert len(refused.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.storage
 def test_a_schema_version_2_database_is_migrated_and_its_tokens_still_work(cup):
     """A ladder made before sessions existed (schema v2: the v3 tables dropped) opens migrated."""
     folder, token = cup

@@ -18,8 +18,8 @@ import zipfile
 import httpx
 import psutil
 import pytest
+from helpers.ladders import api_ladder, wait_until
 from test_hostile_paths import INIT_TIMEOUT_S, ladder, slow_to_parse
-from test_ladder import api_ladder, wait_until
 from test_submit_checks import SLOW_BOT, bot_zip, send
 from test_uploads import serving, standings_seconds, temp_folder  # noqa: F401  (temp_folder: a fixture)
 

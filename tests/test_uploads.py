@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES
+from helpers.ladders import EXAMPLES, api_ladder, ladder_command, wait_until
 from sqlalchemy import event
 from starlette.testclient import TestClient
-from test_ladder import EXAMPLES, api_ladder, ladder_command, wait_until
 from test_web import upload
 
 from policybox.host.uids import LOCK_DIR_NAME
@@ -177,7 +177,6 @@ HOSTILE_NAMES = [
 ]
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 @pytest.mark.parametrize(("name", "patch", "message"), HOSTILE_NAMES, ids=lambda value: str(value)[:12])
 def test_hostile_entry_names_are_a_400_naming_the_entry(ladder_folder, tmp_path, temp_folder, name, patch, message):
     folder, token = ladder_folder
@@ -192,7 +191,6 @@ def test_hostile_entry_names_are_a_400_naming_the_entry(ladder_folder, tmp_path,
     assert listing(temp_folder, folder / "versions") == before
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_the_command_line_refuses_the_same_in_one_line(ladder_folder, bomb, tmp_path, temp_folder):
     """``ladder submit``: exit 2, one line naming what to fix; nothing left in the temporary folder."""
     folder, _ = ladder_folder
@@ -212,7 +210,6 @@ def test_the_command_line_refuses_the_same_in_one_line(ladder_folder, bomb, tmp_
     assert listing(temp_folder, folder / "versions") - before == first_version(folder)
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_huge_init_kwargs_env_or_spec_files_are_refused(ladder_folder, tmp_path, temp_folder):
     folder, token = ladder_folder
     big = "x" * 70_000  # over the 64 KiB cap; 120 MiB would be refused the same, by the spec file's cap first

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES, policy
+from helpers.ladders import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
 from markupsafe import escape
 from sqlalchemy import select
 from starlette.routing import Route
 from starlette.testclient import TestClient
-from test_ladder import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
 
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import names, owners, versions
@@ -54,39 +54,31 @@ class League:
     tokens: dict[str, str]
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def league(request, tmp_path_factory) -> Iterator[League]:
+@pytest.fixture(scope="module")
+def league(tmp_path_factory) -> Iterator[League]:
     """A ladder that has played 6 matches: the organiser's walker and secretive (a spec passing
     env.SECRET), team alpha's alphabot and team beta's betabot (each logs its team's secret and
     markup, and raises at step 5 of every match), and alpha's hostile, rejected with a script in
-    its traceback. Match 1 has a replay file."""
+    its traceback. Match 1 has a replay file. On SQLite: every page's reads on PostgreSQL are
+    ``test_the_pages_read_the_database_while_ladder_run_writes_it``'s."""
     folder = tmp_path_factory.mktemp("league") / "cup"
-    database, drop = None, None
-    if request.param == "postgresql":
-        server = request.getfixturevalue("postgres_server")
-        name = server.create_database()
-        database, drop = server.url(name), lambda: server.drop_database(name)
-    try:
-        with api_ladder(folder, database, suspend_after=10) as ladder:
-            tokens = {team: ladder.token(team) for team in LOG_OF}
-            ladder.submit("walker", WANDERER)
-            ladder.submit("secretive", f"noop,env.SECRET={SECRET_VALUE}")
-            for name in ("walker", "secretive"):  # playing from the first match: not still qualifying under load
-                activate(ladder, name)
-            for team in LOG_OF:
-                ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
-                activate(ladder, f"{team}bot")
-            # stored without the build check (which would refuse it at once), so that its qualification rejects it
-            ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
-            ladder.run(matches=6, workers=2)
-            rows = {row.name: row for row in ladder.standings().rows}
-        assert rows["hostile"].state == "rejected" and all(rows[n].matches for n in rows if n != "hostile")
-        (folder / "replays").mkdir()
-        (folder / "replays" / "match-000001.json.z").write_bytes(REPLAY)
-        yield League(folder, tokens)
-    finally:
-        if drop is not None:
-            drop()
+    with api_ladder(folder, suspend_after=10) as ladder:
+        tokens = {team: ladder.token(team) for team in LOG_OF}
+        ladder.submit("walker", WANDERER)
+        ladder.submit("secretive", f"noop,env.SECRET={SECRET_VALUE}")
+        for name in ("walker", "secretive"):  # playing from the first match: not still qualifying under load
+            activate(ladder, name)
+        for team in LOG_OF:
+            ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
+            activate(ladder, f"{team}bot")
+        # stored without the build check (which would refuse it at once), so that its qualification rejects it
+        ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
+        ladder.run(matches=6, workers=2)
+        rows = {row.name: row for row in ladder.standings().rows}
+    assert rows["hostile"].state == "rejected" and all(rows[n].matches for n in rows if n != "hostile")
+    (folder / "replays").mkdir()
+    (folder / "replays" / "match-000001.json.z").write_bytes(REPLAY)
+    yield League(folder, tokens)
 
 
 @pytest.fixture
@@ -554,11 +546,14 @@ def test_numbers_read_as_the_live_standings_write_them():
 # Reading while the ladder runs
 
 
+@pytest.mark.storage
 def test_the_pages_read_the_database_while_ladder_run_writes_it(tmp_path, database_url):
-    """A real ``ladder run`` in another process plays; the app's answers follow it, match after match."""
+    """A real ``ladder run`` in another process plays; the app's answers follow it, match after match.
+    Then every GET route answers, as a team and as anybody: each page's reads on each database."""
     folder = tmp_path / "cup"
     with api_ladder(folder, database_url) as ladder:
-        ladder.submit("walker", WANDERER)
+        token = ladder.token("alpha")
+        ladder.submit("walker", WANDERER, team="alpha")
         ladder.submit("noop", "noop")
     with TestClient(make_app(folder)) as client:
         run = start_run(folder)
@@ -574,7 +569,9 @@ def test_the_pages_read_the_database_while_ladder_run_writes_it(tmp_path, databa
         finally:
             os.killpg(run.pid, signal.SIGTERM)
             run.communicate(timeout=120)
-    assert counts == sorted(counts)  # never a step back
+        assert counts == sorted(counts)  # never a step back
+        for headers in ({}, {"Authorization": f"Bearer {token}"}):
+            assert everything_seen(client, headers)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ Screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the checkout).
 from __future__ import annotations
 
 import pytest
+from helpers.ladders import start_run
 from test_board_rules import PLAYING, UNRANKED, board  # noqa: F401 -- the module's ladder, every state in it
-from test_ladder import start_run
 from test_web_browser import LONG_MS, PLAYED_AT_LEAST, serving, stop
 
 pytest.importorskip("playwright")

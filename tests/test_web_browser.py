@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import POLICIES, policy
-from test_ladder import WANDERER, activate, api_ladder, start_run, wait_until
+from helpers.ladders import WANDERER, activate, api_ladder, start_run, wait_until
 from test_web import PAYLOAD, bot_zip
 
 from policybox.league.views.templating import fixed

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_ladder import api_ladder
+from helpers.ladders import api_ladder
 
 DESCRIPTORS = 512  # the server's limit on open files: fewer than the attack's connections
 ATTACK = 1100

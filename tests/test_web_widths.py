@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import policy
-from test_ladder import EXAMPLES, WANDERER, activate, start_run, wait_until
+from helpers.ladders import EXAMPLES, WANDERER, activate, start_run, wait_until
 from test_web_browser import serving, stop
 
 from policybox import EpisodeSettings, LadderSettings

@@ -1,0 +1,80 @@
+"""Ladders as the tests make and drive them: the moves game and its walking bot, a ladder made with the
+Python API, the ``policybox ladder`` command in this process or as a process of its own, waiting."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+from conftest import Ran, policybox
+from sqlalchemy import func, select
+
+from policybox.ladder import Ladder
+from policybox.league.ladder.database import matches
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+GAME = str(EXAMPLES / "moves.yaml")
+WANDERER = f"{EXAMPLES / 'wanderer.py'}:Wanderer"
+
+
+def ladder_command(*args: str | Path, columns: int = 200) -> Ran:
+    """``policybox ladder ARGS``, run in this process (``conftest.policybox``)."""
+    return policybox("ladder", *args, columns=columns)
+
+
+def ladder_process(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``policybox ladder ARGS`` as a process of its own: for a command that may end its process at once (a
+    database changed under it: ``os._exit``), which must not be this test's."""
+    command = [sys.executable, "-m", "policybox", "ladder", *map(str, args)]
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
+    )
+
+
+def start_run(folder: Path, *args: str) -> subprocess.Popen:
+    """``policybox ladder run`` started as a process of its own, to be stopped or killed by the test."""
+    command = [sys.executable, "-m", "policybox", "ladder", "run", str(folder), "--workers", "2", *args]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def played(folder: Path) -> int:
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        return connection.execute(select(func.count()).where(matches.c.state == "played")).scalar()
+
+
+def wait_until(condition, timeout: float = 300, what: str = "") -> None:
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def api_ladder(folder: Path, database: str | None = None, **settings) -> Ladder:
+    """A ladder made with the Python API; its database SQLite in the folder, or ``database`` (PostgreSQL)."""
+    from policybox import EpisodeSettings, LadderSettings
+
+    values = {"agents": 4, "placement_matches": 0, "suspend_after": 3} | settings
+    made = LadderSettings(settings=EpisodeSettings(env=GAME, steps=30), **values)
+    return Ladder.create(folder, made, None if database is None or database.startswith("sqlite") else database)
+
+
+def activate(ladder: Ladder, name: str) -> None:
+    """Let a version play without its qualification (to test what happens to one that fails later)."""
+    from policybox.league.ladder import store
+    from policybox.league.ladder.database import transaction
+
+    with transaction(ladder.engine) as connection:
+        version = store.latest_version(connection, name)
+        store.finish_qualification(connection, version, True, None, None, None)
