@@ -37,6 +37,52 @@ def test_one_zygote_serves_many_episodes(tmp_path):
     assert not zygote_process.is_running() or zygote_process.status() == psutil.STATUS_ZOMBIE
 
 
+def zygotes_here() -> set[int]:
+    """The zygote processes this process has started, as the kernel lists them."""
+    return {p.pid for p in psutil.Process().children() if "policybox.cell.zygote" in " ".join(p.cmdline())}
+
+
+def test_kept_zygotes_serve_every_episode_in_their_block_and_end_with_it(tmp_path):
+    """Within kept_zygotes(), episodes given no zygote -- a MettaGrid one and a PettingZoo one, twice
+    each -- fork from one zygote per preload, the same process each time; when the block ends both are
+    gone. Judged from outside: the zygote processes this process has, during and after."""
+    from policybox.host.zygote import kept_zygotes
+
+    before = zygotes_here()
+    games = [{}, {"env": "pettingzoo:pettingzoo.classic.rps_v2:env"}]
+    seen = []
+    with kept_zygotes() as kept:
+        for turn in range(2):
+            for game in games:
+                logs = tmp_path / f"{turn}-{len(game)}"
+                result = run_episode(["random"], EpisodeSettings(steps=5, **game), logs, agents=None if game else 2)
+                assert {a.status for a in result.agents} == {AgentStatus.OK}
+                seen.append(zygotes_here() - before)
+        both = {zygote._popen.pid for zygote in kept.values()}
+        assert len(both) == 2 and seen[0] < both and seen[1:] == [both] * 3  # the second game's started once
+    assert zygotes_here() == before
+
+
+def test_zygotes_kept_for_an_owner_outlive_the_block_for_the_next(tmp_path):
+    """Given ``keep`` (its owner's, as the test suite keeps one per worker), a block uses and fills it and
+    leaves its zygotes running: the next block's episode forks from the same process."""
+    from policybox.host.zygote import kept_zygotes
+
+    keep: dict = {}
+    try:
+        for turn in range(2):
+            with kept_zygotes(keep):
+                run_episode(["random"], EpisodeSettings(steps=3), tmp_path / str(turn), agents=2)
+            (zygote,) = keep.values()
+            assert zygote.alive and zygote._popen.pid in zygotes_here()
+            if turn == 0:
+                first = zygote
+        assert zygote is first
+    finally:
+        for zygote in keep.values():
+            zygote.close()
+
+
 def test_cells_are_forked_by_the_zygote(tmp_path):
     spec = parse_policy_arg(policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.2"}))
     with Zygote() as zygote:

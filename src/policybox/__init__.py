@@ -30,6 +30,7 @@ _EXPORTS = {
     "Ladder": "policybox.ladder",
     "LadderSettings": "policybox.ladder",
     "Zygote": "policybox.host.zygote",
+    "kept_zygotes": "policybox.host.zygote",
     "PolicyboxError": "policybox.errors",
     "SpecError": "policybox.errors",
     "NotFound": "policybox.errors",
