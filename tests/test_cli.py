@@ -4,6 +4,7 @@ Run in this process (``conftest.policybox``): the subject is what the command pr
 virtualenv reached through a symlink is the one test here that starts ``python`` itself."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -198,3 +199,17 @@ def test_a_virtualenv_reached_through_a_symlink_plays_and_passes_the_doctor(tmp_
     assert [agent.status for agent in EpisodeResult.model_validate_json(out.read_text()).agents] == ["ok", "ok"]
     doctor = subprocess.run([python, "-m", "policybox", "doctor"], capture_output=True, text=True, timeout=300)
     assert doctor.returncode == 0 and "cannot be imported" not in doctor.stdout, doctor.stdout
+
+
+def test_another_librarys_warning_is_shown_as_python_shows_it(tmp_path):
+    """The command shows a policybox warning as one line and another library's as Python does: never by
+    calling itself (its module once kept the warnings hook it found, which could be its own, and a
+    warning of PettingZoo's then ended ``evaluate`` in a RecursionError). A process of its own: the hook is
+    set as the command starts, and its module imported after."""
+    game = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
+    command = [sys.executable, "-m", "policybox", "evaluate", "-p", "random", "--env", game, "--episodes", "1"]
+    command += ["--mode", "inline", "--out", str(tmp_path / "board")]
+    environment = {**os.environ, "PYTHONWARNINGS": "always::DeprecationWarning"}
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
+    assert run.returncode == 0, run.stderr
+    assert "DeprecationWarning: The old environment creation API" in run.stderr and "Traceback" not in run.stderr

@@ -94,14 +94,12 @@ def show_warning(
 ) -> None:
     """``warnings.showwarning`` for the command line: a policybox warning (a ladder's folder that others
     may read, say) is one line on stderr -- where in our code it was raised is not the user's business;
-    any other library's as Python shows it."""
+    any other library's as Python shows it (formatted here, not by whatever ``warnings.showwarning`` was
+    when this module was imported: that may be this function already, the command having set it)."""
     if category.__module__.startswith("policybox."):
         errors.print(Text.assemble(("Warning: ", "bold yellow"), shown(message)), soft_wrap=True)
     else:
-        _show_warning(message, category, filename, lineno, file, line)
-
-
-_show_warning = warnings.showwarning
+        (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def error_line(message: object) -> Text:
