@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 
 import psutil
-from conftest import policy
+from conftest import policy, policybox
 
 from policybox.league.evaluate.journal import read_records
 from policybox.league.evaluate.results_folder import load_summary, play_tournament
@@ -23,12 +23,6 @@ from policybox.settings import EpisodeSettings
 
 SEEDED = policy("seeded_random.py:SeededRandom")
 STATEFUL = policy("stateful.py:Stateful")
-
-
-def policybox(*args: str, cwd=None, timeout=600) -> subprocess.CompletedProcess:
-    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
-    command = [sys.executable, "-m", "policybox", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
 
 
 def outcomes(folder: Path) -> dict[int, tuple]:
@@ -80,6 +74,7 @@ def test_sigkill_at_any_moment_then_resume_equals_an_uninterrupted_run(tmp_path)
     whole = policybox("evaluate", *args, "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0, whole.stderr
     folder = tmp_path / "killed"
+    # A process of its own: the subject is a SIGKILL at any moment, which only a process can get.
     command = [sys.executable, "-m", "policybox", "evaluate", *args, "--out", str(folder)]
     victim = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = folder / "results.jsonl"
@@ -284,7 +279,7 @@ def test_command_line_paths_are_relative_to_the_current_folder_and_the_files_to_
 def test_replays_of_a_pettingzoo_game_are_its_moves(tmp_path):
     out = tmp_path / "board"
     game = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
-    run = policybox("evaluate", "-p", "random", "--env", game, "--episodes", "2", "--replays", "--out", str(out))
+    run = policybox("evaluate", "-p", "random", "--env", game, "--episodes", "2", "--replays", "--out", out)
     assert run.returncode == 0, run.stderr
     files = sorted((out / "replays").glob("*.json.z"))
     assert len(files) == 2

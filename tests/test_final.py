@@ -18,7 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers.ladders import api_ladder
+from conftest import policybox as policybox_cli  # the name policybox is the package's here
+from helpers.ladders import api_ladder, ladder_command
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
@@ -68,9 +69,8 @@ def test_evaluate_without_final_has_no_final_key(tmp_path):
 
 
 def test_evaluate_final_on_the_command_line_says_so_and_shows_the_table(tmp_path):
-    command = [sys.executable, "-m", "policybox", "evaluate", "-p", WANDERER, "-p", "noop", "--env", GAME]
-    command += ["--steps", "20", "--episodes", "3", "--final", "--workers", "2", "--out", str(tmp_path / "cli")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "100"})
+    args = ["evaluate", "-p", WANDERER, "-p", "noop", "--env", GAME, "--steps", "20", "--episodes", "3", "--final"]
+    done = policybox_cli(*args, "--workers", "2", "--out", tmp_path / "cli", columns=100)
     assert done.returncode == 0, done.stderr
     assert "final: balanced seating, 4 episodes (whole cycles of 2)" in done.stdout
     assert "final ranking · Plackett-Luce over 4 matches" in done.stdout and "likely places" in done.stdout
@@ -106,18 +106,6 @@ def test_a_ladder_final_plays_the_ladders_format_balanced():
 # ladder final
 
 
-def ladder(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "policybox", "ladder", *args]
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, env={**os.environ, "COLUMNS": "200"}
-    )
-
-
-def policybox_run(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "policybox", "run", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
-
-
 def _ratings(folder: Path) -> dict[int, tuple[float, float, int]]:
     with Ladder.open(folder, read_only=True) as opened, opened.engine.connect() as connection:
         rows = connection.execute(select(versions.c.id, versions.c.mu, versions.c.sigma, versions.c.matches))
@@ -135,12 +123,12 @@ def _played_final(folder: Path) -> int:
 
 def make_ladder(folder: Path) -> None:
     args = ["--steps", "30", "--placement-matches", "1", "--seed", "5", "--versions-per-match", "4"]
-    made = ladder("init", str(folder), "--env", GAME, *args)  # four versions a match: its final's too
+    made = ladder_command("init", str(folder), "--env", GAME, *args)  # four versions a match: its final's too
     assert made.returncode == 0, made.stderr
     for name, spec in [("wanderer", WANDERER), ("random", "random"), ("noop", "noop"), ("idle", "noop,name=idle")]:
-        assert ladder("submit", str(folder), name, spec).returncode == 0
+        assert ladder_command("submit", str(folder), name, spec).returncode == 0
     for _ in range(5):  # until every name has played (then each is ranked, so in the final's field)
-        assert ladder("run", str(folder), "--matches", "4", "--workers", "2").returncode == 0
+        assert ladder_command("run", str(folder), "--matches", "4", "--workers", "2").returncode == 0
         if all(played for _, _, played in _ratings(folder).values()):
             return
     raise AssertionError("a name never played")
@@ -153,6 +141,7 @@ def test_ladder_final_freezes_is_unrated_resumes_and_lets_nothing_else_play(tmp_
     with Ladder.open(folder, read_only=True) as opened, opened.engine.connect() as connection:
         rated_matches = connection.execute(select(func.count()).select_from(matches)).scalar()
 
+    # A process of its own: the subject is a final killed (SIGKILL) in the middle, then resumed.
     command = [sys.executable, "-m", "policybox", "ladder", "final", str(folder), "--rounds", "4", "--workers", "1"]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -167,13 +156,13 @@ def test_ladder_final_freezes_is_unrated_resumes_and_lets_nothing_else_play(tmp_
     assert 3 <= len(kept) < len(rows) == 16  # 4 rounds of 4 names (every match seats all 4)
 
     # While it is open: a new version and a new name wait in the queue, and no rated match is played.
-    assert ladder("submit", str(folder), "late", "random").returncode == 0
-    assert ladder("submit", str(folder), "noop", WANDERER).returncode == 0
-    waited = ladder("run", str(folder), "--matches", "2", "--workers", "1", timeout=120)
+    assert ladder_command("submit", str(folder), "late", "random").returncode == 0
+    assert ladder_command("submit", str(folder), "noop", WANDERER).returncode == 0
+    waited = ladder_command("run", str(folder), "--matches", "2", "--workers", "1")
     assert waited.returncode == 0, waited.stderr
     assert "0 matches played" in waited.stdout and "final 1 is open" in waited.stdout
 
-    resumed = ladder("final", str(folder), "--workers", "2", "--until-separated", "3", "--json")
+    resumed = ladder_command("final", str(folder), "--workers", "2", "--until-separated", "3", "--json")
     assert resumed.returncode == 0, resumed.stderr
     shown = json.loads(resumed.stdout)
     assert shown["state"] == "done" and shown["versions"] == ["idle v1", "noop v1", "random v1", "wanderer v1"]
@@ -200,7 +189,7 @@ def test_ladder_final_freezes_is_unrated_resumes_and_lets_nothing_else_play(tmp_
     _check_page_and_report(folder, shown)
 
     # The final done, the ladder goes on: the waiting versions qualify and play.
-    assert ladder("run", str(folder), "--matches", "2", "--workers", "2").returncode == 0
+    assert ladder_command("run", str(folder), "--matches", "2", "--workers", "2").returncode == 0
     assert len(_ratings(folder)) == len(before) + 2
     assert sum(row[2] for row in _ratings(folder).values()) > sum(row[2] for row in before.values())
 
@@ -233,12 +222,12 @@ def test_a_final_from_the_api_on_either_database(tmp_path, database_url):
     )  # every pair of the three, twice
     assert all(row.stamp["policybox"] == policybox.__version__ and len(row.stamp["versions"]) == 2 for row in rows)
     # A final's match played again from its stamp, as a rated match is (run --ladder DIR --match ID).
-    again = policybox_run("--ladder", str(folder), "--final", "1", "--match", "5", "--log-dir", str(tmp_path / "logs"))
+    again = policybox_cli("run", "--ladder", folder, "--final", "1", "--match", "5", "--log-dir", tmp_path / "logs")
     assert again.returncode == 0, again.stderr
     assert "final 1's match 5 played again: every reward and status as stored" in again.stdout
-    unknown = policybox_run("--ladder", str(folder), "--final", "1", "--match", "6")
+    unknown = policybox_cli("run", "--ladder", str(folder), "--final", "1", "--match", "6")
     assert unknown.returncode == 2 and "final 1 of this ladder has no played match 6" in unknown.stderr
-    without = policybox_run("--ladder", str(folder), "--final", "1")
+    without = policybox_cli("run", "--ladder", str(folder), "--final", "1")
     assert without.returncode == 2 and "--final F plays a match of the ladder's final F again: give --match N" in (
         without.stderr
     )
@@ -257,7 +246,7 @@ def test_a_final_from_the_api_on_either_database(tmp_path, database_url):
         assert client.get("/api/final").json()["final"]["retired"] == ["noop"]
         assert "Retired since it opened: noop." in client.get("/final").text
     assert "retired since it opened: noop" in report.write_report(folder).read_text()
-    shown = ladder("final", str(folder), "--show")
+    shown = ladder_command("final", str(folder), "--show")
     assert shown.returncode == 0 and "retired since it opened (still in its ranking: the field is frozen): noop" in (
         shown.stdout
     )
@@ -276,12 +265,12 @@ def _check_page_and_report(folder: Path, shown: dict) -> None:
 
 def test_a_ladder_without_a_final_has_no_final_page(tmp_path):
     folder = tmp_path / "empty"
-    assert ladder("init", str(folder), "--env", GAME, "--steps", "10").returncode == 0
+    assert ladder_command("init", str(folder), "--env", GAME, "--steps", "10").returncode == 0
     with TestClient(make_app(folder)) as client:
         assert client.get("/api/final").json() == {"final": None}
         assert "has had no final yet" in client.get("/final").text
         assert '<a href="/final">' not in client.get("/").text
-    shown = ladder("final", str(folder), "--show")
+    shown = ladder_command("final", str(folder), "--show")
     assert shown.returncode == 2 and "has had no final" in shown.stderr
-    refused = ladder("final", str(folder))
+    refused = ladder_command("final", str(folder))
     assert refused.returncode != 0 and "at least two ranked names" in refused.stderr

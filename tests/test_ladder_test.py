@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 
+from conftest import policybox
 from helpers.ladders import WANDERER, activate, api_ladder
-from test_versus import policybox_cli
-from typer.testing import CliRunner
 
-from policybox.cli.app import app
 from policybox.league.ladder import store
 from policybox.league.ladder.database import transaction
 
@@ -37,7 +35,7 @@ def test_a_better_version_is_found_better_than_its_base_and_nothing_is_rated(tmp
     assert tournament["settings"]["steps"] == 30 and tournament["agents"] == 4  # the ladder's game
     # The same command, from the command line: the finished test is resumed, not played again.
     episodes = (folder / "results.jsonl").read_bytes()
-    again = policybox_cli("ladder", "test", str(tmp_path / "cup"), "walker", "--base", "v1", "--max-episodes", "60")
+    again = policybox("ladder", "test", str(tmp_path / "cup"), "walker", "--base", "v1", "--max-episodes", "60")
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.startswith("B better: B − A = +") and "B = walker@v2, A = walker@v1;" in again.stdout
     assert f"results: {folder}" in again.stdout.replace("\n", "")
@@ -60,7 +58,8 @@ def test_bad_input_is_one_error_and_exit_2(tmp_path):
         ("walker", "--alpha", "0.5"): "--alpha must be between 0 and 0.5",
     }
     for args, message in mistakes.items():
-        run = CliRunner().invoke(app, ["ladder", "test", str(tmp_path / "cup"), *args], env={"COLUMNS": "300"})
-        assert run.exit_code == 2 and message in run.output, (args, run.output)
-        assert len(run.output.strip().splitlines()) == 1, run.output
+        run = policybox("ladder", "test", tmp_path / "cup", *args, columns=300)
+        output = run.stdout + run.stderr
+        assert run.returncode == 2 and message in output, (args, output)
+        assert len(output.strip().splitlines()) == 1, output
     assert not (tmp_path / "cup" / "tests").exists()

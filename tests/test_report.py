@@ -6,16 +6,13 @@ a tournament with a policy whose name and failure message are HTML, and a small 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import policy
+from conftest import policy, policybox
 from helpers.ladders import EXAMPLES, GAME, WANDERER, activate, api_ladder
 
 from policybox.league.report import Rejection, render, report_data
@@ -27,12 +24,6 @@ HOSTILE = "<script>document.title='PWNED-NAME'</script><img src=x onerror=\"docu
 FETCHING_TAGS = {"script", "link", "img", "iframe", "object", "embed", "audio", "video", "source", "base", "a"}
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 VOID = {"meta", "br", "hr", "img", "input", "link", "wbr"}  # elements without an end tag
-
-
-def policybox(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "policybox", *args]
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import policy
-from typer.testing import CliRunner
+from conftest import policybox as policybox_cli  # the name policybox is the package's here
 
 import policybox
-from policybox.cli.app import app
 from policybox.league.evaluate.journal import read_records
 from policybox.league.play.seating import paired_seats
 from policybox.league.play.tournament import Tournament, entrants
@@ -31,12 +30,6 @@ MOVES = str(EXAMPLES / "moves.yaml")  # 0.01 a step moved: Wanderer keeps walkin
 WANDERER = f"{EXAMPLES / 'wanderer.py'}:Wanderer"
 CONNECT_FOUR = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
 SEEDED = policy("pettingzoo_bots.py:Seeded")
-
-
-def policybox_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "policybox", *args]
-    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.parametrize("opponents", [0, 1, 2, 3])
@@ -116,6 +109,7 @@ def test_sigkill_then_resume_ends_in_the_uninterrupted_runs_verdict(tmp_path):
         SEEDED, "random", env=CONNECT_FOUR, max_episodes=24, seed=3, workers=1, out=tmp_path / "whole"
     )
     folder = tmp_path / "killed"
+    # A process of its own: the subject is a SIGKILL in the middle, which only a process can get.
     command = [sys.executable, "-m", "policybox", "versus", *args, "--workers", "2", "--out", str(folder)]
     victim = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = folder / "results.jsonl"
@@ -143,8 +137,8 @@ def _whole_lines(path: Path) -> bytes:
 
 def versus_here(*args: str) -> tuple[int, str]:
     """``policybox versus ARGS`` in this process: its exit code and output (errors included)."""
-    run = CliRunner().invoke(app, ["versus", *args], env={"COLUMNS": "300"})
-    return run.exit_code, run.output
+    run = policybox_cli("versus", *args, columns=300)
+    return run.returncode, run.stdout + run.stderr
 
 
 def test_bad_input_is_one_error_and_exit_2_touching_nothing(tmp_path):
