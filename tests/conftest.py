@@ -84,10 +84,15 @@ def policybox(*args: str | Path, cwd: Path | None = None, columns: int = 200, en
 
     from policybox.cli import app
 
+    from policybox.cli import common
+
     with (
         contextlib.chdir(cwd) if cwd else contextlib.nullcontext(),
         kept_zygotes(KEPT_ZYGOTES),
         unittest.mock.patch("os._exit", side_effect=_ends_at_once),
+        # The consoles were made once, at the first import, at the width COLUMNS said then: this call's.
+        unittest.mock.patch.object(common.console, "_width", None),
+        unittest.mock.patch.object(common.errors, "_width", None),
     ):
         ran = CliRunner().invoke(app, [str(arg) for arg in args], env={"COLUMNS": str(columns), **env})
     stderr = ran.stderr

@@ -12,15 +12,12 @@ over SQLite and a real PostgreSQL server.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import policy
+from conftest import policy, policybox
 from helpers.ladders import WANDERER, activate, api_ladder
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
@@ -35,12 +32,6 @@ from policybox.lines import FULL_TEXT, MARKER, clip, first_line
 
 PLAYING = {"walker", "random", "idle"}
 UNRANKED = {"crasher": "suspended", "retiree": "retired", "broken": "rejected"}
-
-
-def cli(*args: str, columns: int = 200) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "policybox", *args]
-    environment = {**os.environ, "COLUMNS": str(columns)}
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=environment)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +60,7 @@ def board(tmp_path_factory) -> Path:
 
 
 def status_json(folder: Path) -> dict:
-    shown = cli("ladder", "status", str(folder), "--json")
+    shown = policybox("ladder", "status", str(folder), "--json")
     assert shown.returncode == 0, shown.stderr
     return json.loads(shown.stdout)
 
@@ -159,7 +150,7 @@ def test_the_report_ranks_as_the_board_does_and_shows_the_sort_key(board, tmp_pa
     rows = [row.model_dump(mode="json") | {"reason": row.note} for row in data.rows]
     check_rows(rows)
     out = tmp_path / "report.html"
-    made = cli("report", str(board), "--out", str(out))
+    made = policybox("report", str(board), "--out", str(out))
     assert made.returncode == 0, made.stderr
     html = out.read_text()
     assert "rating (μ−3σ)" in html and "vs next (rating)" in html
@@ -182,7 +173,7 @@ def test_ladder_status_fits_80_columns_with_a_name_in_every_state(board, tmp_pat
     with Ladder.open(copy) as ladder:
         ladder.submit("queued", "noop")
         ladder.submit("walker", "random")
-    shown = cli("ladder", "status", str(copy), columns=80)
+    shown = policybox("ladder", "status", str(copy), columns=80)
     assert shown.returncode == 0, shown.stderr
     assert {row["state"] for row in status_json(copy)["rows"]} == {
         "active", "qualifying", "rejected", "suspended", "retired"
@@ -192,7 +183,7 @@ def test_ladder_status_fits_80_columns_with_a_name_in_every_state(board, tmp_pat
 
 
 def test_the_table_at_80_columns_keeps_every_column_and_ranks_the_same(board):
-    shown = cli("ladder", "status", str(board), columns=80)
+    shown = policybox("ladder", "status", str(board), columns=80)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.split("ranked by ")[0].splitlines()  # the table (the reasons below wrap as terminals do)
     assert max(len(line) for line in lines) <= 80, shown.stdout
@@ -256,9 +247,9 @@ def test_a_retired_name_refuses_submissions_until_reinstated(tmp_path, database_
         token = ladder.token("alpha")
         ladder.submit("walker", WANDERER, team="alpha")
         ladder.submit("idle", "noop")
-    assert cli("ladder", "retire", str(folder), "walker").returncode == 0
+    assert policybox("ladder", "retire", str(folder), "walker").returncode == 0
     before = version_rows(folder)
-    refused = cli("ladder", "submit", str(folder), "walker", "random")
+    refused = policybox("ladder", "submit", str(folder), "walker", "random")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "policybox ladder reinstate" in refused.stderr
     zipped = bot_zip(tmp_path / "bot.zip")
@@ -272,11 +263,11 @@ def test_a_retired_name_refuses_submissions_until_reinstated(tmp_path, database_
     assert answer.status_code == 409, answer.text
     assert "policybox ladder reinstate" in answer.text
     assert version_rows(folder) == before  # nothing stored
-    back = cli("ladder", "reinstate", str(folder), "walker")
+    back = policybox("ladder", "reinstate", str(folder), "walker")
     assert back.returncode == 0, back.stderr
-    again = cli("ladder", "reinstate", str(folder), "walker")
+    again = policybox("ladder", "reinstate", str(folder), "walker")
     assert again.returncode == 2 and "nothing to reinstate" in again.stderr
-    accepted = cli("ladder", "submit", str(folder), "walker", "random")
+    accepted = policybox("ladder", "submit", str(folder), "walker", "random")
     assert accepted.returncode == 0, accepted.stderr
     assert version_rows(folder) == before + 1
 

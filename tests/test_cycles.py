@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import policy
+from conftest import Ran, policy, policybox
 from starlette.testclient import TestClient
 from test_stamp import RPS, rps_ladder
 
@@ -16,13 +14,9 @@ from policybox.league import ranking
 from policybox.league.web.app import make_app
 
 
-def policybox_command(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "policybox", *args], capture_output=True, text=True, timeout=600)
-
-
-def evaluate(out: Path, *bots: str) -> subprocess.CompletedProcess:
+def evaluate(out: Path, *bots: str) -> Ran:
     picked = [word for bot in bots for word in ("-p", policy(f"rps_bots.py:{bot}"))]
-    ran = policybox_command("evaluate", "--env", RPS, "--steps", "5", *picked, "--episodes", "18", "--out", str(out))
+    ran = policybox("evaluate", "--env", RPS, "--steps", "5", *picked, "--episodes", "18", "--out", str(out))
     assert ran.returncode == 0, ran.stderr
     return ran
 
@@ -42,7 +36,7 @@ def test_a_tournament_of_rock_paper_and_scissors_finds_the_cycle(tmp_path):
     beats = {("Rock", "Scissors"), ("Scissors", "Paper"), ("Paper", "Rock")}
     assert {(cycle[i], cycle[(i + 1) % 3]) for i in range(3)} == beats
     assert "cycle: " + " beats ".join([*cycle, cycle[0]]) in ran.stdout
-    made = policybox_command("report", str(tmp_path / "out"))
+    made = policybox("report", str(tmp_path / "out"))
     assert made.returncode == 0, made.stderr
     page = (tmp_path / "out" / "report.html").read_text()
     assert 'id="cycles"' in page and " beats ".join([*cycle, cycle[0]]) in page
@@ -64,7 +58,7 @@ def test_a_ladder_shows_each_name_the_cycles_it_is_in(tmp_path):
         html = client.get("/names/rock").text
     assert page["cycles"] == [["rock", "scissors", "paper"]], page["head_to_head"]
     assert 'id="cycles"' in html
-    shown = policybox_command("ladder", "show", str(folder), "paper")
+    shown = policybox("ladder", "show", str(folder), "paper")
     assert shown.returncode == 0 and "cycle: paper beats rock beats scissors beats paper" in shown.stdout, shown.stdout
 
 
@@ -84,7 +78,7 @@ def test_a_problem_opponent_is_the_one_it_loses_to_despite_its_higher_rating(tmp
     worst = page.problems[0]
     assert worst.name == "paper" and worst.actual == 0 and worst.expected > 0.5 and worst.problem < 0, page.problems
     assert all(p.problem >= worst.problem for p in page.problems)
-    shown = policybox_command("ladder", "show", str(folder), "rock")
+    shown = policybox("ladder", "show", str(folder), "rock")
     assert shown.returncode == 0 and "problem opponents" in shown.stdout, shown.stdout
     with TestClient(make_app(folder)) as client:
         assert 'id="problems"' in client.get("/names/rock").text

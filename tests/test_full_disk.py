@@ -9,33 +9,25 @@ import json
 import os
 import pickle
 import re
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import policy, remount
+from conftest import Ran, policy, policybox, remount
 
-import policybox
+from policybox import StorageFull, evaluate, run_episode
 from policybox.host.cgroup import kill_cgroup_parent
 from policybox.results import AgentStatus, EpisodeRecord, EpisodeResult
 from policybox.settings import EpisodeSettings
-from policybox.storage import Resource, StorageFull, what_ran_out
+from policybox.storage import Resource, what_ran_out
 
 EPISODES = 20
 TOURNAMENT = ["-p", "random", "-p", "noop", "--episodes", str(EPISODES), "--agents", "4", "--steps", "100"]
 ROOMY = "size=8m,nr_inodes=4000"
 
 
-def policybox_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {"COLUMNS": "300", "PATH": "/usr/bin:/bin"}
-    command = [sys.executable, "-m", "policybox", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
-
-
-def the_error(run: subprocess.CompletedProcess) -> str:
+def the_error(run: Ran) -> str:
     """The one error message of a failed run, with no traceback anywhere."""
     output = run.stdout + run.stderr
     assert "Traceback" not in output and "OSError" not in output, output
@@ -70,7 +62,7 @@ def kept_count(message: str) -> int:
 def test_evaluate_out_of_space_stops_with_one_message_and_resumes(disk):
     point = disk("size=80k")
     board = point / "board"
-    run = policybox_cli("evaluate", *TOURNAMENT, "--out", str(board))
+    run = policybox("evaluate", *TOURNAMENT, "--out", str(board), columns=300)
     assert run.returncode == 1
     message = the_error(run)
     assert f"no space left on the filesystem of {board}/" in message
@@ -81,7 +73,7 @@ def test_evaluate_out_of_space_stops_with_one_message_and_resumes(disk):
     assert "incomplete" not in message and not [name for name in os.listdir(board) if name.endswith(".tmp")]
 
     remount(point, ROOMY)
-    again = policybox_cli("evaluate", *TOURNAMENT, "--out", str(board))
+    again = policybox("evaluate", *TOURNAMENT, "--out", str(board), columns=300)
     assert again.returncode == 0, again.stdout + again.stderr
     after = board.joinpath("results.jsonl").read_bytes()
     assert after.startswith(before)  # every line written before, byte for byte
@@ -92,7 +84,7 @@ def test_evaluate_out_of_space_stops_with_one_message_and_resumes(disk):
 def test_evaluate_out_of_inodes_names_inodes_and_does_not_retry(disk):
     point = disk("size=8m,nr_inodes=40")  # the agents' log files run out of inodes
     board = point / "board"
-    run = policybox_cli("evaluate", *TOURNAMENT, "--out", str(board))
+    run = policybox("evaluate", *TOURNAMENT, "--out", str(board), columns=300)
     assert run.returncode == 1
     message = the_error(run)
     assert f"no inodes left on the filesystem of {board}/" in message and " logs/episode-" in message
@@ -101,14 +93,14 @@ def test_evaluate_out_of_inodes_names_inodes_and_does_not_retry(disk):
     assert len(kept) == kept_count(message) < EPISODES
 
     remount(point, ROOMY)
-    again = policybox_cli("evaluate", *TOURNAMENT, "--out", str(board))
+    again = policybox("evaluate", *TOURNAMENT, "--out", str(board), columns=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert sorted(record.episode for record in whole_lines(board / "results.jsonl")) == list(range(EPISODES))
 
 
 def test_evaluate_replays_on_a_full_disk_leave_no_torn_replay(disk):
     board = disk("size=200k") / "board"
-    run = policybox_cli("evaluate", *TOURNAMENT, "--replays", "--out", str(board))
+    run = policybox("evaluate", *TOURNAMENT, "--replays", "--out", str(board), columns=300)
     assert run.returncode == 1
     message = the_error(run)
     assert f"no space left on the filesystem of {board}/" in message
@@ -124,7 +116,9 @@ def test_evaluate_replays_on_a_full_disk_leave_no_torn_replay(disk):
 def test_run_out_on_a_full_disk_shows_the_episode_and_names_the_file(disk, tmp_path):
     point = disk("size=8k")
     point.joinpath("filler").write_bytes(b"x" * 4000)
-    run = policybox_cli("run", "-p", "random", "-n", "4", "--steps", "100", "--out", str(point / "result.json"))
+    run = policybox(
+        "run", "-p", "random", "-n", "4", "--steps", "100", "--out", str(point / "result.json"), columns=300
+    )
     assert run.returncode == 1
     assert run.stdout.count(" ok ") >= 4  # the table: every agent's result
     message = the_error(run)
@@ -137,7 +131,7 @@ def test_run_replay_on_a_full_disk_keeps_the_result(disk, tmp_path):
     point.joinpath("filler").write_bytes(b"x" * 4000)
     out = tmp_path / "result.json"
     args = ["run", "-p", "random", "-n", "4", "--steps", "100", "--seed", "3", "--log-dir", str(tmp_path / "logs")]
-    run = policybox_cli(*args, "--replay", str(point / "x.json.z"), "--out", str(out))
+    run = policybox(*args, "--replay", str(point / "x.json.z"), "--out", str(out), columns=300)
     assert run.returncode == 1
     message = the_error(run)
     assert f"no space left on the filesystem of {point}/ (writing x.json.z)" in message
@@ -145,7 +139,7 @@ def test_run_replay_on_a_full_disk_keeps_the_result(disk, tmp_path):
     result = read_result(out)
     assert result.steps == 100 and [agent.status for agent in result.agents] == [AgentStatus.OK] * 4
 
-    both = policybox_cli(*args, "--replay", str(point / "x.json.z"), "--out", str(point / "result.json"))
+    both = policybox(*args, "--replay", str(point / "x.json.z"), "--out", str(point / "result.json"), columns=300)
     assert both.returncode == 1 and "Traceback" not in both.stdout + both.stderr
     errors = [line for line in both.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 2 and "(writing x.json.z)" in errors[0] and "(writing result.json)" in errors[1]
@@ -155,10 +149,10 @@ def test_agent_logs_on_a_full_disk_are_cut_short_and_the_episode_is_whole(disk, 
     point = disk("size=16k")
     chatty = policy("chatty.py:Chatty")
     args = ["run", "-p", chatty, "-p", "random", "-n", "4", "--steps", "300", "--seed", "5"]
-    run = policybox_cli(*args, "--log-dir", str(point / "logs"), "--out", str(tmp_path / "full.json"))
+    run = policybox(*args, "--log-dir", str(point / "logs"), "--out", str(tmp_path / "full.json"), columns=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"agent logs cut short: no space left on the filesystem of {point / 'logs'}/" in run.stdout
-    roomy = policybox_cli(*args, "--log-dir", str(tmp_path / "logs"), "--out", str(tmp_path / "roomy.json"))
+    roomy = policybox(*args, "--log-dir", str(tmp_path / "logs"), "--out", str(tmp_path / "roomy.json"), columns=300)
     assert roomy.returncode == 0
     full, reference = (read_result(tmp_path / f"{name}.json") for name in ("full", "roomy"))
     assert outcome(full) == outcome(reference)
@@ -167,7 +161,7 @@ def test_agent_logs_on_a_full_disk_are_cut_short_and_the_episode_is_whole(disk, 
 
 def test_a_log_folder_out_of_inodes_plays_nothing_and_says_so(disk):
     point = disk("size=1m,nr_inodes=4")  # the folder, and one log file of four
-    run = policybox_cli("run", "-p", "random", "-n", "4", "--steps", "50", "--log-dir", str(point / "logs"))
+    run = policybox("run", "-p", "random", "-n", "4", "--steps", "50", "--log-dir", str(point / "logs"), columns=300)
     assert run.returncode == 1
     message = the_error(run)
     assert "no inodes left on the filesystem of" in message and str(point) in message
@@ -177,13 +171,13 @@ def test_the_python_api_raises_storage_full(disk, tmp_path):
     point = disk("size=8k")
     point.joinpath("filler").write_bytes(b"x" * 4000)
     settings = EpisodeSettings(steps=50, replay=str(point / "x.json.z"))
-    with pytest.raises(policybox.StorageFull) as caught:
-        policybox.run_episode(["random"], settings, tmp_path / "logs", agents=2)
+    with pytest.raises(StorageFull) as caught:
+        run_episode(["random"], settings, tmp_path / "logs", agents=2)
     assert caught.value.resource == Resource.SPACE and caught.value.result.steps == 50
 
     board = disk("size=24k") / "board"  # room for the tournament and a few of its 12 episodes
     with pytest.raises(StorageFull, match=r"of 12 episodes are kept") as stopped:
-        policybox.evaluate(["random", "noop"], board, episodes=12, agents=2, steps=20, workers=1)
+        evaluate(["random", "noop"], board, episodes=12, agents=2, steps=20, workers=1)
     assert str(stopped.value).startswith(f"no space left on the filesystem of {board}/")
 
 
@@ -202,7 +196,7 @@ def test_a_log_file_that_cannot_be_made_leaks_nothing(disk):
 
     def start() -> None:
         with pytest.raises(StorageFull, match="no inodes left"):
-            policybox.run_episode(["random"], EpisodeSettings(steps=20), logs, agents=4)
+            run_episode(["random"], EpisodeSettings(steps=20), logs, agents=4)
 
     start()  # the first also opens what stays open for the process's life (the uid lock folder)
     fds, cgroups = psutil.Process().num_fds(), cell_cgroups()

@@ -11,13 +11,12 @@ import re
 import socket
 import stat
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import descendants, ipc_objects_of, policy
+from conftest import descendants, ipc_objects_of, policy, policybox
 from test_escapes import needs
 
 from policybox.limits import Limits
@@ -182,9 +181,8 @@ def test_a_secret_stays_off_command_lines_and_out_of_results(tmp_path):
     secret.chmod(0o600)
     out = tmp_path / "result.json"
     snoop = policy("hostile.py:Snoop", **{"kw.host_pid": "1"})
-    command = [sys.executable, "-m", "policybox", "run", "-n", "2", "--steps", "5", "--out", str(out)]
-    command += ["-p", snoop, "-p", f"{VICTIM},env.API_TOKEN=@{secret}", "--log-dir", str(tmp_path / "logs")]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    args = ["run", "-n", "2", "--steps", "5", "--out", str(out)]
+    run = policybox(*args, "-p", snoop, "-p", f"{VICTIM},env.API_TOKEN=@{secret}", "--log-dir", tmp_path / "logs")
     assert run.returncode == 0, run.stdout + run.stderr
     attacker, victim = json.loads(out.read_text())["agents"]
     assert "token length 16, starts 's3'" in Path(victim["log_path"]).read_text()  # it got its secret

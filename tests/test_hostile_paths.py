@@ -29,11 +29,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from conftest import policybox
 from helpers.ladders import EXAMPLES, GAME
-from typer.testing import CliRunner
 
 from policybox import EpisodeSettings, LadderSettings
-from policybox.cli import app
 from policybox.ladder import Ladder
 from policybox.limits import Limits
 from policybox.results import EpisodeResult
@@ -108,11 +107,6 @@ COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
 }
 
 
-def in_process(args: list[str]) -> tuple[int, str]:
-    run = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
-    return run.exit_code, run.output
-
-
 def in_a_process(args: list[str]) -> tuple[int, str]:
     """The command in a process of its own: one that does not return within 90 s fails the test."""
     command = [sys.executable, "-m", "policybox", *args]
@@ -174,7 +168,8 @@ def test_a_module_the_host_may_not_read_is_refused_by_name(tmp_path, command, at
     """Refused before any cell starts (the FIFO and /dev/zero, which a cell would read for ever); the
     sparse file's first MiB scanned, no more: its cell, reading the rest, finds it is no module ("source
     code string cannot contain null bytes"), or is stopped at its start-up deadline first."""
-    code, output = in_process(COMMANDS[command](submission(tmp_path, attack), tmp_path))
+    ran = policybox(*COMMANDS[command](submission(tmp_path, attack), tmp_path), columns=300)
+    code, output = ran.returncode, ran.stdout + ran.stderr
     assert code == 2 and message in refusal(output), output
 
 
@@ -186,7 +181,8 @@ def test_a_file_outside_the_submission_is_never_opened(tmp_path, command):
     (sub / "policy_spec.json").write_text(json.dumps({"class_path": "evil.Bot"}))
     (sub / "evil.py").symlink_to(secret)
     with watching(secret) as seen:
-        code, output = in_process(COMMANDS[command](sub, tmp_path))
+        ran = policybox(*COMMANDS[command](sub, tmp_path), columns=300)
+        code, output = ran.returncode, ran.stdout + ran.stderr
         assert not seen(), "the organiser's file was opened"
     assert code == 2 and f"evil.py (the module of evil.Bot) {OUTSIDE} sub" in refusal(output), output
 
@@ -203,7 +199,8 @@ def test_a_module_beside_a_package_tells_the_cell_nothing_of_the_file_it_points_
     (sub / "pkg" / "__init__.py").write_text(said + BOT)
     (sub / "pkg.py").symlink_to(secret)
     with watching(secret) as seen:
-        code, output = in_process(COMMANDS["run"](sub, tmp_path))
+        ran = policybox(*COMMANDS["run"](sub, tmp_path), columns=300)
+        code, output = ran.returncode, ran.stdout + ran.stderr
         assert not seen(), "the organiser's file was opened"
     assert code == 0, output
     result = EpisodeResult.model_validate_json((tmp_path / "result.json").read_text())
@@ -249,7 +246,8 @@ def test_a_spec_file_the_host_may_not_read_is_refused_by_name(tmp_path, name, at
     target.unlink(missing_ok=True)
     ATTACKS[attack](target, tmp_path)
     with kernel_log_kept() if attack == "/proc/kmsg" else contextlib.nullcontext():
-        code, output = in_process(COMMANDS["run"](sub, tmp_path))
+        ran = policybox(*COMMANDS["run"](sub, tmp_path), columns=300)
+        code, output = ran.returncode, ran.stdout + ran.stderr
     assert code == 2 and f"{sub / name} {message}" in refusal(output), output
 
 

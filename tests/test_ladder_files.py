@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import POLICIES, policy
+from conftest import POLICIES, Ran, policy, policybox
 from sqlalchemy import select
 
 from policybox.ladder import Ladder
@@ -31,18 +31,9 @@ SIDE_FILES = ("ladder.db-wal", "ladder.db-shm")
 GAME = str(Path(__file__).parents[1] / "examples" / "moves.yaml")
 
 
-def command(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "policybox", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "300"},
-    )
-
-
-def init(folder: Path, *extra: str) -> subprocess.CompletedProcess:
-    made = command("ladder", "init", str(folder), "--env", GAME, "--steps", "20", "--placement-matches", "1", *extra)
+def init(folder: Path, *extra: str) -> Ran:
+    args = ["ladder", "init", str(folder), "--env", GAME, "--steps", "20", "--placement-matches", "1", *extra]
+    made = policybox(*args, columns=300)
     assert made.returncode == 0, made.stderr
     return made
 
@@ -79,19 +70,20 @@ def test_no_cell_and_no_setup_script_reads_another_teams_secrets(open_folder, tm
     spec = f"{victim}:Blabber,env.PRINTED={secret['printed']},env.UNPRINTED={secret['unprinted']}"
     for name, source in [("victim", spec), ("noop", "noop"), ("random", "random")]:
         unchecked = ["--no-check"] if name == "victim" else []  # it fails on purpose: stored to fail in its match
-        assert command("ladder", "submit", str(folder), name, source, *unchecked).returncode == 0
-    first = command("ladder", "run", str(folder), "--workers", "2", "--matches", "1")
+        assert policybox("ladder", "submit", str(folder), name, source, *unchecked, columns=300).returncode == 0
+    first = policybox("ladder", "run", str(folder), "--workers", "2", "--matches", "1", columns=300)
     assert first.returncode == 0, first.stderr
     assert _planted(folder, secret)
 
     # The attackers: a policy, and a setup script, each walking up and through /proc.
-    assert command("ladder", "submit", str(folder), "snoop", policy("ladder_snoop.py:Snoop")).returncode == 0
-    made = command("ladder", "submit", str(folder), "builder", str(_setup_team(tmp_path / "builder")))
+    snoop = policy("ladder_snoop.py:Snoop")
+    assert policybox("ladder", "submit", str(folder), "snoop", snoop, columns=300).returncode == 0
+    made = policybox("ladder", "submit", str(folder), "builder", str(_setup_team(tmp_path / "builder")), columns=300)
     assert made.returncode == 0, made.stderr
     # Only the attackers can play now, so the run's matches wait for the setup script, which runs beside play.
     for name in ("victim", "noop", "random"):
-        assert command("ladder", "retire", str(folder), name).returncode == 0
-    second = command("ladder", "run", str(folder), "--workers", "2", "--matches", "2")
+        assert policybox("ladder", "retire", str(folder), name, columns=300).returncode == 0
+    second = policybox("ladder", "run", str(folder), "--workers", "2", "--matches", "2", columns=300)
     assert second.returncode == 0, second.stderr
 
     snooped = [log for log in folder.glob("logs/*/agent-*.log") if "SNOOP-DONE" in log.read_text(errors="replace")]
@@ -183,6 +175,7 @@ def test_init_warns_about_a_folder_it_cannot_make_private_and_still_makes_the_la
     os.chown(shared, 65534, 65534)
     shared.chmod(0o777)
     args = ["ladder", "init", str(shared), "--env", GAME, "--steps", "20"]
+    # A process of its own: it runs without CAP_FOWNER, which this process has.
     made = subprocess.run(
         ["setpriv", "--bounding-set", "-fowner", "--inh-caps", "-fowner", sys.executable, "-m", "policybox", *args],
         capture_output=True,
@@ -208,13 +201,13 @@ def test_run_makes_an_old_ladder_private_and_says_so_path_by_path(tmp_path):
     folder = tmp_path / "cup"
     init(folder)
     for name in ("noop", "random"):
-        assert command("ladder", "submit", str(folder), name, name).returncode == 0
-    first = command("ladder", "run", str(folder), "--matches", "1")
+        assert policybox("ladder", "submit", str(folder), name, name, columns=300).returncode == 0
+    first = policybox("ladder", "run", str(folder), "--matches", "1", columns=300)
     assert first.returncode == 0 and first.stderr == ""  # private: nothing to say
     opened = old_ladder(folder)
     assert {path.name for path in opened} >= {"ladder.db", "ladder.json", "run.lock", "logs", "versions"}
 
-    run = command("ladder", "run", str(folder), "--matches", "1")
+    run = policybox("ladder", "run", str(folder), "--matches", "1", columns=300)
     assert run.returncode == 0, run.stderr
     lines = run.stderr.splitlines()
     expected = {_tightened(path) for path in opened}
@@ -232,18 +225,18 @@ def _tightened(path: Path) -> str:
 def test_doctor_shows_who_may_read_a_ladder_and_the_chmod_that_closes_it(tmp_path):
     folder = tmp_path / "cup"
     init(folder)
-    not_a_ladder = command("doctor", "--ladder", str(tmp_path))
+    not_a_ladder = policybox("doctor", "--ladder", str(tmp_path), columns=300)
     assert not_a_ladder.returncode == 2
     assert not_a_ladder.stderr.splitlines() == [
         f"Error: {tmp_path} is not a ladder (it has no ladder.json): give --ladder a ladder's folder"
     ]
-    private = command("doctor", "--ladder", str(folder))  # the folder, ladder.db, ladder.json, logs/
+    private = policybox("doctor", "--ladder", str(folder), columns=300)  # the folder, ladder.db, ladder.json, logs/
     ladder_rows = private.stdout.split(f"who may read ladder {folder}")[1]
     assert ladder_rows.count(" yes ") == 4 and "│ no " not in ladder_rows and "chmod" not in ladder_rows
     assert private.returncode == (1 if "│ no " in private.stdout else 0)  # its rows, the layers' only
 
     old_ladder(folder)
-    opened = command("doctor", "--ladder", str(folder))
+    opened = policybox("doctor", "--ladder", str(folder), columns=300)
     assert opened.returncode == 1
     assert f"other users may list and enter it (mode 0755): chmod 700 {folder}" in opened.stdout
     assert f"other users may read it (mode 0644): chmod 600 {folder / 'ladder.db'}" in opened.stdout

@@ -11,22 +11,20 @@ from __future__ import annotations
 import io
 import json
 import shlex
-import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import POLICIES, policy
+from conftest import POLICIES, policy, policybox
 from helpers.ladders import EXAMPLES, GAME, WANDERER, activate
 from starlette.testclient import TestClient
 from test_environments import submission, trojan_sdist
 from test_setup import BUILD, team
 from test_web import everything_seen
 
-import policybox
+import policybox as package
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
 from policybox.league.web.app import make_app
@@ -159,7 +157,7 @@ def test_no_page_or_json_shows_a_path_on_the_organisers_machine(cup, client):
         "versions/files",
         str(POLICIES),
         str(EXAMPLES),
-        str(Path(policybox.__file__).parent),
+        str(Path(package.__file__).parent),
         "policybox-scratch-",  # a cell's scratch folder, which the sandbox layers name
     }
     for viewer in (None, "alpha", "beta"):
@@ -188,7 +186,7 @@ def test_the_reproduce_command_names_versions_and_run_ladder_plays_the_same_epis
     words = shlex.split(command.replace("DIR", shlex.quote(str(cup.folder))))
     out = tmp_path / "again.json"
     args = [*words[1:], "--out", str(out), "--log-dir", str(tmp_path / "logs")]
-    ran = subprocess.run([sys.executable, "-m", "policybox", *args], capture_output=True, text=True, timeout=300)
+    ran = policybox(*args)
     assert ran.returncode == 1, ran.stderr  # nested fails again, as it did
     again = json.loads(out.read_text())
     assert [a["reward"] for a in again["agents"]] == [a["reward"] for a in page["agents"]]
@@ -203,7 +201,7 @@ def test_run_names_what_is_wrong_with_a_version_it_cannot_resolve(cup, tmp_path)
         (["--ladder", str(tmp_path), "-p", "walker@v1"], "is not a ladder"),
     ]
     for args, message in cases:
-        ran = subprocess.run([sys.executable, "-m", "policybox", "run", *args], capture_output=True, text=True)
+        ran = policybox("run", *args)
         assert ran.returncode == 2 and message in ran.stderr, (args, ran.stderr)
         assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
 
@@ -276,12 +274,7 @@ def test_the_starter_submission_qualifies_as_it_is(tmp_path, env, agents):
 
 
 def test_ladder_show_gives_the_organiser_every_names_own_traceback(cup):
-    ran = subprocess.run(
-        [sys.executable, "-m", "policybox", "ladder", "show", str(cup.folder), "nested"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    ran = policybox("ladder", "show", cup.folder, "nested")
     assert ran.returncode == 0, ran.stderr
     assert f'File "{OWN_FRAME}", line 13, in _deep_inside' in ran.stdout and "of policybox folded" in ran.stdout
     assert "versions/files" not in ran.stdout and 'File "policybox/cell' not in ran.stdout

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 import ray
-from conftest import POLICIES, of_the_whole_run, policybox
+from conftest import POLICIES, of_the_whole_run, policybox, policybox_process
 from ray.cluster_utils import Cluster
 
 from policybox.files import packing
@@ -153,19 +153,21 @@ def test_a_ray_tournament_equals_the_local_one_with_a_node_killed_mid_run(cluste
 
 
 def test_policybox_evaluate_and_doctor_on_the_command_line(cluster, tmp_path):
+    """As processes of their own: a Ray driver is its process's (ray.init), and a command that starts or
+    refuses one leaves state in it that another command in the same process would meet."""
     head, _ = cluster
     evaluate = ["evaluate", "-p", "random", "-p", "noop", "--episodes", "2", "--agents", "2", "--steps", "20"]
     evaluate += ["--out", str(tmp_path / "board"), "--backend", "ray"]
-    run = policybox(*evaluate, "--ray-address", head.address)
+    run = policybox_process(*evaluate, "--ray-address", head.address)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads((tmp_path / "board" / "summary.json").read_text())["episodes_done"] == 2
-    run = policybox("doctor", "--ray-address", head.address)
+    run = policybox_process("doctor", "--ray-address", head.address)
     assert run.returncode == 0, run.stdout + run.stderr
     nodes = re.findall(r"sandbox layers on \S+ \(\S+ (\w+)\)", run.stdout)
     assert len(set(nodes)) == 2 and run.stdout.count("│ yes ") == 2 * 13  # every layer on both nodes
-    replays = policybox(*evaluate, "--replays")
+    replays = policybox_process(*evaluate, "--replays")
     assert replays.returncode == 2 and "--replays is not available with --backend ray" in replays.stderr
-    nowhere = policybox(*evaluate, "--ray-address", "127.0.0.1:1")
+    nowhere = policybox_process(*evaluate, "--ray-address", "127.0.0.1:1")
     assert nowhere.returncode == 2 and "cannot reach a Ray cluster at 127.0.0.1:1" in nowhere.stderr
 
 
@@ -234,7 +236,8 @@ def test_a_ladder_runs_on_the_cluster_and_each_match_is_what_the_engine_plays_he
         ladder.submit("random", "random")
         shutil.rmtree(bot)  # the ladder keeps its own copy; the nodes get that
         head = cluster[0].address
-        assert ladder.run(matches=3, workers=2, backend="ray", ray_address=head).played == 3
+        progress = ladder.run(matches=3, workers=2, backend="ray", ray_address=head)
+        assert progress.played == 3, (progress, [(r.name, r.state, r.reason) for r in ladder.standings().rows])
         assert ladder.rerate() == []
         with ladder.engine.connect() as connection:
             played = connection.execute(select(matches.c.id, matches.c.result).order_by(matches.c.id)).all()

@@ -359,6 +359,7 @@ def test_policybox_run_sets_up_a_submission_first(tmp_path):
     folder = team(tmp_path / "team_a", BUILD)
     temp = tmp_path / "temp"
     temp.mkdir()
+    # A process of its own: TMPDIR, where its setup copy goes, is read once per interpreter (tempfile keeps it).
     run = subprocess.run(
         [sys.executable, "-m", "policybox", "run", "-n", "1", "-p", str(folder), "--steps", "3"]
         + ["--log-dir", str(tmp_path / "logs")],

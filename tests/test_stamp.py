@@ -4,18 +4,15 @@ version's files); an unknown match is one clear error; a match of an older schem
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import policy
+from conftest import Ran, policy, policybox
 from sqlalchemy import func, select, update
 from starlette.testclient import TestClient
 
-import policybox
-from policybox import EpisodeSettings, LadderSettings
+from policybox import EpisodeSettings, LadderSettings, __version__
 from policybox.ladder import Ladder
 from policybox.league.ladder import database
 from policybox.league.ladder.database import match_seats, matches
@@ -45,9 +42,8 @@ def cup(tmp_path_factory) -> Iterator[Path]:
     yield folder
 
 
-def again(folder: Path, match_id: int, tmp_path: Path) -> subprocess.CompletedProcess:
-    args = ["run", "--ladder", str(folder), "--match", str(match_id), "--log-dir", str(tmp_path / "logs")]
-    return subprocess.run([sys.executable, "-m", "policybox", *args], capture_output=True, text=True, timeout=300)
+def again(folder: Path, match_id: int, tmp_path: Path) -> Ran:
+    return policybox("run", "--ladder", folder, "--match", str(match_id), "--log-dir", tmp_path / "logs")
 
 
 def test_every_match_is_stamped_and_its_page_shows_the_stamp_and_the_command(cup):
@@ -55,7 +51,7 @@ def test_every_match_is_stamped_and_its_page_shows_the_stamp_and_the_command(cup
         page = client.get("/api/matches/1").json()
         html = client.get("/matches/1").text
     stamp = page["stamp"]
-    assert stamp["policybox"] == policybox.__version__ and set(stamp["packages"]) == {"pettingzoo"}
+    assert stamp["policybox"] == __version__ and set(stamp["packages"]) == {"pettingzoo"}
     assert stamp["seed"] == page["seed"] and len(stamp["config_sha256"]) == 64
     seated = {f"{agent['name']}@v{agent['version']}" for agent in page["agents"]}
     assert set(stamp["versions"]) == seated and all(len(digest) == 64 for digest in stamp["versions"].values())
@@ -76,7 +72,7 @@ def test_a_postgresql_ladders_matches_are_stamped_and_played_again_the_same(tmp_
         ladder.engine.connect() as connection,
     ):
         stamps = connection.execute(select(matches.c.stamp).order_by(matches.c.id)).scalars().all()
-    assert len(stamps) == 2 and all(stamp["policybox"] == policybox.__version__ for stamp in stamps)
+    assert len(stamps) == 2 and all(stamp["policybox"] == __version__ for stamp in stamps)
     ran = again(tmp_path / "cup", 2, tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert "match 2 played again: every reward and status as stored" in ran.stdout
@@ -88,7 +84,7 @@ def test_another_policybox_version_in_the_stamp_is_named(cup, tmp_path):
         connection.execute(update(matches).where(matches.c.id == 2).values(stamp={**stamp, "policybox": "0.0.1"}))
     ran = again(cup, 2, tmp_path)
     assert ran.returncode == 0, ran.stderr  # it still ends the same
-    assert f"policybox was 0.0.1, is {policybox.__version__}" in ran.stderr
+    assert f"policybox was 0.0.1, is {__version__}" in ran.stderr
 
 
 def test_a_version_whose_files_changed_on_disk_is_named_with_the_seats_that_differ(tmp_path):
@@ -113,7 +109,7 @@ def test_an_unknown_match_is_one_clear_error(cup, tmp_path):
         ran = again(cup, int(match_id), tmp_path)
         assert ran.returncode == 2 and f"this ladder has no played match {match_id}" in ran.stderr, ran.stderr
         assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
-    ran = subprocess.run([sys.executable, "-m", "policybox", "run", "--match", "1"], capture_output=True, text=True)
+    ran = policybox("run", "--match", "1")
     assert ran.returncode == 2 and "give --ladder DIR" in ran.stderr, ran.stderr
 
 

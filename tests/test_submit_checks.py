@@ -233,6 +233,7 @@ def test_a_postgresql_url_without_its_driver_leaves_no_folder(tmp_path):
     missing.mkdir()
     (missing / "psycopg.py").write_text("raise ImportError('no psycopg here')\n")
     folder = tmp_path / "cup"
+    # A process of its own: PYTHONPATH hides the driver from a fresh interpreter (this one may have it imported).
     command = [sys.executable, "-m", "policybox", "ladder", "init", str(folder), "--env", GAME]
     command += ["--db", "postgresql://ladder:secret@127.0.0.1:9/ladder"]
     env = {**os.environ, "PYTHONPATH": str(missing), "COLUMNS": "300"}
@@ -248,7 +249,7 @@ def test_serve_on_a_port_in_use_says_so_and_announces_nothing(tmp_path):
         pass
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        run = ladder_command("serve", str(folder), "--port", str(port), timeout=120)
+        run = ladder_command("serve", str(folder), "--port", str(port))
     assert run.returncode == 2, run.stdout + run.stderr
     assert f"port {port} on 127.0.0.1 is in use" in run.stderr and "http://" not in run.stdout + run.stderr
 

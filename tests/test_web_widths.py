@@ -15,13 +15,11 @@ policy name. A screenshot of each page at each width goes to test-artifacts/ as 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import policy
+from conftest import Ran, policy, policybox
 from helpers.ladders import EXAMPLES, WANDERER, activate, start_run, wait_until
 from test_web_browser import serving, stop
 
@@ -80,11 +78,10 @@ def game(folder: Path) -> Path:
     return path
 
 
-def evaluate_with_a_long_name(folder: Path, env: Path) -> subprocess.Popen:
+def evaluate_with_a_long_name(folder: Path, env: Path) -> Ran:
     policies = [f"noop,name={LONG_POLICY}", WANDERER, "random"]
-    command = [sys.executable, "-m", "policybox", "evaluate", *(a for p in policies for a in ("-p", p))]
-    command += ["--env", str(env), "--episodes", "2", "--steps", "30", "--out", str(folder), "--report"]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    picked = [word for spec in policies for word in ("-p", spec)]
+    return policybox("evaluate", *picked, "--env", env, "--episodes", "2", "--steps", "30", "--out", folder, "--report")
 
 
 def make_ladder(folder: Path, env: Path) -> str:
@@ -126,16 +123,12 @@ def log_in(context: BrowserContext, url: str, token: str) -> None:
 
 def test_every_page_fits_a_laptop_and_a_phone(browser, tmp_path, screenshots):
     env = game(tmp_path)
-    tournament = evaluate_with_a_long_name(tmp_path / "tournament", env)
-    try:
-        widths_of_every_page(browser, tmp_path, screenshots, env, tournament)
-    finally:
-        if tournament.poll() is None:
-            tournament.kill()
-        tournament.communicate()
+    played = evaluate_with_a_long_name(tmp_path / "tournament", env)
+    assert played.returncode == 0, played.stdout + played.stderr
+    widths_of_every_page(browser, tmp_path, screenshots, env)
 
 
-def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path, tournament: subprocess.Popen) -> None:
+def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path) -> None:
     folder = tmp_path / "cup"
     token = make_ladder(folder, env)
     with serving(folder, tmp_path / "serve.log") as (url, _):
@@ -147,11 +140,8 @@ def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path, 
             stop(run)
         with Ladder.open(folder) as ladder:  # /final and the report's final section, measured too
             ladder.final(rounds=1, workers=2)
-        report = ["report", str(folder), "--out", str(tmp_path / "ladder-report.html")]
-        made = subprocess.run([sys.executable, "-m", "policybox", *report], capture_output=True, text=True)
+        made = policybox("report", folder, "--out", tmp_path / "ladder-report.html")
         assert made.returncode == 0, made.stdout + made.stderr
-        played, _ = tournament.communicate(timeout=900)
-        assert tournament.returncode == 0, played
         match = api(url, f"/api/names/{LONG_NAME}")["recent"][0]["id"]
         too_wide, hidden = [], []
         for width in WIDTHS:
