@@ -82,9 +82,7 @@ def policybox(*args: str | Path, cwd: Path | None = None, columns: int = 200, en
     ``stderr`` as its traceback, as a user would see it, with exit code 1."""
     from typer.testing import CliRunner
 
-    from policybox.cli import app
-
-    from policybox.cli import common
+    from policybox.cli import app, common
 
     with (
         contextlib.chdir(cwd) if cwd else contextlib.nullcontext(),
