@@ -183,11 +183,9 @@ def kept_zygotes(keep: dict[tuple[str, ...], Zygote] | None = None) -> Iterator[
     """Keep a zygote per preload for every episode in this block that is given none (see the module's
     docstring); yields them, by preload, as they are started, and stops them when the block ends. Given
     ``keep`` (an earlier block's), it uses and adds to those and leaves them running: whoever made
-    ``keep`` owns them and closes them. A block may nest in one that keeps the same ``keep``, no other."""
+    ``keep`` owns them and closes them. Within a nested block, the inner one's zygotes serve."""
     global _kept
     with _kept_lock:
-        if _kept is not None and (keep is None or _kept is not keep):
-            raise RuntimeError("zygotes are kept already, by another kept_zygotes() block")
         outer, kept = _kept, {} if keep is None else keep
         _kept = kept
     try:

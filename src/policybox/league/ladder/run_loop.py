@@ -80,7 +80,7 @@ from policybox.league.play.runner import (
     play_again,
 )
 from policybox.league.play.tournament import draw_seed
-from policybox.league.play.worker_pool import LocalWorkers
+from policybox.league.play.worker_pool import LocalWorkers, local_workers
 from policybox.lines import clip, first_line
 from policybox.results import EpisodeResult
 from policybox.settings import REPLAY_SUFFIX
@@ -281,7 +281,7 @@ class _Loop:
     def _set_up(self, work: _Setup) -> None:
         if self.setup_pool is None:
             count = self.settings.setup_workers
-            self.setup_pool = LocalWorkers(count, shared_budget(self.settings.settings, count))
+            self.setup_pool = local_workers(count, shared_budget(self.settings.settings, count), "setup")
         work.attempts += 1
         settings, timeout_s = self.settings.settings, self.settings.setup_timeout_s
         environments = self.ladder.environments.absolute()

@@ -9,7 +9,7 @@ from policybox.envs import ConfigError
 from policybox.host.budget import Budget, host_budget
 from policybox.league.choices import Backend
 from policybox.league.play.runner import EpisodeRunner
-from policybox.league.play.worker_pool import LocalWorkers
+from policybox.league.play.worker_pool import local_workers
 from policybox.sandbox import SandboxLevel
 from policybox.settings import EpisodeSettings
 
@@ -28,7 +28,7 @@ def open_runner(
     if ray_address is not None:
         raise ConfigError("--ray-address is for --backend ray")
     count = max(1, min(workers or os.cpu_count() or 1, most or workers or os.cpu_count() or 1))
-    return LocalWorkers(count, shared_budget(settings, count))
+    return local_workers(count, shared_budget(settings, count))
 
 
 def shared_budget(settings: EpisodeSettings, workers: int) -> Budget | None:

@@ -11,6 +11,13 @@ on the next ``submit``.
 Stopping is always bounded: when the driver is done it asks each worker to stop; when it is
 interrupted (Ctrl-C, SIGTERM, an error) it sends SIGTERM at once -- a worker then stops its episode,
 its cells and its zygote -- and SIGKILLs whatever is left after ``STOP_GRACE_S``.
+
+Starting a pool costs each worker an interpreter and, with its first episode, a zygote (about 2 s of CPU
+a worker). A program that runs one tournament or ladder run after another in one process (a notebook, a
+script looping over ``Ladder.run``, a test run) may keep them instead: within ``kept_workers()`` a run
+given no pool of its own takes the one kept for its worker count and budget (``local_workers``), and
+when the run is over it gives the pool back rather than stopping it -- a worker still busy with the run's
+work is stopped then (SIGTERM, as on an interrupt), the idle ones wait for the next run.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -39,6 +47,10 @@ if TYPE_CHECKING:
 
 STOP_GRACE_S = 5.0
 MAX_CHECKS = 3  # a worker lost while it checks is replaced; the check is tried this often
+# kept_workers()'s pools, by their role, worker count and budget. None: outside a kept_workers() block.
+Kept = dict[tuple[Any, ...], "LocalWorkers"]
+_kept: Kept | None = None
+_kept_lock = threading.Lock()
 
 
 class WorkerLost(RuntimeError):
@@ -141,6 +153,9 @@ class LocalWorkers:
         self._budget = budget
         self._workers: list[_Worker] = []
         self._jobs = 0
+        self.kept = False  # kept_workers()'s: given back, not stopped, when a run is done with it
+        self.in_use = False  # a kept pool serves one run at a time
+        self.inherited = _inherited()  # what its workers started with: a run elsewhere needs others
         try:
             for index in range(count):
                 self._workers.append(self._new(index))
@@ -156,6 +171,11 @@ class LocalWorkers:
 
     def __exit__(self, exc_type: object = None, *exc: object) -> None:
         self.close(interrupted=exc_type is not None)
+
+    @property
+    def pids(self) -> set[int]:
+        """Its workers' processes (not their zygotes or cells)."""
+        return {worker.process.pid for worker in self._workers}
 
     def check(self, specs: list[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
         """The first worker's check; raise what it found wrong, if anything. A worker lost meanwhile is
@@ -193,9 +213,75 @@ class LocalWorkers:
         return worker
 
     def close(self, interrupted: bool) -> None:
-        """Stop every worker within ``STOP_GRACE_S``: asked to, or at once with SIGTERM when interrupted."""
+        """Stop every worker within ``STOP_GRACE_S``: asked to, or at once with SIGTERM when interrupted.
+        A kept pool is given back instead: only its workers still busy are stopped, with SIGTERM."""
+        if self.kept:
+            busy = [worker for worker in self._workers if worker.pending]
+            for worker in busy:
+                worker.terminate()
+            self._reap(busy)
+            self.in_use = False
+            return
         for worker in self._workers:
             worker.terminate() if interrupted else worker.stop()
+        self._reap(self._workers)
+
+    def stop(self) -> None:
+        """Stop every worker, kept or not (the end of ``kept_workers``)."""
+        self.kept = False
+        self.close(interrupted=False)
+
+    @staticmethod
+    def _reap(workers: list[_Worker]) -> None:
         give_up = time.monotonic() + STOP_GRACE_S
-        for worker in self._workers:
+        for worker in workers:
             worker.reap(give_up)
+
+
+@contextlib.contextmanager
+def kept_workers(keep: Kept | None = None) -> Iterator[Kept]:
+    """Keep a pool of workers for every run in this block that is given none (see the module's docstring);
+    yields them and stops them when the block ends. Given ``keep`` (an earlier block's), it uses and adds to
+    those and leaves them running: whoever made ``keep`` stops them. Within a nested block, the inner one's
+    pools serve."""
+    global _kept
+    with _kept_lock:
+        outer, kept = _kept, {} if keep is None else keep
+        _kept = kept
+    try:
+        yield kept
+    finally:
+        with _kept_lock:
+            _kept = outer
+        if keep is None:
+            for pool in kept.values():
+                pool.stop()
+
+
+def local_workers(count: int, budget: Budget | None, role: str = "play") -> LocalWorkers:
+    """The pool of ``count`` workers for a run's ``role`` (its episodes, or a ladder's setups beside them):
+    within ``kept_workers()``, the one kept for these (its lost workers are replaced as it is used; it is
+    started again if this process's environment or folder changed); else, or while another run uses that
+    one, a new one the run stops."""
+    key = (role, count, budget)
+    with _kept_lock:
+        pool = None if _kept is None else _kept.get(key)
+        if pool is not None and not pool.in_use and pool.inherited != _inherited():
+            pool.stop()  # its workers have another environment or folder: relative paths would land elsewhere
+            pool = None
+        if _kept is not None and pool is None:
+            pool = _kept[key] = LocalWorkers(count, budget)
+            pool.kept = True
+        if pool is None or pool.in_use:
+            return LocalWorkers(count, budget)
+        pool.in_use = True
+        return pool
+
+
+TERMINAL = frozenset({"COLUMNS", "LINES"})  # the driver's terminal: no worker prints to it
+
+
+def _inherited() -> tuple[Any, ...]:
+    """What a worker inherits from this process that its episodes read: the environment (but the terminal's
+    size) and the folder."""
+    return tuple(sorted(item for item in os.environ.items() if item[0] not in TERMINAL)), os.getcwd()
