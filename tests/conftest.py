@@ -24,6 +24,7 @@ import pytest
 
 from policybox.episode import run_episode
 from policybox.host.zygote import Zygote, kept_zygotes
+from policybox.league.play.worker_pool import kept_workers
 from policybox.results import EpisodeResult
 from policybox.settings import EpisodeSettings
 
@@ -35,35 +36,47 @@ def policy(name: str, **extra: str) -> str:
     return ",".join([str(POLICIES / name), *(f"{key}={value}" for key, value in extra.items())])
 
 
-# This worker's zygotes, one per preload, for the episodes its tests play in this process (``play``,
-# ``policybox``): started on first use, stopped at the end of the run (``keep_zygotes``), exempt from the
-# leftover guard. A test whose subject is a zygote's life starts its own.
+# This worker's zygotes (one per preload) and pools of workers (one per size and role), for every episode
+# and run its tests play in this process: started on first use, kept from test to test (``kept``), stopped
+# at the end of the run, exempt from the leftover guard (their cells are not). A test whose subject is a
+# zygote's or a worker's life starts its own.
 KEPT_ZYGOTES: dict[tuple[str, ...], Zygote] = {}
+KEPT_WORKERS: dict = {}
 
 
 @pytest.fixture(scope="session", autouse=True)
-def keep_zygotes() -> Iterator[None]:
+def stop_kept_processes() -> Iterator[None]:
     yield
+    for pool in KEPT_WORKERS.values():
+        pool.stop()
     for zygote in KEPT_ZYGOTES.values():
         zygote.close()
+
+
+@pytest.fixture(autouse=True)
+def kept() -> Iterator[None]:
+    """Each test plays with this worker's kept zygotes and workers (``policybox.kept_zygotes``,
+    ``kept_workers``), rather than starting its own for every episode and run."""
+    with kept_zygotes(KEPT_ZYGOTES), kept_workers(KEPT_WORKERS):
+        yield
 
 
 @pytest.fixture
 def play(tmp_path: Path):
     """Run one episode: ``play(["random", policy("x.py:X")], agents=4, steps=50, mode="inline")``
-    (``agents=None``: the game's own number); its cells fork from this worker's kept zygote."""
+    (``agents=None``: the game's own number)."""
 
     def _play(policies: list[str], agents: int | None = 4, **settings) -> EpisodeResult:
         settings.setdefault("steps", 50)
-        with kept_zygotes(KEPT_ZYGOTES):
-            return run_episode(policies, EpisodeSettings(**settings), tmp_path / "logs", agents=agents)
+        return run_episode(policies, EpisodeSettings(**settings), tmp_path / "logs", agents=agents)
 
     return _play
 
 
 # pytester: tests/test_test_machine.py runs a test that leaks, to see the guard fail it. costs: each test's
-# CPU and processes, the costliest printed at the end (tests/costs.py).
-pytest_plugins = ["pytester", "costs"]
+# CPU and processes, the costliest printed at the end (tests/costs.py). helpers.played: ladders that have
+# played, built once per worker.
+pytest_plugins = ["pytester", "costs", "helpers.played"]
 
 
 class Ran(NamedTuple):
@@ -86,7 +99,6 @@ def policybox(*args: str | Path, cwd: Path | None = None, columns: int = 200, en
 
     with (
         contextlib.chdir(cwd) if cwd else contextlib.nullcontext(),
-        kept_zygotes(KEPT_ZYGOTES),
         unittest.mock.patch("os._exit", side_effect=_ends_at_once),
         # The consoles were made once, at the first import, at the width COLUMNS said then: this call's.
         unittest.mock.patch.object(common.console, "_width", None),
@@ -132,6 +144,22 @@ def descendants() -> list[psutil.Process]:
     return [child for child in psutil.Process().children(recursive=True) if not _of_the_whole_run(child)]
 
 
+def kept_pids() -> set[int]:
+    """This worker's kept zygotes and workers, and the zygotes of those workers: processes that serve every
+    test (their cells serve one)."""
+    zygotes = {pid for zygote in KEPT_ZYGOTES.values() for pid in zygote.pids}
+    workers = {pid for pool in KEPT_WORKERS.values() for pid in pool.pids}
+    theirs = set()
+    for pid in workers:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            theirs |= {child.pid for child in psutil.Process(pid).children() if _is_zygote(child)}
+    return zygotes | workers | theirs
+
+
+def _is_zygote(process: psutil.Process) -> bool:
+    return "policybox.cell.zygote" in _cmdline(process)
+
+
 # Processes started once for the whole run, by a session's fixture, and everything under them.
 WHOLE_RUN: set[int] = set()
 
@@ -157,7 +185,7 @@ def _of_the_whole_run(process: psutil.Process) -> bool:
             return True
     except psutil.NoSuchProcess:
         return True  # gone since it was listed: not left behind
-    if any(process.pid in zygote.pids for zygote in KEPT_ZYGOTES.values()):
+    if process.pid in kept_pids():
         return True
     try:
         return postgres.is_server_process(process)
@@ -217,6 +245,59 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'policybox.sqlite3'}"
     return request.getfixturevalue("postgres_url")  # only now: a SQLite-only run starts no server
+
+
+# The quick loop (``pytest -n 2 -m quick``, about 3 minutes here): a part of every floor of the house --
+# the wire and specs, the engine's faults and sandbox, the CLI, PettingZoo, cells per policy, the
+# statistics, the web pages and uploads, the architecture and types -- for iterating; the README's whole
+# suite is still what decides.
+QUICK = {
+    "test_architecture",
+    "test_balanced",
+    "test_cell_protocol",
+    "test_cells_per_policy",
+    "test_cli",
+    "test_cli_imports",
+    "test_conformance",
+    "test_equivalence",
+    "test_escapes",
+    "test_faults",
+    "test_frame_fuzz",
+    "test_game_faults",
+    "test_hostile",
+    "test_landlock",
+    "test_lifecycle",
+    "test_match_page",
+    "test_matchmaking",
+    "test_packing",
+    "test_pettingzoo",
+    "test_policies",
+    "test_ranking",
+    "test_reads",
+    "test_replays",
+    "test_seccomp",
+    "test_spaces",
+    "test_spec",
+    "test_stats_plackett_luce",
+    "test_stats_sequential",
+    "test_submissions",
+    "test_summary",
+    "test_tokens",
+    "test_tournament",
+    "test_types",
+    "test_uploads",
+    "test_versions",
+    "test_versus",
+    "test_web",
+    "test_wire",
+    "test_zygote",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in QUICK:
+            item.add_marker(pytest.mark.quick)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -42,6 +42,7 @@ import resource
 import struct
 import sys
 import threading
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -73,6 +74,7 @@ class Reading(NamedTuple):
     difference of two readings."""
 
     cpu_s: float
+    wall_s: float  # the monotonic clock: a test that waits more than it works shows here
     processes: int | None  # None: not counted
     threads: int | None
     lost: int  # fork records the kernel dropped: the counts are then lower bounds
@@ -80,6 +82,7 @@ class Reading(NamedTuple):
     def since(self, start: Reading) -> Reading:
         return Reading(
             self.cpu_s - start.cpu_s,
+            self.wall_s - start.wall_s,
             _difference(self.processes, start.processes),
             _difference(self.threads, start.threads),
             self.lost - start.lost,
@@ -181,7 +184,8 @@ class PerfMeter:
             processes, threads = ring.drain()
             self.processes += processes
             self.threads += threads
-        return Reading(cpu_s, self.processes, self.threads, sum(ring.lost() for ring in self.rings))
+        lost = sum(ring.lost() for ring in self.rings)
+        return Reading(cpu_s, time.monotonic(), self.processes, self.threads, lost)
 
     def close(self) -> None:
         for ring in self.rings:
@@ -201,7 +205,7 @@ class UsageMeter:
         for process in psutil.Process().children(recursive=True):
             with contextlib.suppress(psutil.Error):  # gone since it was listed: its parent counts it now
                 cpu_s += sum(process.cpu_times()[:4])  # user, system, children_user, children_system
-        return Reading(cpu_s, None, None, 0)
+        return Reading(cpu_s, time.monotonic(), None, None, 0)
 
     def close(self) -> None:
         pass
@@ -254,7 +258,8 @@ class Costs:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         end = self.end_of(item.nodeid) if call.when == "teardown" else None
         report = yield
-        cost: dict[str, Any] = {} if end is None else end._replace(cpu_s=round(end.cpu_s, 3))._asdict()
+        rounded = None if end is None else end._replace(cpu_s=round(end.cpu_s, 3), wall_s=round(end.wall_s, 3))
+        cost: dict[str, Any] = {} if rounded is None else rounded._asdict()
         if self.note and call.when == "teardown":
             cost["note"], self.note = self.note, None
         if cost:
@@ -291,10 +296,12 @@ class Costs:
         if not self.costs and not self.notes:
             return
         terminalreporter.write_sep("=", TITLE)
-        terminalreporter.write_line(f"{'CPU s':>9} {'processes':>10} {'threads':>8}  test")
+        terminalreporter.write_line(f"{'CPU s':>9} {'wall s':>7} {'processes':>10} {'threads':>8}  test")
         for nodeid, cost in sorted(self.costs, key=lambda entry: -entry[1]["cpu_s"])[:SHOWN]:
             processes, threads = (_count(cost[key], cost["lost"]) for key in ("processes", "threads"))
-            terminalreporter.write_line(f"{cost['cpu_s']:9.2f} {processes:>10} {threads:>8}  {nodeid}")
+            terminalreporter.write_line(
+                f"{cost['cpu_s']:9.2f} {cost['wall_s']:7.1f} {processes:>10} {threads:>8}  {nodeid}"
+            )
         terminalreporter.write_line(self.totals())
         for note in sorted(self.notes):
             terminalreporter.write_line(f"costs: {note}")

@@ -2,11 +2,11 @@
 (its table at 80 columns and its JSON), ``/api/standings``, the name page's JSON, ``policybox report``,
 the CLI's exit codes, the HTTP answers and the database's rows.
 
-One ladder, made once for the module, holds every state a name can be in: three names that play
-(one of them with a v2 that superseded its v1), a suspended one (it segfaults in every match), a
-retired one (it played first) and a rejected one (it raises in its validation episode). The rules
-that write (retire, reinstate, a rejected new version, the migration) each get a ladder of their own
-over SQLite and a real PostgreSQL server.
+One ladder, built once per worker (``helpers.played``'s ``board``), holds every state a name can be in:
+three names that play (one of them with a v2 that superseded its v1), a suspended one (it segfaults in
+every match), a retired one (it played first) and a rejected one (it raises in its validation episode).
+The rules that write (retire, reinstate, a rejected new version, the migration) each get a ladder of
+their own; the migration's, on SQLite and on a real PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import policy, policybox
 from helpers.ladders import WANDERER, activate, api_ladder
+from helpers.played import PLAYING, UNRANKED
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 from test_web import bot_zip
@@ -29,34 +30,6 @@ from policybox.league.ladder import database, life
 from policybox.league.ladder.database import names, versions
 from policybox.league.web.app import make_app
 from policybox.lines import FULL_TEXT, MARKER, clip, first_line
-
-PLAYING = {"walker", "random", "idle"}
-UNRANKED = {"crasher": "suspended", "retiree": "retired", "broken": "rejected"}
-
-
-@pytest.fixture(scope="module")
-def board(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("board") / "cup"
-    with api_ladder(folder) as ladder:
-        ladder.submit("walker", WANDERER)
-        ladder.submit("random", "random")
-        ladder.submit("idle", "noop")
-        ladder.submit("retiree", policy("seeded_random.py:SeededRandom"))
-        ladder.submit(
-            "broken", policy("faults.py:RaiseInInit"), check=False
-        )  # stored unchecked: its validation refuses it
-        ladder.submit("crasher", policy("faults.py:SegfaultInStep"))  # dies at step 10 of every match
-        for name in ("walker", "random", "idle", "retiree", "crasher"):
-            activate(ladder, name)  # playing from the first match
-        ladder.submit("random", policy("stateful.py:Stateful"))  # v2: qualifies in the run, supersedes v1
-        for _ in range(12):
-            ladder.run(matches=3, workers=1)
-            rows = {row.name: row for row in ladder.standings().rows}
-            if rows["crasher"].state == "suspended" and rows["random"].version == 2 and rows["retiree"].matches:
-                break
-        ladder.retire("retiree")
-        ladder.run(matches=3, workers=1)  # the others play on; the retired one no more
-    return folder
 
 
 def status_json(folder: Path) -> dict:

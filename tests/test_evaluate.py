@@ -287,3 +287,24 @@ def test_replays_of_a_pettingzoo_game_are_its_moves(tmp_path):
         document = json.loads(zlib.decompress(file.read_bytes()))
         assert document["format"] == "policybox-moves" and document["agents"] == ["player_0", "player_1"]
         assert document["moves"] and {move["agent"] for move in document["moves"]} == {"player_0", "player_1"}
+
+
+def test_kept_workers_play_every_run_of_their_block_and_end_with_it(tmp_path):
+    """Within kept_workers(), two tournaments given no pool play on the same two worker processes (each
+    keeping its zygote); when the block ends every worker is gone. Judged from outside: this process's
+    worker processes, and the results."""
+    from policybox.league.play.worker_pool import kept_workers
+
+    def workers() -> set[int]:
+        return {p.pid for p in psutil.Process().children() if "policybox.league.play.worker" in p.cmdline()}
+
+    before = workers()
+    seen = []
+    with kept_workers() as kept:
+        for turn in range(2):
+            board = play_tournament(tournament(episodes=2), tmp_path / str(turn), workers=2)
+            assert board.episodes_done == 2
+            seen.append(workers() - before)
+        ((_, pool),) = kept.items()
+        assert seen[0] == seen[1] == pool.pids and len(pool.pids) == 2
+    assert workers() == before

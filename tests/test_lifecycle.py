@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import KEPT_ZYGOTES, descendants, policy
+from conftest import descendants, kept_pids, policy
 
 from policybox.host.process_pool import ProcessPool
 from policybox.results import AgentStatus
@@ -19,8 +19,8 @@ from policybox.results import AgentStatus
 def cells_of(host_pid: int) -> list[psutil.Process]:
     """Cells (and the zygote) serving the given host, wherever they are in the process tree: a
     spawned cell and the zygote name the host's pid; a forked cell carries the zygote's command line.
-    Not this worker's kept zygotes, which serve every test (``conftest.KEPT_ZYGOTES``; their cells are)."""
-    kept = {pid for zygote in KEPT_ZYGOTES.values() for pid in zygote.pids}
+    Not this worker's kept zygotes, which serve every test (``conftest.kept_pids``; their cells are)."""
+    kept = kept_pids()
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = proc.info["cmdline"] or []

@@ -231,7 +231,7 @@ def costliest(output: str) -> list[tuple[float, str, str]]:
     section = output.split("costliest tests (CPU seconds, children included)", 1)[1]
     return [
         (float(cpu), processes, test)
-        for cpu, processes, test in re.findall(r"^ +([\d.]+) +(\S+) +\S+  (\S+)$", section, re.M)
+        for cpu, processes, test in re.findall(r"^ +([\d.]+) +[\d.]+ +(\S+) +\S+  (\S+)$", section, re.M)
     ]
 
 

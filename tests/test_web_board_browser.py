@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.ladders import start_run
-from test_board_rules import PLAYING, UNRANKED, board  # noqa: F401 -- the module's ladder, every state in it
+from helpers.played import PLAYING, UNRANKED
 from test_web_browser import LONG_MS, PLAYED_AT_LEAST, serving, stop
 
 pytest.importorskip("playwright")
@@ -41,7 +41,7 @@ def check_table(rows: list[dict]) -> None:
     assert "ladder reinstate" in below["retiree"]["note"]
 
 
-def test_the_standings_rank_only_active_names_by_the_number_they_show(browser, board, tmp_path, screenshots):  # noqa: F811
+def test_the_standings_rank_only_active_names_by_the_number_they_show(browser, board, tmp_path, screenshots):
     with serving(board, tmp_path / "serve.log") as (url, _):
         run = start_run(board)  # the ranked ones play on: the table is rewritten while we read it
         try:
