@@ -31,6 +31,7 @@ _EXPORTS = {
     "LadderSettings": "policybox.ladder",
     "Zygote": "policybox.host.zygote",
     "kept_zygotes": "policybox.host.zygote",
+    "kept_workers": "policybox.league.play.worker_pool",
     "PolicyboxError": "policybox.errors",
     "SpecError": "policybox.errors",
     "NotFound": "policybox.errors",
