@@ -21,25 +21,57 @@ STATISTICS = {"scipy", "openskill"}
 HEAVY = WEB | DATABASE | STATISTICS | {"numpy", "rich", "mettagrid", "yaml", "torch", "policybox.episode"}
 
 
-def imported(*args: str, cwd: Path | None = None) -> set[str]:
+def imported(*args: str, cwd: Path | None = None, ok: tuple[int, ...] = (0,)) -> set[str]:
     """The modules ``policybox ARGS`` imported, top-level packages and policybox's own modules."""
     run = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "policybox", *args], capture_output=True, text=True, cwd=cwd
     )
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.returncode in ok, run.stderr[-2000:]
     names = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")} - {
         "package"
     }  # the header line's column name
     return {name for name in names if name.startswith("policybox.")} | {name.split(".")[0] for name in names}
 
 
+COMMANDS = ["run", "evaluate", "versus", "report", "doctor", "ladder"]
+LADDER_COMMANDS = [
+    "init",
+    "submit",
+    "retire",
+    "reinstate",
+    "run",
+    "final",
+    "status",
+    "show",
+    "test",
+    "matches",
+    "rerate",
+    "prune",
+    "token",
+    "tokens",
+    "serve",
+]
+
+
 @pytest.mark.parametrize(
-    "args", [["--help"], ["run", "--help"], ["ladder", "--help"], ["ladder", "init", "--help"], ["evaluate", "--help"]]
+    "args", [[], *([command] for command in COMMANDS), *(["ladder", command] for command in LADDER_COMMANDS)]
 )
-def test_help_imports_typer_and_the_settings_alone(args):
-    loaded = imported(*args)
+def test_every_commands_help_imports_typer_and_the_settings_alone(args):
+    """Each command's entry point, as a process: its help, for which nothing heavy is imported."""
+    loaded = imported(*args, "--help")
     assert "typer" in loaded and "policybox.settings" in loaded  # the options are the settings' fields
     assert loaded & HEAVY == set()
+
+
+def test_doctor_imports_no_database_nor_web_and_report_no_web_server(tmp_path):
+    """The doctor tries each layer in a cell, nothing else; the report renders a page (Jinja2, and the
+    database layer: it reports a ladder too) but serves none."""
+    doctor = imported("doctor", cwd=tmp_path, ok=(0, 1))  # 1: a layer this machine lacks
+    assert "policybox.host.diagnosis" in doctor and doctor & (WEB | DATABASE | STATISTICS) == set()
+    quick = ["--steps", "5", "--mode", "inline", "-n", "2"]
+    imported("evaluate", "-p", "random", "-p", "noop", "--episodes", "2", "--out", "board", *quick, cwd=tmp_path)
+    report = imported("report", "board", cwd=tmp_path)
+    assert "jinja2" in report and report & {"starlette", "uvicorn", "scipy"} == set()
 
 
 def test_run_imports_no_database_web_or_statistics(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 import ray
-from conftest import POLICIES, of_the_whole_run, policybox, policybox_process
+from conftest import POLICIES, descendants, of_the_whole_run, policybox, policybox_process
 from ray.cluster_utils import Cluster
 
 from policybox.files import packing
@@ -70,9 +70,11 @@ def two_nodes() -> Iterator[TwoNodes]:
 
 @pytest.fixture
 def cluster(two_nodes: TwoNodes) -> Iterator[tuple[Cluster, object]]:
-    """The cluster, its two nodes up; the test's driver disconnected after it."""
+    """The cluster, its two nodes up; the test's driver disconnected after it, and what the driver started
+    (its own processes, not the nodes') gone."""
     yield two_nodes.head, two_nodes.worker
     ray.shutdown()
+    psutil.wait_procs(descendants(), timeout=30)
 
 
 def tournament(policies: Path) -> Tournament:
