@@ -139,25 +139,34 @@ def no_process_survives():
 def descendants() -> list[psutil.Process]:
     """This process's children, recursively, but for those that live as long as the test run by design
     and are not cells: multiprocessing's resource tracker (started by the evaluator's worker pool), this
-    worker's kept zygotes (``KEPT_ZYGOTES``; not their cells), its browser (``chromium``) and the test
-    PostgreSQL server's processes (``postgres_server``)."""
-    return [child for child in psutil.Process().children(recursive=True) if not _of_the_whole_run(child)]
+    worker's kept zygotes and workers (``kept_pids``; not their cells), what a session's fixture started
+    (``of_the_whole_run``: its browser, a Ray node) and the test PostgreSQL server's processes
+    (``postgres_server``). The tree is read from ``/proc`` once: this runs after every test."""
+    tree = psutil.Process().children(recursive=True)
+    parent_of = {}
+    for process in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            parent_of[process.pid] = process.ppid()
+    exempt = kept_pids(parent_of)
+    return [process for process in tree if not _of_the_whole_run(process, parent_of, exempt)]
 
 
-def kept_pids() -> set[int]:
+def kept_pids(parent_of: dict[int, int] | None = None) -> set[int]:
     """This worker's kept zygotes and workers, and the zygotes of those workers: processes that serve every
-    test (their cells serve one)."""
+    test (their cells serve one). ``parent_of``: this process's tree (pid to parent pid), if already read."""
+    if parent_of is None:
+        parent_of = {process.pid: process.ppid() for process in psutil.Process().children(recursive=True)}
     zygotes = {pid for zygote in KEPT_ZYGOTES.values() for pid in zygote.pids}
     workers = {pid for pool in KEPT_WORKERS.values() for pid in pool.pids}
-    theirs = set()
-    for pid in workers:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            theirs |= {child.pid for child in psutil.Process(pid).children() if _is_zygote(child)}
+    theirs = {pid for pid, parent in parent_of.items() if parent in workers and _is_zygote(pid)}
     return zygotes | workers | theirs
 
 
-def _is_zygote(process: psutil.Process) -> bool:
-    return "policybox.cell.zygote" in _cmdline(process)
+def _is_zygote(pid: int) -> bool:
+    try:
+        return "policybox.cell.zygote" in psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return False  # gone
 
 
 # Processes started once for the whole run, by a session's fixture, and everything under them.
@@ -177,16 +186,14 @@ def of_the_whole_run() -> Iterator[set[int]]:
         WHOLE_RUN.update(started)
 
 
-def _of_the_whole_run(process: psutil.Process) -> bool:
-    if "multiprocessing.resource_tracker" in " ".join(_cmdline(process)):
+def _of_the_whole_run(process: psutil.Process, parent_of: dict[int, int], kept: set[int]) -> bool:
+    if process.pid in kept or "multiprocessing.resource_tracker" in " ".join(_cmdline(process)):
         return True
-    try:
-        if WHOLE_RUN & {process.pid, *(parent.pid for parent in process.parents())}:
+    pid = process.pid
+    while pid in parent_of:  # up to this process, the root of the tree
+        if pid in WHOLE_RUN:
             return True
-    except psutil.NoSuchProcess:
-        return True  # gone since it was listed: not left behind
-    if process.pid in kept_pids():
-        return True
+        pid = parent_of[pid]
     try:
         return postgres.is_server_process(process)
     except psutil.NoSuchProcess:
