@@ -20,11 +20,10 @@ from typing import NamedTuple
 
 import pytest
 import yaml
+from conftest import Ran, policybox
 
 ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "examples"
-WIDE = {**os.environ, "COLUMNS": "200"}
-NARROW = {**os.environ, "COLUMNS": "80"}
 VENV_BIN = str(Path(sys.executable).parent)
 CHECKED_LANGUAGES = ("bash", "sh", "python")
 FENCE = re.compile(r"^( *)```(\w*)\s*$")
@@ -89,6 +88,17 @@ def block(page: str, heading: str, language: str, index: int = 0) -> str:
 def local(line: str) -> list[str]:
     """A command line of the docs as words, with the docs' ``.venv/bin`` made this venv's."""
     return [word.replace(".venv/bin", VENV_BIN) for word in shlex.split(line)]
+
+
+def run_line(line: str, cwd: Path, columns: int = 200) -> Ran | subprocess.CompletedProcess:
+    """A command line of the docs, run as written in ``cwd`` on a terminal ``columns`` wide: a ``policybox``
+    command in this process (``conftest.policybox``: its text, exit code and files are what is judged),
+    anything else (``python -c``) as a process of this venv."""
+    words = local(line)
+    if Path(words[0]).name == "policybox":
+        return policybox(*words[1:], cwd=cwd, columns=columns)
+    environment = {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run(words, cwd=cwd, capture_output=True, text=True, timeout=600, env=environment)
 
 
 # --- the blocks a test here runs (block → the test), and the blocks checked instead (block → why) ---
@@ -207,7 +217,7 @@ def run_example(tmp_path: Path, bot: Block, bot_file: str, commands: Block) -> l
     (tmp_path / "bots" / bot_file).write_text(block(*bot))
     printed = []
     for line in block(*commands).strip().splitlines():
-        run = subprocess.run(local(line), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        run = run_line(line, tmp_path)
         assert run.returncode == 0, run.stdout + run.stderr
         printed.append(run.stdout)
     return printed
@@ -264,7 +274,7 @@ def test_the_main_job_command(tmp_path):
     (the latencies aside), on rows that differ and fit, and writes the report the README describes."""
     shutil.copytree(EXAMPLES, tmp_path / "examples")
     command = block(*MAIN_JOB).strip().split(" && ")[-1]
-    run = subprocess.run(local(command), cwd=tmp_path, capture_output=True, text=True, timeout=600, env=NARROW)
+    run = run_line(command, tmp_path, columns=80)
     assert run.returncode == 0, run.stdout + run.stderr
     summary = json.loads((tmp_path / "board" / "summary.json").read_text())
     assert summary["episodes_done"] == 6 and summary["ranking"] == ["Wanderer", "random", "noop"]
@@ -290,10 +300,9 @@ def _but_latency(line: str) -> str:
 def test_neural_network_example(tmp_path):
     """The LSTM example: a checkpoint from MettaGrid's own save_policy_data, played in cells."""
     make, run = block(*LSTM).strip().split("\n.venv/bin/policybox")
-    made = subprocess.run(local(make), cwd=tmp_path, capture_output=True, text=True)
+    made = run_line(make, tmp_path)
     assert made.returncode == 0, made.stderr
-    command = [*local(f".venv/bin/policybox{run}"), "--out", "result.json"]
-    played = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    played = run_line(f".venv/bin/policybox{run} --out result.json", tmp_path)
     assert played.returncode == 0, played.stdout + played.stderr
     result = json.loads((tmp_path / "result.json").read_text())
     assert [agent["status"] for agent in result["agents"]] == ["ok"] * 4
@@ -338,7 +347,7 @@ def test_the_ladder_example(tmp_path):
     shutil.copytree(EXAMPLES, tmp_path / "examples")
     printed = []
     for line in block(*LADDER).strip().splitlines():
-        run = subprocess.run(local(line), cwd=tmp_path, capture_output=True, text=True, timeout=600, env=WIDE)
+        run = run_line(line, tmp_path)
         assert run.returncode == 0, run.stdout + run.stderr
         printed.append(run.stdout)
     table = printed[-1].splitlines()
@@ -347,9 +356,7 @@ def test_the_ladder_example(tmp_path):
     page = page_path(LADDER.page).read_text()
     broken = "ladder submit league broken ./examples/broken.py:Broken"
     assert f"`{broken}`" in page
-    refused = subprocess.run(
-        local(f".venv/bin/policybox {broken}"), cwd=tmp_path, capture_output=True, text=True, timeout=600, env=WIDE
-    )
+    refused = run_line(f".venv/bin/policybox {broken}", tmp_path)
     said = " ".join(page[page.index(f"`{broken}`") :].split("`")[3].split())
     assert refused.returncode == 2 and said in " ".join(refused.stderr.split()), refused.stdout + refused.stderr
 
@@ -376,7 +383,7 @@ def test_a_ladder_in_five_commands(tmp_path):
     init, token, run, serve, team = block(*FIVE_COMMANDS).strip().splitlines()
     port = str(free_port())
     for line in (init, token):
-        made = subprocess.run(local(line), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        made = run_line(line, tmp_path)
         assert made.returncode == 0, made.stdout + made.stderr
     secret = made.stdout.strip()
     running = [
