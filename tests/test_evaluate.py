@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import unittest.mock
 import zlib
 from pathlib import Path
 
@@ -290,9 +291,10 @@ def test_replays_of_a_pettingzoo_game_are_its_moves(tmp_path):
 
 
 def test_kept_workers_play_every_run_of_their_block_and_end_with_it(tmp_path):
-    """Within kept_workers(), two tournaments given no pool play on the same two worker processes (each
-    keeping its zygote); when the block ends every worker is gone. Judged from outside: this process's
-    worker processes, and the results."""
+    """Within kept_workers(), tournaments given no pool play on the same two worker processes (each
+    keeping its zygote), whatever test pytest says it runs (PYTEST_CURRENT_TEST); a changed environment
+    variable starts them anew, since episodes may read it; when the block ends every worker is gone.
+    Judged from outside: this process's worker processes, and the results."""
     from policybox.league.play.worker_pool import kept_workers
 
     def workers() -> set[int]:
@@ -301,10 +303,11 @@ def test_kept_workers_play_every_run_of_their_block_and_end_with_it(tmp_path):
     before = workers()
     seen = []
     with kept_workers() as kept:
-        for turn in range(2):
-            board = play_tournament(tournament(episodes=2), tmp_path / str(turn), workers=2)
+        for turn, environment in enumerate(({}, {"PYTEST_CURRENT_TEST": "another"}, {"UV_INDEX_URL": "x"})):
+            with unittest.mock.patch.dict(os.environ, environment):
+                board = play_tournament(tournament(episodes=2), tmp_path / str(turn), workers=2)
             assert board.episodes_done == 2
             seen.append(workers() - before)
         ((_, pool),) = kept.items()
-        assert seen[0] == seen[1] == pool.pids and len(pool.pids) == 2
+        assert seen[0] == seen[1] and seen[2] == pool.pids and len(pool.pids) == 2 and not seen[1] & seen[2]
     assert workers() == before

@@ -278,10 +278,12 @@ def local_workers(count: int, budget: Budget | None, role: str = "play") -> Loca
         return pool
 
 
-TERMINAL = frozenset({"COLUMNS", "LINES"})  # the driver's terminal: no worker prints to it
+# Variables no episode reads: the driver's terminal (no worker prints to it), and the test pytest is running
+# (it names each test anew: a test run keeping its workers would start them again for every test).
+UNREAD = frozenset({"COLUMNS", "LINES", "PYTEST_CURRENT_TEST"})
 
 
 def _inherited() -> tuple[Any, ...]:
-    """What a worker inherits from this process that its episodes read: the environment (but the terminal's
-    size) and the folder."""
-    return tuple(sorted(item for item in os.environ.items() if item[0] not in TERMINAL)), os.getcwd()
+    """What a worker inherits from this process that its episodes read: the environment (but ``UNREAD``)
+    and the folder."""
+    return tuple(sorted(item for item in os.environ.items() if item[0] not in UNREAD)), os.getcwd()
