@@ -1,11 +1,15 @@
 """Policies as MettaGrid users write them run unchanged in their cells; checkpoints load in the cell."""
 
+import gc
 import hashlib
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 from conftest import policy
 
+from policybox.envs import mettagrid
 from policybox.envs.mettagrid import ACTION, NO_VIBE
 from policybox.results import AgentStatus
 
@@ -45,6 +49,46 @@ def test_mettagrid_bundled_policies_by_shorthand_and_dotted_path(play):
     assert [a.policy for a in result.agents] == ["random", "noop", "RandomMultiAgentPolicy"]
     assert result.agents[1].stats.get("action.noop.success") == 30
     assert result.agents[0].latency.count == 30
+
+
+class _Cycle:
+    """Garbage with a finaliser: collecting it runs Python code, where the interpreter may switch threads."""
+
+    def __del__(self) -> None:
+        pass
+
+
+def test_shorthands_resolve_in_threads_at_once_while_garbage_is_collected():
+    """A ladder's upload threads check shorthands at once. The registry is read from MettaGrid's source
+    with ast.parse, which CPython 3.11 breaks when two threads parse at once across a garbage collection
+    ("AST constructor recursion depth mismatch": 9 rounds of 20 failed without the registry's lock)."""
+    interval, threshold = sys.getswitchinterval(), gc.get_threshold()
+    sys.setswitchinterval(1e-6)
+    gc.set_threshold(5)
+    errors: list[BaseException] = []
+    try:
+        for _ in range(20):
+            mettagrid._read_registry.cache_clear()
+            start = threading.Barrier(8)
+
+            def resolve(start: threading.Barrier = start) -> None:
+                start.wait()
+                for garbage in [_Cycle() for _ in range(100)]:
+                    garbage.itself = garbage
+                try:
+                    assert mettagrid.resolve_shorthand("random").endswith("RandomMultiAgentPolicy")
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=resolve) for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+        gc.set_threshold(*threshold)
+    assert errors == []
 
 
 def test_init_kwargs_reach_the_policy(play):

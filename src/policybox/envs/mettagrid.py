@@ -18,6 +18,7 @@ import hashlib
 import importlib.util
 import json
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,8 +128,20 @@ def resolve_shorthand(name: str) -> str:
     return registry[name]
 
 
-@functools.cache
+# One thread at a time builds the registry: CPython 3.11's ast.parse, run in two threads at once while a
+# garbage collection switches between them, fails with "AST constructor recursion depth mismatch" (a
+# ladder's upload threads check shorthands).
+_REGISTRY_LOCK = threading.Lock()
+
+
 def shorthand_registry() -> dict[str, str]:
+    """MettaGrid's shorthand registry (``_read_registry``), read once per process."""
+    with _REGISTRY_LOCK:
+        return _read_registry()
+
+
+@functools.cache
+def _read_registry() -> dict[str, str]:
     """MettaGrid's shorthand registry, read from the source of its policy packages, not imported.
 
     MettaGrid builds its registry by importing every module of those packages (its policies
