@@ -432,8 +432,10 @@ def test_a_setup_script_runs_once_in_a_cell_at_qualification_and_a_failing_one_r
 
     good = team(tmp_path / "good", BUILD)
     bad = team(tmp_path / "bad", "print('cannot build: no compiler here')\nraise SystemExit(3)\n")
-    with api_ladder(tmp_path / "cup") as ladder:
-        ladder.submit("failing", str(bad))  # first: one script runs at a time, and a run that stops stops it
+    # One setup worker: the failing script ends before the good one starts, so before any match (a run that
+    # reaches its matches stops the setups still running).
+    with api_ladder(tmp_path / "cup", setup_workers=1) as ladder:
+        ladder.submit("failing", str(bad))
         ladder.submit("built", str(good))
         ladder.submit("noop", "noop")
         ladder.run(matches=2, workers=1)

@@ -133,7 +133,8 @@ class _Worker:
             os.killpg(self.process.pid, signal.SIGTERM)
 
     def reap(self, give_up: float) -> None:
-        """Wait for it until ``give_up`` (monotonic), SIGKILL its group after, and close its end."""
+        """Wait for it until ``give_up`` (monotonic), SIGKILL its group after, close its end, and count it
+        lost."""
         try:
             self.process.wait(max(0.0, give_up - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -142,6 +143,7 @@ class _Worker:
             self.process.wait()
         self.connection.close()
         self._reader.join(timeout=1.0)
+        self._lost()  # at once, not when its reader gets to it: a kept pool's next run must start another
 
 
 class LocalWorkers:
