@@ -254,7 +254,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")  # only now: a SQLite-only run starts no server
 
 
-# The quick loop (``pytest -n 2 -m quick``, about 3 minutes here): a part of every floor of the house --
+# The quick loop (``pytest -n 3 -m "quick and not alone"``, about 2 minutes here): a part of every floor of the house --
 # the wire and specs, the engine's faults and sandbox, the CLI, PettingZoo, cells per policy, the
 # statistics, the web pages and uploads, the architecture and types -- for iterating; the README's whole
 # suite is still what decides.
