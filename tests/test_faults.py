@@ -21,9 +21,10 @@ from policybox.host.cgroup import kill_cgroup_parent
 from policybox.results import AgentStatus, EpisodeResult
 
 STEPS = 150
-# A healthy cell answers in about a millisecond; 500 ms deadlines leave room for a loaded machine,
-# and a 10 ms pacer keeps the episode long enough (>1.5 s) for a hung agent to spend its bank.
-LIMITS = ["--act-timeout-ms", "500", "--time-bank-ms", "500", "--init-timeout-s", "5", "--log-limit-mb", "0.1"]
+# A healthy cell answers in about a millisecond; 2 s deadlines leave room for a loaded machine (a run of the
+# whole suite on three workers once stalled the 10 ms pacer past 500 ms), and the pacer keeps the episode
+# long enough (>1.4 s after step 10) for a hung agent to spend its bank.
+LIMITS = ["--act-timeout-ms", "2000", "--time-bank-ms", "500", "--init-timeout-s", "5", "--log-limit-mb", "0.1"]
 OTHERS = [
     policy("seeded_random.py:SeededRandom"),
     policy("stateful.py:Stateful"),
@@ -149,7 +150,8 @@ def test_checkpoint_missing_inside_its_folder(tmp_path, reference):
 
 
 def test_sleep_past_the_deadline_then_recover(tmp_path, reference):
-    faulty = check_fault(policy("faults.py:SleepOnceInStep"), tmp_path, reference, AgentStatus.TIMEOUT, "Timeout", 10)
+    sleeper = policy("faults.py:SleepOnceInStep", **{"kw.sleep_s": "2.2"})  # 0.2 s past the deadline: in the bank
+    faulty = check_fault(sleeper, tmp_path, reference, AgentStatus.TIMEOUT, "Timeout", 10)
     assert faulty.timeouts >= 1
     # Every step was either answered in time or counted as missed, and it answered again after.
     assert faulty.latency.count + faulty.timeouts == STEPS
