@@ -151,6 +151,41 @@ except typer.Exit as stop:
 """
 
 
+WRAPPED = """
+import os, signal, sys, time
+import pydantic, typer
+from policybox.cli.common import guarded
+
+class Job(pydantic.BaseModel):
+    name: str
+
+    @pydantic.field_serializer("name")
+    def _interrupted_here(self, name):  # the signal's handler runs inside pydantic's serializer
+        os.kill(os.getpid(), signal.{signal})
+        time.sleep(0.2)
+        return name
+
+try:
+    with guarded("nothing was written"):
+        Job(name="x").model_dump_json()
+        print("not interrupted", flush=True)
+except typer.Exit as stop:
+    sys.exit(stop.exit_code)
+"""
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupt_native_code_turns_into_its_own_error_still_ends_the_command_as_interrupted(signum, code):
+    """pydantic's serializer turns a KeyboardInterrupt raised in it into a PydanticSerializationError: a
+    Ctrl-C that came while evaluate handed a worker its job printed a traceback and exit 1. Guarded
+    commands know an interrupt came, and end as interrupted whatever it became."""
+    run = subprocess.run(
+        [sys.executable, "-c", WRAPPED.format(signal=signum.name)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == code, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr and "interrupted: nothing was written" in run.stderr
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupt_python_drops_inside_a_finaliser_still_stops_the_command(signum, code):
     """Python drops what a signal handler raises while a ``__del__`` or a garbage-collection callback

@@ -11,7 +11,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -32,10 +32,17 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that it unwinds the same way."""
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    _received.append(KeyboardInterrupt)
+    raise KeyboardInterrupt
+
+
 def _terminated(signum: int, frame: object) -> None:
+    _received.append(Terminated)
     raise Terminated
 
 
+_received: list[type[KeyboardInterrupt]] = []  # the interrupts that arrived while guarded
 _dropped: list[type[KeyboardInterrupt]] = []  # interrupts Python dropped, to be raised again
 REDELIVER_S = 0.01
 
@@ -61,25 +68,32 @@ def _raise_dropped(signum: int, frame: object) -> None:
 @contextlib.contextmanager
 def guarded(after_interrupt: str) -> Iterator[None]:
     """A user's mistake: one clear message and exit 2. A full disk: its message, exit 1 (what was
-    written is kept). Ctrl-C: say what was kept, exit 130; SIGTERM the same, exit 143."""
-    previous = signal.signal(signal.SIGTERM, _terminated), signal.signal(signal.SIGINT, signal.default_int_handler)
+    written is kept). Ctrl-C: say what was kept, exit 130; SIGTERM the same, exit 143 -- also where the
+    interrupt was raised inside native code that turned it into an exception of its own (pydantic's
+    serializer makes it a ``PydanticSerializationError``)."""
+    previous = signal.signal(signal.SIGTERM, _terminated), signal.signal(signal.SIGINT, _interrupted)
     previous_alarm, previous_hook = signal.signal(signal.SIGALRM, _raise_dropped), sys.unraisablehook
     sys.unraisablehook = _redelivered
+    _received.clear()
     try:
         yield
-    except StorageFull as exc:
-        errors.print(error_line(exc), soft_wrap=True)
-        raise typer.Exit(1) from None
-    except USER_ERRORS as exc:
-        errors.print(error_line(exc), soft_wrap=True)
-        if getattr(exc, "end_at_once", False):  # a database whose connections must not be closed (FilesChanged)
-            sys.stdout.flush()
-            os._exit(2)
-        raise typer.Exit(2) from None
     except KeyboardInterrupt as stop:
-        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so changes nothing
-            errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
-        raise typer.Exit(143 if isinstance(stop, Terminated) else 130) from None
+        _end_interrupted(after_interrupt, type(stop))
+    except typer.Exit:
+        raise
+    except Exception as exc:
+        if _received:  # what the interrupt became on its way through native code
+            _end_interrupted(after_interrupt, _received[-1])
+        if isinstance(exc, StorageFull):
+            errors.print(error_line(exc), soft_wrap=True)
+            raise typer.Exit(1) from None
+        if isinstance(exc, USER_ERRORS):
+            errors.print(error_line(exc), soft_wrap=True)
+            if getattr(exc, "end_at_once", False):  # a database whose connections must not be closed (FilesChanged)
+                sys.stdout.flush()
+                os._exit(2)
+            raise typer.Exit(2) from None
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])
@@ -87,6 +101,13 @@ def guarded(after_interrupt: str) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous_alarm)
         sys.unraisablehook = previous_hook
         _dropped.clear()
+        _received.clear()
+
+
+def _end_interrupted(after_interrupt: str, interrupt: type[KeyboardInterrupt]) -> NoReturn:
+    with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so changes nothing
+        errors.print(f"[yellow]interrupted: {after_interrupt}[/]")
+    raise typer.Exit(143 if issubclass(interrupt, Terminated) else 130) from None
 
 
 def show_warning(
