@@ -21,10 +21,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from policybox.errors import PolicyboxError
+from policybox.host.keeping import Keeping
 from policybox.host.sandbox import host_environment
 from policybox.host.torch_use import TORCH
 from policybox.threads import thread_environment
@@ -33,10 +33,6 @@ MAX_MESSAGE = 1 << 16
 START_TIMEOUT_S = 120.0  # torch can take a while to import on a loaded machine
 POLL_S = 0.001  # how long wait() reads with the lock held: only a message already there
 WAIT_SLICE_S = 0.05  # how long wait() sleeps without the lock before looking at the filed exits again
-
-
-_kept: dict[tuple[str, ...], Zygote] | None = None  # kept_zygotes()'s, by preload; None: outside one
-_kept_lock = threading.Lock()
 
 
 class ZygoteError(PolicyboxError, RuntimeError):
@@ -178,35 +174,29 @@ class Zygote:
             self._popen.wait()
 
 
-@contextlib.contextmanager
-def kept_zygotes(keep: dict[tuple[str, ...], Zygote] | None = None) -> Iterator[dict[tuple[str, ...], Zygote]]:
+def kept_zygotes(
+    keep: dict[tuple[str, ...], Zygote] | None = None,
+) -> contextlib.AbstractContextManager[dict[tuple[str, ...], Zygote]]:
     """Keep a zygote per preload for every episode in this block that is given none (see the module's
     docstring); yields them, by preload, as they are started, and stops them when the block ends. Given
     ``keep`` (an earlier block's), it uses and adds to those and leaves them running: whoever made
     ``keep`` owns them and closes them. Within a nested block, the inner one's zygotes serve."""
-    global _kept
-    with _kept_lock:
-        outer, kept = _kept, {} if keep is None else keep
-        _kept = kept
-    try:
-        yield kept
-    finally:
-        with _kept_lock:
-            _kept = outer
-        if keep is None:
-            for zygote in kept.values():
-                zygote.close()
+    return _KEPT.block(keep)
 
 
 def zygote_for(preload: tuple[str, ...], stack: contextlib.ExitStack) -> Zygote:
     """The zygote for an episode given none: the one kept for ``preload`` (``kept_zygotes``; a new one if
     it has died), else a new one that ``stack`` stops."""
-    with _kept_lock:
-        if _kept is None:
+    with _KEPT.lock:
+        kept = _KEPT.current
+        if kept is None:
             return stack.enter_context(Zygote(preload))
-        zygote = _kept.get(preload)
+        zygote = kept.get(preload)
         if zygote is None or not zygote.alive:
             if zygote is not None:
                 zygote.close()  # reaped, its socket closed
-            zygote = _kept[preload] = Zygote(preload)
+            zygote = kept[preload] = Zygote(preload)
         return zygote
+
+
+_KEPT: Keeping[tuple[str, ...], Zygote] = Keeping(Zygote.close)  # kept_zygotes()'s, by preload

@@ -30,13 +30,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from policybox.host.budget import Budget
+from policybox.host.keeping import Keeping
 from policybox.league.play.runner import EpisodeJob
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
@@ -47,10 +47,7 @@ if TYPE_CHECKING:
 
 STOP_GRACE_S = 5.0
 MAX_CHECKS = 3  # a worker lost while it checks is replaced; the check is tried this often
-# kept_workers()'s pools, by their role, worker count and budget. None: outside a kept_workers() block.
-Kept = dict[tuple[Any, ...], "LocalWorkers"]
-_kept: Kept | None = None
-_kept_lock = threading.Lock()
+Kept = dict[tuple[Any, ...], "LocalWorkers"]  # kept_workers()'s pools, by their role, worker count and budget
 
 
 class WorkerLost(RuntimeError):
@@ -240,24 +237,12 @@ class LocalWorkers:
             worker.reap(give_up)
 
 
-@contextlib.contextmanager
-def kept_workers(keep: Kept | None = None) -> Iterator[Kept]:
+def kept_workers(keep: Kept | None = None) -> contextlib.AbstractContextManager[Kept]:
     """Keep a pool of workers for every run in this block that is given none (see the module's docstring);
     yields them and stops them when the block ends. Given ``keep`` (an earlier block's), it uses and adds to
     those and leaves them running: whoever made ``keep`` stops them. Within a nested block, the inner one's
     pools serve."""
-    global _kept
-    with _kept_lock:
-        outer, kept = _kept, {} if keep is None else keep
-        _kept = kept
-    try:
-        yield kept
-    finally:
-        with _kept_lock:
-            _kept = outer
-        if keep is None:
-            for pool in kept.values():
-                pool.stop()
+    return _KEPT.block(keep)
 
 
 def local_workers(count: int, budget: Budget | None, role: str = "play") -> LocalWorkers:
@@ -266,13 +251,14 @@ def local_workers(count: int, budget: Budget | None, role: str = "play") -> Loca
     started again if this process's environment or folder changed); else, or while another run uses that
     one, a new one the run stops."""
     key = (role, count, budget)
-    with _kept_lock:
-        pool = None if _kept is None else _kept.get(key)
+    with _KEPT.lock:
+        kept = _KEPT.current
+        pool = None if kept is None else kept.get(key)
         if pool is not None and not pool.in_use and pool.inherited != _inherited():
             pool.stop()  # its workers have another environment or folder: relative paths would land elsewhere
             pool = None
-        if _kept is not None and pool is None:
-            pool = _kept[key] = LocalWorkers(count, budget)
+        if kept is not None and pool is None:
+            pool = kept[key] = LocalWorkers(count, budget)
             pool.kept = True
         if pool is None or pool.in_use:
             return LocalWorkers(count, budget)
@@ -289,3 +275,6 @@ def _inherited() -> tuple[Any, ...]:
     """What a worker inherits from this process that its episodes read: the environment (but ``UNREAD``)
     and the folder."""
     return tuple(sorted(item for item in os.environ.items() if item[0] not in UNREAD)), os.getcwd()
+
+
+_KEPT: Keeping[tuple[Any, ...], LocalWorkers] = Keeping(LocalWorkers.stop)
