@@ -38,7 +38,7 @@ def live(tmp_path, screenshots) -> Iterator[Live]:
             activate(ladder, name)
         ladder.run(matches=2, workers=1)
     with serving(folder, tmp_path / "serve.log") as (url, serve):
-        run = start_run(folder)
+        run = start_run(folder, "--workers", "1")  # one match at a time is all a page shows
         try:
             yield Live(url, folder, tokens, serve, run, screenshots)
         finally:

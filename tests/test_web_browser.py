@@ -115,8 +115,8 @@ def _answers(url: str, serve: subprocess.Popen, log: Path) -> bool:
 def live(tmp_path, screenshots) -> Iterator[Live]:
     """The moves arena's ladder with the organiser's wanderer, random and noop, and team alpha's and
     team beta's bots (each logs its team's secret, then raises at step 5 of every match; let in
-    without qualifying, so that they fail in matches). ``ladder serve`` and ``ladder run`` (two
-    workers, until stopped) beside it."""
+    without qualifying, so that they fail in matches). ``ladder serve`` and ``ladder run`` (one
+    worker, until stopped) beside it."""
     folder = tmp_path / "cup"
     with api_ladder(folder) as ladder:
         tokens = {team: ladder.token(team) for team in SECRET}
@@ -126,7 +126,7 @@ def live(tmp_path, screenshots) -> Iterator[Live]:
             ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
             activate(ladder, f"{team}bot")
     with serving(folder, tmp_path / "serve.log") as (url, serve):
-        run = start_run(folder)
+        run = start_run(folder, "--workers", "1")  # one match at a time is all a page shows
         try:
             yield Live(url, folder, tokens, serve, run, screenshots)
         finally:
