@@ -111,6 +111,15 @@ def state(url: str, name: str) -> str | None:
     return next((row["state"] for row in api(url, "/api/standings")["rows"] if row["name"] == name), None)
 
 
+def ranked(folder: Path) -> list[int]:
+    """The versions a final opened now would play: waited for, since a fresh clone's run of the whole suite
+    once had the suspension and the rejection before two names were ranked, and the final refused."""
+    from policybox.league.ladder.final import frozen_field
+
+    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        return frozen_field(connection)
+
+
 def log_in(context: BrowserContext, url: str, token: str) -> None:
     """As team alpha, which sees its own names' tracebacks and log tails: the widest the pages get."""
     page = context.new_page()
@@ -136,6 +145,7 @@ def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path) 
         try:
             wait_until(lambda: state(url, LONG_NAME) == "suspended", 900, f"{LONG_NAME} to be suspended")
             wait_until(lambda: state(url, REJECTED) == "rejected", 900, f"{REJECTED} to be rejected")
+            wait_until(lambda: len(ranked(folder)) >= 2, 900, "two names ranked, for the final")
         finally:
             stop(run)
         with Ladder.open(folder) as ladder:  # /final and the report's final section, measured too
