@@ -3,7 +3,7 @@ rules and its format), and mypy passes on ``src/`` at the strictness pyproject.t
 sets.
 
 The page's block runs as written, from the repository's root. mypy keeps its cache in ``.mypy_cache``
-there: a cold run takes a minute or two on two loaded cores, a warm one seconds.
+there: a cold run takes 15 CPU-seconds (torch, scipy and Ray are not followed), a warm one 2.
 """
 
 from __future__ import annotations
