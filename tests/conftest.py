@@ -2,9 +2,9 @@
 and IPC objects, databases (SQLite and a real PostgreSQL server), a real headless Chromium, and small
 tmpfs disks to fill.
 
-The suite runs on two pytest-xdist workers at once (the README's test command), on a machine others
+The suite runs on three pytest-xdist workers at once (the README's test command), on a machine others
 share: every guard looks only at what its own test made -- this process's tree, the uids its cells
-had -- never at the whole machine, so that the other worker's test cannot fail it."""
+had -- never at the whole machine, so that another worker's test cannot fail it."""
 
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ from policybox.results import EpisodeResult
 from policybox.settings import EpisodeSettings
 
 POLICIES = Path(__file__).parent / "policies"
+
+# The suite keeps Python's bytecode caches whatever the shell says (a container's PYTHONDONTWRITEBYTECODE=1):
+# without them every worker rewrites each test module's assertions again (3.4 s a collection), and every
+# `policybox` subprocess compiles policybox's own modules again (0.1 s).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def policy(name: str, **extra: str) -> str:
