@@ -18,12 +18,16 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import policy
 
 from policybox.league.evaluate.journal import read_records
 
 EVALUATE_PAGE = Path(__file__).parents[1] / "docs" / "evaluate.md"
-EPISODES = 40
-TOURNAMENT = ["-p", "random", "-p", "noop", "--episodes", str(EPISODES), "--agents", "4", "--steps", "400"]
+EPISODES = 12
+# Two seats of every episode sleep 10 ms a step: an episode lasts over two seconds whatever the machine's
+# speed, so that play is still under way at the last moment below, and costs little CPU.
+PACER = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.01"})
+TOURNAMENT = ["-p", "random", "-p", PACER, "--episodes", str(EPISODES), "--agents", "4", "--steps", "200"]
 # (seconds after the start, signal, to the whole group?, resume after?)
 MOMENTS = [
     (0.3, signal.SIGINT, True, False),  # importing
