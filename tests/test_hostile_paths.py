@@ -38,7 +38,7 @@ from policybox.limits import Limits
 from policybox.results import EpisodeResult
 
 MiB = 1024 * 1024
-INIT_TIMEOUT_S = 5  # a cell still compiling the slow module is stopped here
+INIT_TIMEOUT_S = 3  # a cell still compiling the slow module is stopped here (its CPU until then)
 BOT = (EXAMPLES / "wanderer.py").read_text().replace("class Wanderer(", "class Bot(")
 IN_ACCESS, IN_OPEN = 0x1, 0x20
 SYSLOG_ACTION_SIZE_UNREAD = 9
