@@ -2,7 +2,7 @@
 and IPC objects, databases (SQLite and a real PostgreSQL server), a real headless Chromium, and small
 tmpfs disks to fill.
 
-The suite runs on four pytest-xdist workers at once (the README's test command), on a machine others
+The suite runs on three pytest-xdist workers at once (the README's test command), on a machine others
 share: every guard looks only at what its own test made -- this process's tree, the uids its cells
 had -- never at the whole machine, so that another worker's test cannot fail it."""
 
