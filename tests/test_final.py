@@ -214,7 +214,8 @@ def test_a_final_from_the_api_on_either_database(tmp_path, database_url):
         assert opened.latest_final() == done
     # Two versions a match, as the ladder plays (its default): one cycle is a double round robin.
     assert (done.state, done.played, done.scheduled) == ("done", 6, 6)
-    assert done.versions == ["noop v1", "random v1", "wanderer v1"] and done.ranking.names[0].name == "wanderer"
+    assert done.versions == ["noop v1", "random v1", "wanderer v1"]  # who wins six short matches is not the subject
+    assert sorted(placed.name for placed in done.ranking.names) == ["noop", "random", "wanderer"]
     rows = _final_rows(folder)
     assert [row.state for row in rows] == ["played"] * 6 and all(len(set(row.seats)) == 2 for row in rows)
     assert Counter(frozenset(row.seats) for row in rows) == dict.fromkeys(

@@ -292,7 +292,7 @@ def test_a_lost_worker_never_counts_against_a_policy_and_its_match_is_played_aga
 
     with api_ladder(tmp_path / "cup") as ladder:
         ladder.submit("walker", WANDERER)
-        ladder.submit("random", "random")
+        ladder.submit("pacer", policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"}))  # a match lasts 1.5 s
         ladder.run(matches=1, workers=1)  # both qualified, one match played
         killer = threading.Thread(target=kill_a_playing_worker)
         killer.start()
