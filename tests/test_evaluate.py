@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import unittest.mock
 import zlib
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import psutil
 from conftest import policy, policybox
+from helpers.workers import WorkerKiller
 
 from policybox.league.evaluate.journal import read_records
 from policybox.league.evaluate.results_folder import load_summary, play_tournament
@@ -129,37 +129,14 @@ def test_one_worker_and_two_give_the_same_episodes(tmp_path):
 
 def test_a_lost_worker_is_replaced_and_its_episode_counted_once(tmp_path):
     """SIGKILL a worker process mid-tournament: its episode is played again elsewhere, once."""
-    killed: list[int] = []
-
-    def kill_a_worker():
-        give_up = time.monotonic() + 120
-        while time.monotonic() < give_up and not killed:
-            for child in psutil.Process().children():
-                if _playing_worker(child):
-                    time.sleep(0.3)
-                    os.kill(child.pid, signal.SIGKILL)
-                    killed.append(child.pid)
-                    return
-            time.sleep(0.05)
-
-    killer = threading.Thread(target=kill_a_worker)
+    killer = WorkerKiller(after_s=0.3)
     killer.start()
     summary = play_tournament(tournament(episodes=6), tmp_path / "board", workers=2)
     killer.join()
-    assert killed, "no worker was found to kill"
+    assert killer.killed, "no worker was found to kill"
     assert summary.episodes_done == 6 and not summary.incomplete
     assert sorted(outcomes(tmp_path / "board")) == list(range(6))
     assert outcomes(tmp_path / "board") == {e: o for e, o in outcomes(_reference(tmp_path)).items()}
-
-
-def _playing_worker(process: psutil.Process) -> bool:
-    """A worker process in the middle of an episode: its zygote has cells."""
-    try:
-        return "policybox.league.play.worker" in " ".join(process.cmdline()) and any(
-            z.children() for z in process.children()
-        )
-    except psutil.Error:
-        return False
 
 
 def _reference(tmp_path: Path) -> Path:

@@ -30,6 +30,7 @@ from helpers.ladders import (
     start_run,
     wait_until,
 )
+from helpers.workers import WorkerKiller
 from sqlalchemy import func, select
 
 from policybox.ladder import Ladder
@@ -269,36 +270,15 @@ def test_consecutive_failing_matches_suspend_a_version_and_reinstate_lifts_it(tm
 
 
 def test_a_lost_worker_never_counts_against_a_policy_and_its_match_is_played_again(tmp_path):
-    import threading
-
-    killed: list[int] = []
-
-    def kill_a_playing_worker():
-        give_up = time.monotonic() + 120
-        while time.monotonic() < give_up and not killed:
-            for child in psutil.Process().children():
-                try:
-                    playing = "policybox.league.play.worker" in " ".join(child.cmdline()) and any(
-                        z.children() for z in child.children()
-                    )
-                except psutil.Error:
-                    continue
-                if playing:
-                    time.sleep(0.2)
-                    os.kill(child.pid, signal.SIGKILL)
-                    killed.append(child.pid)
-                    return
-            time.sleep(0.05)
-
     with api_ladder(tmp_path / "cup") as ladder:
         ladder.submit("walker", WANDERER)
         ladder.submit("pacer", policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"}))  # a match lasts 1.5 s
         ladder.run(matches=1, workers=1)  # both qualified, one match played
-        killer = threading.Thread(target=kill_a_playing_worker)
+        killer = WorkerKiller(after_s=0.2)
         killer.start()
         progress = ladder.run(matches=4, workers=1)
         killer.join()
-        assert killed and progress.played == 4
+        assert killer.killed and progress.played == 4
         with ladder.engine.connect() as connection:
             states = connection.execute(select(matches.c.state).order_by(matches.c.id)).scalars().all()
         assert states == ["played"] * 5  # none void, none twice
