@@ -193,10 +193,11 @@ def test_forged_action_bytes_are_the_forger_s_invalid_actions_and_never_unpickle
 
 
 def test_a_play_limit_counts_the_game_s_own_steps_when_they_are_fewer(play):
-    """simple_spread truncates at its own 25 cycles: a share of 0.5 of a 200 ms deadline allows 2.5 s of
-    play, not the 20 s that --steps 200 would; players that spend 0.9 of every deadline are disabled."""
-    slow = policy("pettingzoo_bots.py:SlowPlayer", **{"kw.sleep_s": "0.18"})
-    limits = {"act_timeout_ms": 200, "time_bank_ms": 500, "play_share": 0.5}
+    """simple_spread truncates at its own 25 cycles: a share of 0.5 of a 400 ms deadline allows 5 s of
+    play, not the 40 s that --steps 200 would; players that spend 0.75 of every deadline are disabled
+    (0.1 s to spare a step: a loaded machine once made players of 0.9 miss deadlines instead)."""
+    slow = policy("pettingzoo_bots.py:SlowPlayer", **{"kw.sleep_s": "0.3"})
+    limits = {"act_timeout_ms": 400, "time_bank_ms": 500, "play_share": 0.5}
     result = play([slow], agents=None, env=SPREAD, steps=200, limits=limits)
     assert result.aborted is not None and result.aborted.startswith("episode time limit reached")
     assert all(a.status == AgentStatus.DISABLED and a.failure.kind == "EpisodeTimeLimit" for a in result.agents)
