@@ -460,6 +460,13 @@ def _apply(
         mover = acting[0] if len(acting) == 1 else None
         blamed = mover is not None and own[mover] and not env.move_checked(mover)
         raise _fault("step", step, exc, mover, blamed) from exc
+    for i in acting:
+        try:
+            why = env.refused(i) if own[i] else None
+        except Exception as exc:
+            raise _fault("step", step, exc, i) from exc
+        if why is not None:
+            records[i].invalid_action(step, why)
 
 
 def _leave(pool: ProcessPool | InlinePool, records: list[AgentRecord], live: Collection[int], step: int) -> None:
@@ -492,7 +499,7 @@ def apply_reply(env: ActionSink, record: AgentRecord, step: int, reply: Reply | 
             record.invalid_action(step, str(exc))
     elif reply is not None:  # INVALID_ACTION: the cell could not encode what the policy returned
         record.invalid_action(step, reply[1].decode("utf-8", "replace")[:1000])
-    env.apply_fallback(agent_id)
+    env.apply_fallback(agent_id, late=reply is None and record.late)
     record.applied(None)
     return False
 

@@ -315,5 +315,5 @@ class _ChosenActions:
         vibe = None if vibe_id < 0 else self._names[vibe_id]
         self.chosen[agent_id] = Action(name=self._names[action_id], vibe=vibe, talk=talk.decode() if talk else None)
 
-    def apply_fallback(self, agent_id: int) -> None:
+    def apply_fallback(self, agent_id: int, late: bool = False) -> None:
         self.chosen[agent_id] = Action(name=NOOP)

@@ -18,6 +18,16 @@ class ConfigError(PolicyboxError, ValueError):
     """The environment the user asked for does not exist or is not valid; the message says why."""
 
 
+def not_a_policy(spec: Any, policy: str, expected: str) -> TypeError:
+    """The error of a spec that names no ``policy`` ("a MettaGrid policy"); for an agent file (a file
+    without a class, the form Kaggle games take), how to name its class."""
+    file_class = spec.file_and_class
+    if file_class and not file_class[1]:
+        file = file_class[0]
+        return TypeError(f"{file} is an agent file (Kaggle's form), not {policy}: name its class, as {file}:ClassName")
+    return TypeError(f"{spec.class_path} is not {policy}: expected {expected}")
+
+
 class InvalidAction(ValueError):
     """A policy's action (or a cell's action payload) is not a valid action of this environment.
 
@@ -42,8 +52,9 @@ class ActionSink(Protocol):
     """Where agents' actions go: an environment, or a caller that runs the environment itself."""
 
     def apply_action(self, agent_id: int, payload: bytes) -> None: ...
-    def apply_fallback(self, agent_id: int) -> None:
-        """The family's documented fallback: what an agent without a (valid) action plays."""
+    def apply_fallback(self, agent_id: int, late: bool = False) -> None:
+        """The family's documented fallback: what an agent without a (valid) action plays. ``late``: it
+        had no action because it missed its deadline (a family whose game is told why may say so)."""
 
 
 class EnvHost(ActionSink, Protocol):
@@ -66,6 +77,10 @@ class EnvHost(ActionSink, Protocol):
         that a raise on it is the game's bug, not the agent's illegal move)."""
 
     def step(self) -> None: ...
+    def refused(self, agent_id: int) -> str | None:
+        """Why the game itself refused the agent's own action in the step just played -- a rule the host
+        could not check before the step -- or None (the game took it)."""
+
     @property
     def done(self) -> bool: ...
     @property

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from policybox.envs.base import ConfigError, GameRequest, InvalidAction
+from policybox.envs.base import ConfigError, GameRequest, InvalidAction, not_a_policy
 from policybox.storage import StorageFull, writing
 
 if TYPE_CHECKING:
@@ -337,7 +337,11 @@ class MettaGridHost:
         """Always: ``parse_action`` admits only actions MettaGrid accepts, so a raise is the game's own."""
         return True
 
-    def apply_fallback(self, agent_id: int) -> None:
+    def refused(self, agent_id: int) -> str | None:
+        """Never: what MettaGrid would refuse, ``parse_action`` refuses first."""
+        return None
+
+    def apply_fallback(self, agent_id: int, late: bool = False) -> None:
         """MettaGrid's fallback: the game's noop action."""
         self._actions[agent_id] = self._noop_id
         self._vibe_actions[agent_id] = 0
@@ -461,10 +465,8 @@ class MettaGridCell:
     def build_policy(self, policy_class: type, spec: Any) -> Any:
         """Construct a MettaGrid policy as MettaGrid does and load its data: one for all the cell's seats."""
         if not isinstance(policy_class, type) or not callable(getattr(policy_class, "agent_policy", None)):
-            raise TypeError(
-                f"{spec.class_path} is not a MettaGrid policy: expected a class with "
-                "agent_policy(agent_id) (e.g. a mettagrid.policy.policy.MultiAgentPolicy subclass)"
-            )
+            expected = "a class with agent_policy(agent_id) (e.g. a mettagrid.policy.policy.MultiAgentPolicy subclass)"
+            raise not_a_policy(spec, "a MettaGrid policy", expected)
         policy = policy_class(self.policy_env_info, **spec.init_kwargs)
         if spec.data_path:
             loader = getattr(policy, "load_policy_data", None)

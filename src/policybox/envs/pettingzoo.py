@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from policybox.envs.base import ConfigError, GameRequest, InvalidAction
+from policybox.envs.base import ConfigError, GameRequest, InvalidAction, not_a_policy
 from policybox.envs.moves import MovesRecorder
 from policybox.envs.spaces import SpaceCodec, fallback_action
 
@@ -248,6 +248,10 @@ class PettingZooHost:
         """Checked when the game gave a legal-move mask for it now."""
         return self._mask(agent_id) is not None
 
+    def refused(self, agent_id: int) -> str | None:
+        """Never: a PettingZoo game refuses a move by raising (``move_checked`` says whose fault that is)."""
+        return None
+
     def _legal(self, agent_id: int, action: Any) -> Any:
         """``action`` if the game's mask allows it now; InvalidAction (before the game sees it) if not."""
         mask = self._mask(agent_id)
@@ -289,7 +293,7 @@ class ParallelGame(PettingZooHost):
         action = self._legal(agent_id, self._action_codecs[agent_id].parse_action(payload))
         self._actions[self._agents[agent_id]] = action
 
-    def apply_fallback(self, agent_id: int) -> None:
+    def apply_fallback(self, agent_id: int, late: bool = False) -> None:
         self._actions[self._agents[agent_id]] = self._fallback(agent_id)
 
     def step(self) -> None:
@@ -342,7 +346,7 @@ class TurnGame(PettingZooHost):
     def apply_action(self, agent_id: int, payload: bytes) -> None:
         self._action = self._legal(agent_id, self._action_codecs[agent_id].parse_action(payload))
 
-    def apply_fallback(self, agent_id: int) -> None:
+    def apply_fallback(self, agent_id: int, late: bool = False) -> None:
         self._action = self._fallback(agent_id)
 
     def step(self) -> None:
@@ -379,10 +383,11 @@ class PettingZooCell:
     def build_policy(self, policy_class: type, spec: Any) -> Any:
         """The policy class, checked: a PettingZoo policy is built per seat (``build_agent``)."""
         if not isinstance(policy_class, type) or not callable(getattr(policy_class, "act", None)):
-            raise TypeError(
-                f"{spec.class_path} is not a policy for PettingZoo games: expected a class built as "
-                "Cls(observation_space, action_space, **kwargs) with act(observation) or act(observation, info)"
+            expected = (
+                "a class built as Cls(observation_space, action_space, **kwargs) with act(observation) or "
+                "act(observation, info)"
             )
+            raise not_a_policy(spec, "a policy for PettingZoo games", expected)
         return policy_class
 
     def build_agent(self, policy: Any, spec: Any, agent_id: int) -> tuple[Any, int]:

@@ -62,6 +62,11 @@ class AgentRecord:
             message = f"no action within {limit_ms:g} ms"
             self.fail(AgentStatus.TIMEOUT, Failure(step=step, phase="step", kind="Timeout", message=message))
 
+    @property
+    def late(self) -> bool:
+        """Whether its failure is a missed deadline: the act timeout, or its time bank used up."""
+        return self.failure is not None and self.failure.kind in ("Timeout", "TimeBank")
+
     def invalid_action(self, step: int, reason: str) -> None:
         self.invalid_actions += 1
         if self.invalid_actions == 1:
