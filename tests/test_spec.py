@@ -68,7 +68,6 @@ def test_submission_folder_reads_policy_spec_json(tmp_path):
     [
         ("", "empty policy spec"),
         ("./missing.py:Bot", "policy file './missing.py' does not exist"),
-        (f"{POLICIES}/weights.py", "name the class too"),
         (f"{POLICIES}/weights.py:Weights,data=/no/such/ckpt", "checkpoint \\(data\\) '/no/such/ckpt' does not exist"),
         ("random,path=/no/such/dir", "python path folder '/no/such/dir' does not exist"),
         ("random,colour=blue", "unknown key 'colour'"),
@@ -299,3 +298,15 @@ def test_a_class_name_longer_than_a_file_name_can_be_is_a_class_name(tmp_path):
     (tmp_path / "bot.py").write_text("")
     spec = parse_policy_arg("bot.py:" + "A" * 300, tmp_path)
     assert spec.class_path.endswith(":" + "A" * 300)
+
+
+def test_a_file_without_a_class_is_an_agent_file_named_by_its_folder_for_a_main_py(tmp_path):
+    """Kaggle's form: the file's last callable is the agent (built in the cell); a main.py is named by
+    its folder, any other file by its stem."""
+    (tmp_path / "bot").mkdir()
+    (tmp_path / "bot" / "main.py").write_text("def agent(observation):\n    return 0\n")
+    spec = parse_policy_arg("bot/main.py", base_dir=tmp_path)
+    assert spec.class_path == str(tmp_path / "bot" / "main.py") and spec.file_and_class == (spec.class_path, "")
+    assert spec.display_name == "bot" and parse_policy_arg(f"{POLICIES}/weights.py").display_name == "weights"
+    folder = parse_policy_arg(str(tmp_path / "bot"))  # Kaggle's submission format: a folder with a main.py
+    assert folder.class_path == str(tmp_path / "bot" / "main.py") and folder.python_path == [str(tmp_path / "bot")]

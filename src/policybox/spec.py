@@ -4,7 +4,9 @@ A spec names a policy class in one of three forms:
 
 * a shorthand: ``random``, ``noop`` or any other name MettaGrid's policy registry knows;
 * a dotted path: ``mettagrid.policy.random_agent.RandomMultiAgentPolicy``;
-* a file path: ``./bots/greedy.py:Greedy`` (the file's folder is importable inside the cell).
+* a file path: ``./bots/greedy.py:Greedy`` (the file's folder is importable inside the cell);
+* an agent file: ``./bots/main.py`` -- its last callable is the agent, as Kaggle reads one (its games
+  alone take agents; ``policybox.envs.kaggle``).
 
 On the command line a spec is ``CLASS[,data=PATH][,name=NAME][,path=DIR]...[,kw.KEY=VALUE]...[,env.NAME=VALUE]...``
 (``class=CLASS`` also works; ``kw`` values are read as JSON when they parse, else as strings;
@@ -15,7 +17,8 @@ the path of a JSON/YAML spec file, a submission folder, or a submission zip in M
 (see ``policybox.submission``). A submission folder (or the zip's top) holds a ``policy_spec.json``
 or, as MettaGrid also reads, a ``cogames.toml`` manifest whose ``[policy]`` table has the same fields
 (``class_path``, ``data_path``, ``setup_script``, ``[policy.init_kwargs]``); with both, the JSON
-wins, as in MettaGrid. Relative paths are made absolute here, on the host, because cells do not share
+wins, as in MettaGrid. With neither, a ``main.py`` makes it Kaggle's submission format: that agent
+file. Relative paths are made absolute here, on the host, because cells do not share
 its working folder.
 
 A ``setup_script`` (MettaGrid runs it on the host) is carried, never run, here: it must run once, in
@@ -58,13 +61,15 @@ if TYPE_CHECKING:
     from policybox.submission import ZipLimits
 
 FILE_CLASS = re.compile(r"^(?P<file>.+\.py):(?P<cls>[A-Za-z_][A-Za-z0-9_.]*)$")
+AGENT_FILE = re.compile(r"^(?P<file>.+\.py)$")  # no class: the file's last callable (a Kaggle agent file)
 DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-SHORTHAND = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+SHORTHAND = re.compile(r"^(kaggle:)?[A-Za-z_][A-Za-z0-9_-]*$")  # kaggle:negamax: a Kaggle game's built-in agent
 SPEC_FILE_SUFFIXES = (".json", ".yaml", ".yml")
 SUBMISSION_SPEC = "policy_spec.json"
 REQUIREMENTS_FILE = "requirements.txt"  # beside a spec, as pip and MettaGrid's policy server read it
 SHOWN_REQUIREMENT = 200
 SUBMISSION_MANIFEST = "cogames.toml"  # MettaGrid's other submission format: a [policy] table
+KAGGLE_AGENT = "main.py"  # Kaggle's submission format: a folder (or zip) whose main.py is the agent file
 SUBMISSION_ZIP_SUFFIX = ".zip"
 # A field MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
 METTAGRID_ONLY_FIELDS = ("policy_env_interface",)
@@ -134,15 +139,22 @@ class PolicySpec(BaseModel):
     def display_name(self) -> str:
         if self.name:
             return self.name
-        match = FILE_CLASS.match(self.class_path)
-        base = match["cls"] if match else self.class_path.rsplit(".", 1)[-1]
+        file_class = self.file_and_class
+        if file_class and not file_class[1]:  # an agent file: its name, or its folder's for a main.py
+            file = Path(file_class[0])
+            base = file.parent.name if file.name == "main.py" and file.parent.name else file.stem
+        else:
+            base = file_class[1] if file_class else self.class_path.rsplit(".", 1)[-1]
         return f"{base}:{Path(self.data_path).name}" if self.data_path else base
 
     @property
     def file_and_class(self) -> tuple[str, str] | None:
-        """(file, class) for the file-path form, else None."""
-        match = FILE_CLASS.match(self.class_path)
-        return (match["file"], match["cls"]) if match else None
+        """(file, class) for the file-path form, (file, "") for an agent file, else None."""
+        if match := FILE_CLASS.match(self.class_path):
+            return match["file"], match["cls"]
+        if match := AGENT_FILE.match(self.class_path):
+            return match["file"], ""
+        return None
 
     @property
     def is_shorthand(self) -> bool:
@@ -270,11 +282,18 @@ def load_submission_dir(folder: Path, given: str | None = None) -> PolicySpec:
     the one read: what may not be read is refused, not passed over."""
     shown = given or str(folder)
     inside = Folder.at(folder, f"the submission folder {shown}")
-    name = next((name for name in (SUBMISSION_SPEC, SUBMISSION_MANIFEST) if os.path.lexists(inside.root / name)), None)
+    files = (SUBMISSION_SPEC, SUBMISSION_MANIFEST, KAGGLE_AGENT)
+    name = next((name for name in files if os.path.lexists(inside.root / name)), None)
     if name is None:
-        raise SpecError(f"policy folder {shown} has no {SUBMISSION_SPEC} (nor a {SUBMISSION_MANIFEST})")
-    read, shown_file = _read_manifest if name == SUBMISSION_MANIFEST else _read_spec_file, str(Path(shown) / name)
-    raw = _without_mettagrid_fields(read(inside.root / name, shown_file, inside))
+        raise SpecError(
+            f"policy folder {shown} has no {SUBMISSION_SPEC} (nor a {SUBMISSION_MANIFEST}, nor a Kaggle {KAGGLE_AGENT})"
+        )
+    shown_file = str(Path(shown) / name)
+    if name == KAGGLE_AGENT:  # Kaggle's submission: its main.py's last callable is the agent
+        raw: Any = {"class_path": KAGGLE_AGENT}
+    else:
+        read = _read_manifest if name == SUBMISSION_MANIFEST else _read_spec_file
+        raw = _without_mettagrid_fields(read(inside.root / name, shown_file, inside))
     raw = _with_requirements_file(raw, inside, shown)
     spec = check_spec(_validate(raw, shown_file), folder, inside, shown_file)
     if str(inside.root) not in spec.python_path:
@@ -350,6 +369,11 @@ def _validate(raw: Any, origin: str) -> PolicySpec:
         raise SpecError(f"{origin}: invalid policy spec: {problems}") from None
 
 
+def file_path(file: str, cls: str) -> str:
+    """The class path of a class in ``file`` (``file.py:Class``), or of the agent file itself (``cls`` empty)."""
+    return f"{file}:{cls}" if cls else file
+
+
 def check_spec(
     spec: PolicySpec, base_dir: Path, inside: Folder | None = None, origin: str = "policy spec"
 ) -> PolicySpec:
@@ -372,13 +396,11 @@ def check_spec(
     file_class = spec.file_and_class
     if file_class:
         file = place("class_path", file_class[0], "policy file", spec.class_path)
-        spec.class_path = f"{file}:{file_class[1]}"
-    elif spec.class_path.endswith(".py"):
-        raise SpecError(f"policy {spec.class_path!r}: name the class too, as {spec.class_path}:ClassName")
+        spec.class_path = file_path(str(file), file_class[1])
     elif not (DOTTED.match(spec.class_path) or SHORTHAND.match(spec.class_path)):
         raise SpecError(
-            f"policy {spec.class_path!r} is neither a shorthand (random), a dotted path (pkg.mod.Class) "
-            "nor a file path (path/to/file.py:Class)"
+            f"policy {spec.class_path!r} is neither a shorthand (random), a dotted path (pkg.mod.Class), "
+            "a file path (path/to/file.py:Class) nor an agent file (path/to/main.py)"
         )
     if spec.setup_script is not None:
         script = place("setup_script", spec.setup_script, "setup script")

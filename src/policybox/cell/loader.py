@@ -21,6 +21,8 @@ def load_policy_class(spec: PolicySpec, resolve_shorthand: Any) -> Any:
     """The object ``spec.class_path`` names (checked to be a policy later, by the env's cell half)."""
     add_import_roots(spec)
     file_class = spec.file_and_class
+    if file_class and not file_class[1]:
+        return _last_callable(Path(file_class[0]))
     if file_class:
         return _attribute(_import_file(Path(file_class[0])), file_class[1], spec.class_path)
     if not spec.is_shorthand:
@@ -56,6 +58,22 @@ def _import_file(path: Path) -> Any:
     sys.modules[module_name] = module
     module_spec.loader.exec_module(module)
     return module
+
+
+def _last_callable(path: Path) -> Any:
+    """An agent file's agent, found as Kaggle finds it: the file run in a namespace of its own (not as
+    ``__main__``), its folder importable; the last callable it defines or imports."""
+    if not path.is_file():
+        raise FileNotFoundError(f"agent file {path} does not exist")
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    namespace: dict[str, Any] = {"__file__": str(path)}
+    exec(compile(path.read_bytes(), str(path), "exec"), namespace)  # inside the cell: this is the agent's own code
+    found = [value for value in namespace.values() if callable(value)]
+    if not found:
+        raise TypeError(f"agent file {path} defines no callable: its last function is the agent")
+    return found[-1]
 
 
 def _import_dotted(class_path: str) -> Any:

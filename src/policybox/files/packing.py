@@ -33,7 +33,7 @@ from typing import BinaryIO
 
 from policybox import untrusted_files
 from policybox.errors import PolicyboxError, SpecError
-from policybox.spec import PolicySpec
+from policybox.spec import PolicySpec, file_path
 from policybox.submission import move_into_place, private_folder
 from policybox.untrusted_files import Folder
 
@@ -268,5 +268,5 @@ def with_paths(spec: PolicySpec, moved: Callable[[str], str]) -> PolicySpec:
     if spec.setup_script:
         update["setup_script"] = moved(spec.setup_script)
     if file_class := spec.file_and_class:
-        update["class_path"] = f"{moved(file_class[0])}:{file_class[1]}"
+        update["class_path"] = file_path(moved(file_class[0]), file_class[1])
     return spec.model_copy(update=update, deep=True)

@@ -81,7 +81,7 @@ def _module_imports_torch(spec: PolicySpec, resolve_shorthand: Callable[[str], s
     if file_class:
         path = Path(file_class[0])
         inside = Folder.at(path.parent, f"its folder {path.parent.name}")
-        return bool(_first_scanned([(path, f"{path.name} (the module of {file_class[1]})", inside)]))
+        return bool(_first_scanned([(path, f"{path.name} (the module of {file_class[1] or 'its agent'})", inside)]))
     try:
         class_path = resolve_shorthand(spec.class_path) if spec.is_shorthand else spec.class_path
     except LookupError:
