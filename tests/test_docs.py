@@ -113,6 +113,9 @@ LSTM = Block("neural-networks.md", "Neural-network policies", "bash", 1)
 METTAGRID_TOOLS = Block("mettagrid.md", "Inside MettaGrid's own tools", "python", 0)
 FIRST_COLUMN = Block("pettingzoo.md", "PettingZoo games", "python", 0)
 PETTINGZOO_RUN = Block("pettingzoo.md", "PettingZoo games", "bash", 0)
+KAGGLE_INSTALL = Block("kaggle.md", "Kaggle's games", "bash", 0)
+KAGGLE_AGENT = Block("kaggle.md", "A Kaggle agent in five minutes", "python", 0)
+KAGGLE_RUN = Block("kaggle.md", "A Kaggle agent in five minutes", "bash", 0)
 PLANNER = Block("environments.md", "A submission's requirements", "python", 0)
 WHEELHOUSE = Block("environments.md", "An offline competition: a wheelhouse", "bash", 0)
 EVALUATE_CUP = Block("evaluate.md", "Evaluate a leaderboard", "bash", 0)
@@ -139,6 +142,8 @@ RUN = {
     METTAGRID_TOOLS: "test_inside_mettagrids_own_tools_example",
     FIRST_COLUMN: "test_pettingzoo_example",
     PETTINGZOO_RUN: "test_pettingzoo_example",
+    KAGGLE_AGENT: "test_kaggle_example",
+    KAGGLE_RUN: "test_kaggle_example",
     PLANNER: "test_environments.py::test_the_docs_offline_competition_plays_from_a_wheelhouse_alone",
     WHEELHOUSE: "test_environments.py::test_the_docs_offline_competition_plays_from_a_wheelhouse_alone",
     PYTHON_API: "test_python_api_example",
@@ -152,6 +157,7 @@ CHECKED = {
     LADDER_TEST: "test_ladder_test.py::test_a_better_version_is_found_better_than_its_base_and_nothing_is_rated "
     "plays this ladder (submitted and qualified from Python) and runs ladder test on it",
     NN_INSTALL: "an install into the venv: the README's test command installs the same extra and pin",
+    KAGGLE_INSTALL: "an install into the venv: the README's test command installs the same extra and pin",
     EVALUATE_CUP: "60 episodes of 1,000 steps take minutes; the main job and the Python API run evaluate",
     SERVE: "ladder serve runs until Ctrl-C; test_a_ladder_in_five_commands runs token and serve",
     RAY_START: "starts Ray on a cluster's nodes, as root",
@@ -205,9 +211,9 @@ def test_checked_blocks_parse(checked):
         assert parse_with_the_cli(arguments).startswith("policybox ")
     for installed in re.findall(r"""pip install[^&]*?["']?(?:\.|policybox)\[([\w,]+)\]""", code):
         assert set(installed.split(",")) <= set(extras), installed
-    test_command = block(*TEST_COMMAND)
-    for pin in re.findall(r"--no-deps (\S+)", code):
-        assert f"--no-deps {pin}" in test_command
+    pinned = {pin for pins in re.findall(r"--no-deps ([^&]+)", block(*TEST_COMMAND)) for pin in pins.split()}
+    for pins in re.findall(r"--no-deps ([^&]+)", code):
+        assert set(pins.split()) <= pinned, pins  # installed as the README's test command installs it
 
 
 def run_example(tmp_path: Path, bot: Block, bot_file: str, commands: Block) -> list[str]:
@@ -266,6 +272,14 @@ def test_pettingzoo_example(tmp_path):
     assert "agent_2" in spread and "player_1" in connect_four and "FirstColumn" in connect_four
     summary = json.loads((tmp_path / "c4-board" / "summary.json").read_text())
     assert summary["episodes_done"] == 4 and {p["policy"] for p in summary["policies"]} == {"random", "FirstColumn"}
+
+
+def test_kaggle_example(tmp_path):
+    """The Kaggle page's agent file and commands as written."""
+    one, _ = run_example(tmp_path, KAGGLE_AGENT, "main.py", KAGGLE_RUN)
+    assert "kaggle:negamax" in one and "bots" in one  # the agent file is named by its folder
+    summary = json.loads((tmp_path / "connectx-board" / "summary.json").read_text())
+    assert summary["episodes_done"] == 6 and summary["ranking"][0] == "kaggle:negamax"
 
 
 def test_the_main_job_command(tmp_path):

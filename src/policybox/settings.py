@@ -38,7 +38,8 @@ class EpisodeSettings(BaseModel):
     )
     env_kwargs: dict[str, Any] = Field(
         default_factory=dict,
-        description="Keyword arguments for a PettingZoo game's factory, a JSON object: '{\"N\": 4}'",
+        description="Keyword arguments for a PettingZoo game's factory, or a Kaggle game's configuration, a JSON "
+        "object: '{\"N\": 4}'",
     )
     steps: int = Field(default=1000, ge=1, description="Episode length: the game's max_steps, or its step limit")
     seed: int = Field(default=0, ge=0, description="Seeds the game, its map and every agent's RNGs")

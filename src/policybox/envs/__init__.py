@@ -1,7 +1,8 @@
 """Environment families, one adapter module each, found by the family name that starts ``--env``.
 
 ``--env arena``, ``--env navigation`` and ``--env FILE.yaml`` are MettaGrid games (its family name may
-be written out: ``mettagrid:FILE.yaml``); ``--env pettingzoo:MODULE:FACTORY`` is a PettingZoo game.
+be written out: ``mettagrid:FILE.yaml``); ``--env pettingzoo:MODULE:FACTORY`` is a PettingZoo game;
+``--env kaggle:GAME`` one of the games of ``kaggle-environments``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ __all__ = [
     "split_env",
 ]
 
-FAMILIES = {"mettagrid": "policybox.envs.mettagrid", "pettingzoo": "policybox.envs.pettingzoo"}
+FAMILIES = {
+    "mettagrid": "policybox.envs.mettagrid",
+    "pettingzoo": "policybox.envs.pettingzoo",
+    "kaggle": "policybox.envs.kaggle",
+}
 DEFAULT_FAMILY = "mettagrid"
 
 

@@ -90,6 +90,10 @@ def _game(settings_json: str, agents: int, seed: int) -> tuple[dict[str, str], s
     family, target = split_env(settings.env)
     if family == "pettingzoo":
         return _pettingzoo(target, settings.env_kwargs)
+    if family == "kaggle":
+        packages = {"kaggle-environments": package_version("kaggle-environments")}
+        described = {"game": target, "env_kwargs": settings.env_kwargs, "steps": settings.steps, "packages": packages}
+        return packages, _sha256(json.dumps(described, sort_keys=True))
     from policybox.envs.mettagrid import make_config
 
     config = make_config(target, agents, settings.steps, seed)

@@ -143,11 +143,29 @@ def rules(ladder: LadderFolder, upload_cap: int | None = None) -> Rules:
 
 
 def starter_zip(ladder: LadderFolder) -> bytes:
-    """A minimal submission for this ladder's game family, zipped (a few KiB, made in memory)."""
-    family, _ = split_env(ladder.settings.settings.env)
-    folder = STARTERS / family
+    """A minimal submission for this ladder's game family, zipped (a few KiB, made in memory). For a
+    Kaggle game, Kaggle's format: a ``main.py`` whose agent plays as the game's own random agent."""
+    family, target = split_env(ladder.settings.settings.env)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name in STARTER_FILES:
-            archive.write(folder / name, name)
+        if family == "kaggle":
+            archive.writestr("main.py", _kaggle_starter(target))
+        else:
+            for name in STARTER_FILES:
+                archive.write(STARTERS / family / name, name)
     return buffer.getvalue()
+
+
+def _kaggle_starter(target: str) -> str:
+    """A Kaggle agent file: the game's random agent, called from the package the cells import it from."""
+    from policybox.envs.kaggle import make_env
+
+    builtin = make_env(target, {}).agents["random"]
+    return (
+        f'"""A starter agent for {target.partition("?")[0]}: it plays as the game\'s own random agent. Replace its\n'
+        "body with yours: the last function of main.py is the agent, called as agent(observation,\n"
+        'configuration) each turn, as Kaggle calls it."""\n\n'
+        f"from {builtin.__module__} import {builtin.__name__} as _random\n\n\n"
+        "def agent(observation, configuration):\n"
+        "    return _random(*[observation, configuration][: _random.__code__.co_argcount])\n"
+    )

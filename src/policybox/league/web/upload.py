@@ -53,7 +53,7 @@ NEEDS_TOKEN = (
     "a team's token is needed: send Authorization: Bearer TOKEN (the ladder's organiser makes one with "
     "policybox ladder token DIR TEAM)"
 )
-FAMILY_NAMES = {"mettagrid": "MettaGrid", "pettingzoo": "PettingZoo"}
+FAMILY_NAMES = {"mettagrid": "MettaGrid", "pettingzoo": "PettingZoo", "kaggle": "Kaggle"}
 # Retired: the organiser's decision (only ladder reinstate undoes it); anything else an upload gets wrong is a 400.
 STATUSES: dict[type[PolicyboxError], int] = {NotOwner: 403, Retired: 409, StorageFull: 507, TooLarge: 413}
 

@@ -1,0 +1,195 @@
+"""Kaggle's games (``--env kaggle:GAME``), every agent in a cell of its own: the same episodes as
+``kaggle_environments``' own runner plays in its process, its agents unchanged (agent files whose last
+callable is the agent, the games' built-in agents), its statuses told to the game as Kaggle's runner
+tells them, and one clear error for a game, a configuration or a seat count it does not have."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import random
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import POLICIES, policybox
+
+from policybox.envs.kaggle import kaggle
+from policybox.ladder import Ladder
+from policybox.league.views.rules import starter_zip
+from policybox.limits import Limits
+from policybox.results import AgentStatus
+
+pytest.importorskip("kaggle_environments")
+_bots = importlib.util.spec_from_file_location("kaggle_bots", POLICIES / "kaggle_bots.py")
+assert _bots is not None and _bots.loader is not None
+kaggle_bots = importlib.util.module_from_spec(_bots)
+_bots.loader.exec_module(kaggle_bots)
+
+
+def kaggle_agent(folder: Path, function) -> str:
+    """An agent file, ``folder/main.py``, whose last callable is ``function`` (from tests/policies/kaggle_bots.py)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "main.py").write_text("import time\n\n\n" + inspect.getsource(function))
+    return str(folder / "main.py")
+
+
+def kaggle_run(game: str, agents: list, configuration: dict | None = None, seed: int = 0) -> list:
+    """The episode as Kaggle's own runner plays it, every agent in this process: its steps. The game's
+    draws (Hungry Geese's food) come from Python's and numpy's streams, seeded as policybox seeds them."""
+    random.seed(seed)
+    np.random.seed(seed)
+    env = kaggle().make(game, configuration=configuration or {})
+    return env.run(agents)
+
+
+def moves(path: Path) -> list[dict]:
+    return json.loads(zlib.decompress(path.read_bytes()))["moves"]
+
+
+def acted(steps: list) -> list[tuple[int, int, object]]:
+    """(step, seat, action) of every seat that was asked to act, from Kaggle's steps."""
+    return [
+        (index, seat, steps[index + 1][seat].action)
+        for index in range(len(steps) - 1)
+        for seat, state in enumerate(steps[index])
+        if state.status == "ACTIVE"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("game", "seats", "bots", "configuration"),
+    [
+        ("connectx", 2, ["leftmost", "rightmost"], {}),
+        ("connectx", 2, ["rightmost", "leftmost"], {"rows": 5, "columns": 6, "inarow": 3}),
+        ("rps", 2, ["kaggle:rock", "kaggle:statistical"], {"episodeSteps": 30}),
+        ("hungry_geese", 4, ["turner", "climber", "climber", "turner"], {}),  # greedy draws when stuck
+    ],
+)
+def test_the_same_episode_as_kaggles_own_runner(play, tmp_path, game, seats, bots, configuration):
+    specs, reference = [], []
+    for index, bot in enumerate(bots):
+        if bot.startswith("kaggle:"):
+            specs.append(bot)
+            reference.append(bot.removeprefix("kaggle:"))
+        else:
+            specs.append(kaggle_agent(tmp_path / f"bot{index}", getattr(kaggle_bots, bot)))
+            reference.append(specs[-1])
+    query = "&".join(f"{key}={value}" for key, value in configuration.items())
+    replay = tmp_path / "moves.json.z"
+    result = play(
+        specs, agents=seats, env=f"kaggle:{game}" + (f"?{query}" if query else ""), steps=1000, replay=str(replay)
+    )
+    steps = kaggle_run(game, reference, configuration)
+    assert [agent.status for agent in result.agents] == [AgentStatus.OK] * seats
+    assert result.steps == len(steps) - 1
+    assert [agent.reward for agent in result.agents] == [float(state.reward) for state in steps[-1]]
+    assert [agent.stats for agent in result.agents] == [{f"status.{state.status}": 1.0} for state in steps[-1]]
+    ours = [(move["step"], int(move["agent"].split("_")[1]), move["action"]) for move in moves(replay)]
+    assert ours == acted(steps)
+
+
+def test_an_agent_that_raises_is_an_error_the_game_is_told_of_and_it_ranks_below(play, tmp_path):
+    raiser = kaggle_agent(tmp_path / "raiser", kaggle_bots.raiser)
+    steady = kaggle_agent(tmp_path / "steady", kaggle_bots.leftmost)
+    result = play([raiser, steady], agents=2, env="kaggle:connectx")
+    bad, good = result.agents
+    assert bad.status == AgentStatus.ERROR and "kaggle agent raised on purpose" in bad.failure.message
+    assert bad.stats == {"status.ERROR": 1.0} and bad.reward == 0.0  # Kaggle's None
+    assert good.status == AgentStatus.OK and good.stats == {"status.DONE": 1.0}
+    assert result.steps == 5  # its third turn: the game ends there, as Kaggle's runner ends it
+
+
+def test_an_action_the_game_refuses_is_invalid_and_the_game_marks_it(play, tmp_path):
+    wild = kaggle_agent(tmp_path / "wild", kaggle_bots.out_of_range)
+    result = play([wild, "kaggle:random"], agents=2, env="kaggle:connectx")
+    bad, good = result.agents
+    assert bad.status == AgentStatus.INVALID_ACTION and bad.failure.kind == "InvalidAction", bad.failure
+    assert bad.failure.message == "the game marked its action 12 INVALID"  # by its rules, not its schema
+    assert bad.stats == {"status.INVALID": 1.0} and good.stats == {"status.DONE": 1.0}
+    assert result.steps == 1
+
+
+def test_an_agent_past_its_deadline_and_bank_is_kaggles_timeout(play, tmp_path):
+    slow = kaggle_agent(tmp_path / "slow", kaggle_bots.sleeper)
+    limits = Limits(act_timeout_ms=500, time_bank_ms=0)
+    result = play(["kaggle:negamax", slow], agents=2, env="kaggle:connectx", limits=limits)
+    good, late = result.agents
+    assert late.status == AgentStatus.DISABLED and late.failure.kind == "TimeBank", late.failure
+    assert late.stats == {"status.TIMEOUT": 1.0}  # the game was told as Kaggle's runner tells it
+    assert good.status == AgentStatus.OK
+
+
+@pytest.mark.parametrize(
+    ("env", "agents", "message"),
+    [
+        ("kaggle:chess_but_not", None, "unknown Kaggle game 'chess_but_not'; installed here: "),
+        ("kaggle:connectx?colour=red", None, "kaggle:connectx has no configuration key colour; its keys: "),
+        ("kaggle:connectx?rows=-2", None, "Configuration Invalid"),
+        ("kaggle:connectx", "3", "kaggle:connectx is a game for 2 agents, not 3"),
+        ("kaggle:hungry_geese", "9", "kaggle:hungry_geese is a game for 1, 2, 3, 4, 5, 6, 7, 8 agents, not 9"),
+    ],
+)
+def test_a_game_a_configuration_or_a_seat_count_kaggle_has_not_is_one_clear_error(env, agents, message):
+    ran = policybox("run", "--env", env, "-p", "kaggle:random", *(["--agents", agents] if agents else []))
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert message in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+
+
+def test_an_agent_file_in_a_mettagrid_game_is_told_to_name_its_class(tmp_path):
+    agent = kaggle_agent(tmp_path / "bot", kaggle_bots.leftmost)
+    ran = policybox("run", "-p", agent, "--steps", "2")
+    assert ran.returncode == 2 and "is an agent file (Kaggle's form), not a MettaGrid policy" in ran.stderr, ran.stderr
+
+
+def test_evaluate_rotates_kaggle_seats_and_ranks_the_stronger_first(tmp_path):
+    ran = policybox(
+        "evaluate", "--env", "kaggle:connectx", "-p", "kaggle:negamax", "-p", "kaggle:random",
+        "--episodes", "4", "--out", tmp_path / "board",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    summary = json.loads((tmp_path / "board" / "summary.json").read_text())
+    assert [row["policy"] for row in summary["policies"]][0] == "kaggle:negamax"
+
+
+def test_agents_that_draw_from_random_play_the_same_inline_and_in_cells(play):
+    """negamax breaks ties with random.choice: each agent's stream is seeded from the episode's seed."""
+    inline = play(["kaggle:negamax", "kaggle:random"], agents=2, env="kaggle:connectx", mode="inline", seed=5)
+    cells = play(["kaggle:negamax", "kaggle:random"], agents=2, env="kaggle:connectx", seed=5)
+    assert [a.action_digest for a in inline.agents] == [a.action_digest for a in cells.agents]
+    assert inline.steps == cells.steps and [a.reward for a in inline.agents] == [a.reward for a in cells.agents]
+
+
+def test_a_kaggle_ladder_takes_kaggles_submission_format_and_its_starter_qualifies(tmp_path):
+    """A ladder of ConnectX: a built-in agent, a zip in Kaggle's format (main.py at its top, a module
+    beside it) and the ladder's own starter zip each qualify and play; a match played again from its
+    stamp ends as stored."""
+    folder = tmp_path / "cup"
+    assert policybox("ladder", "init", folder, "--env", "kaggle:connectx").returncode == 0
+    bot = tmp_path / "bot.zip"
+    with zipfile.ZipFile(bot, "w") as archive:
+        archive.writestr(
+            "helper.py", "def column(board, columns):\n    return next(c for c in range(columns) if board[c] == 0)\n"
+        )
+        archive.writestr(
+            "main.py",
+            "from helper import column\n\n\ndef agent(obs, config):\n    return column(obs.board, config.columns)\n",
+        )
+    with Ladder.open(folder) as ladder:
+        starter = tmp_path / "starter.zip"
+        starter.write_bytes(starter_zip(ladder))
+    for name, spec in [("negamax", "kaggle:negamax"), ("bot", bot), ("starter", starter)]:
+        submitted = policybox("ladder", "submit", folder, name, spec)
+        assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    ran = policybox("ladder", "run", folder, "--matches", "6", "--workers", "1")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    with Ladder.open(folder, read_only=True) as ladder:
+        rows = {row.name: row for row in ladder.standings().rows}
+        assert {name: row.state for name, row in rows.items()} == dict.fromkeys(["negamax", "bot", "starter"], "active")
+        assert sum(row.matches for row in rows.values()) == 12 and all(not row.forfeits for row in rows.values())
+    again = policybox("run", "--ladder", folder, "--match", "1", "--log-dir", tmp_path / "logs")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "match 1 played again: every reward and status as stored" in again.stdout
