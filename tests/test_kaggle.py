@@ -193,3 +193,42 @@ def test_a_kaggle_ladder_takes_kaggles_submission_format_and_its_starter_qualifi
     again = policybox("run", "--ladder", folder, "--match", "1", "--log-dir", tmp_path / "logs")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "match 1 played again: every reward and status as stored" in again.stdout
+
+
+def hostile(folder: Path, function, **names: str) -> str:
+    """An agent file of ``function`` from tests/policies/kaggle_bots.py, with module-level ``names`` above it."""
+    path = Path(kaggle_agent(folder, function))
+    path.write_text("".join(f"{name} = {value!r}\n" for name, value in names.items()) + path.read_text())
+    return str(path)
+
+
+def test_hostile_kaggle_agents_are_contained_and_the_other_plays_its_game(play, tmp_path):
+    """Judged from outside the cells: the other team's file never reaches the snoop's log, no file
+    appears where the writer wrote, the flood's log stays under its cap, the forker's child is gone
+    (the leftover guard), and each opponent ends its game as it would."""
+    teams = tmp_path / "teams"
+    victim = kaggle_agent(teams / "victim", kaggle_bots.leftmost)
+    Path(victim).write_text(Path(victim).read_text() + "\nSECRET = 'VICTIMS-WINNING-STRATEGY'\n")
+    teams.chmod(0o700)  # as a ladder keeps submissions: a folder only root may enter
+    escape = tmp_path / "open" / "escaped.txt"
+    escape.parent.mkdir()
+    escape.parent.chmod(0o777)
+    attackers = {
+        "snoop": hostile(teams / "snoop", kaggle_bots.snoop, SNOOP_PATH=victim),
+        "writer": hostile(teams / "writer", kaggle_bots.writer, ESCAPE_PATH=str(escape)),
+        "flood": hostile(teams / "flood", kaggle_bots.flood),
+        "forker": hostile(teams / "forker", kaggle_bots.forker),
+    }
+    limits = Limits(log_limit_mb=1)
+    for name, attacker in attackers.items():
+        result = play([attacker, victim], agents=2, env="kaggle:connectx", limits=limits)
+        attacking, defending = result.agents
+        assert defending.status == AgentStatus.OK and defending.stats == {"status.DONE": 1.0}, (name, result)
+        text = Path(attacking.log_path).read_text(errors="replace")
+        assert "VICTIMS-WINNING-STRATEGY" not in text
+        if name == "snoop":
+            assert "refused:" in text
+        if name == "writer":
+            assert not escape.exists() and "write: refused" in text
+        if name == "flood":
+            assert Path(attacking.log_path).stat().st_size <= 1.1 * 1024 * 1024 and "log limit reached" in text

@@ -43,3 +43,48 @@ def sleeper(observation, configuration):
 def climber(observation, configuration):
     """Hungry Geese: north, east, north, west in turn, by step (never back the way it came)."""
     return ["NORTH", "EAST", "NORTH", "WEST"][observation.step % 4]
+
+
+def snoop(observation, configuration):
+    """Reads another team's agent file (its path in SNOOP_PATH, a module-level name the test writes)."""
+    from pathlib import Path
+
+    if observation.step < 2:
+        try:
+            print("read:", Path(SNOOP_PATH).read_text())  # noqa: F821 -- written above it by the test
+        except OSError as exc:
+            print("refused:", type(exc).__name__)
+    return next(column for column in range(configuration.columns) if observation.board[column] == 0)
+
+
+def writer(observation, configuration):
+    """Writes a file outside its cell (its path in ESCAPE_PATH, written above it by the test)."""
+    from pathlib import Path
+
+    try:
+        Path(ESCAPE_PATH).write_text("escaped")  # noqa: F821
+        print("write: done")
+    except OSError as exc:
+        print("write: refused", type(exc).__name__)
+    return next(column for column in range(configuration.columns) if observation.board[column] == 0)
+
+
+def flood(observation, configuration):
+    """Prints 100 MB in its first call."""
+    if observation.step < 2:
+        chunk = "x" * (1 << 20)
+        for _ in range(100):
+            print(chunk, flush=True)
+    return next(column for column in range(configuration.columns) if observation.board[column] == 0)
+
+
+def forker(observation, configuration):
+    """Starts a child that sleeps, and prints its pid; plays on."""
+    import os
+    import subprocess
+    import sys
+
+    if observation.step < 2:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        print(f"child pid {child.pid} of {os.getpid()}", flush=True)
+    return next(column for column in range(configuration.columns) if observation.board[column] == 0)
