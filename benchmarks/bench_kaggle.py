@@ -1,0 +1,93 @@
+"""policybox evaluate against kaggle-environments' own runner, on Kaggle's games: whole commands, side by side.
+
+    .venv/bin/python benchmarks/bench_kaggle.py [--episodes 100] [--workers 2] [--reps 3]
+
+Both contenders play the same episodes of each game -- ConnectX with ``negamax`` in both seats, Hungry
+Geese with four ``greedy`` geese -- as a whole command from a fresh interpreter, so start-up, imports
+and writing results are inside the time:
+
+* **Kaggle**: ``kaggle_environments.make(GAME).run(agents)`` once per episode, one after another, every
+  agent in its process, as a participant runs a batch locally (``bench_kaggle.py --kaggle GAME``);
+* **policybox**: ``policybox evaluate --env kaggle:GAME`` with its full standard sandbox (every agent in
+  its own cell), ``--workers`` of them, into a fresh results folder.
+
+Each repetition runs both, in turn; the table shows the median wall time of each and the ratio of
+throughputs (Kaggle's time over policybox's), so a noisy machine shifts both sides alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+VENV_BIN = Path(sys.executable).parent
+GAMES = {"connectx": ["negamax"] * 2, "hungry_geese": ["greedy"] * 4}
+
+
+def kaggle_command(game: str, episodes: int) -> list[str]:
+    return [sys.executable, __file__, "--kaggle", game, "--episodes", str(episodes)]
+
+
+def policybox_command(game: str, episodes: int, workers: int, out: Path) -> list[str]:
+    agents = GAMES[game]
+    return [str(VENV_BIN / "policybox"), "evaluate", "--env", f"kaggle:{game}", "-p", f"kaggle:{agents[0]}",
+            "--agents", str(len(agents)), "--episodes", str(episodes), "--workers", str(workers), "--seed", "1",
+            "--out", str(out)]  # fmt: skip
+
+
+def run_kaggle(game: str, episodes: int) -> None:
+    """The baseline, as a Kaggle participant runs a batch of games locally."""
+    from kaggle_environments import make
+
+    for _ in range(episodes):
+        make(game).run(GAMES[game])
+
+
+def timed(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
+    parser.add_argument("--kaggle", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.kaggle:
+        run_kaggle(args.kaggle, args.episodes)
+        return
+    table = Table(title=f"{args.episodes} episodes a game, whole commands (median of {args.reps})")
+    for column in ("game", "runner", "seconds", "episodes/min", "throughput vs Kaggle"):
+        table.add_column(column, justify="left" if column in ("game", "runner") else "right")
+    for game in args.games:
+        times: dict[str, list[float]] = {
+            "kaggle env.run, in turn": [],
+            f"policybox evaluate, {args.workers} workers": [],
+        }
+        for _ in range(args.reps):
+            times["kaggle env.run, in turn"].append(timed(kaggle_command(game, args.episodes)))
+            with tempfile.TemporaryDirectory() as folder:
+                command = policybox_command(game, args.episodes, args.workers, Path(folder) / "results")
+                times[f"policybox evaluate, {args.workers} workers"].append(timed(command))
+        baseline = statistics.median(times["kaggle env.run, in turn"])
+        for runner, samples in times.items():
+            median = statistics.median(samples)
+            rate = args.episodes / median * 60
+            table.add_row(game, runner, f"{median:.1f}", f"{rate:.0f}", f"{baseline / median:.2f}x")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
