@@ -118,7 +118,8 @@ def test_an_agent_past_its_deadline_and_bank_is_kaggles_timeout(play, tmp_path):
     limits = Limits(act_timeout_ms=500, time_bank_ms=0)
     result = play(["kaggle:negamax", slow], agents=2, env="kaggle:connectx", limits=limits)
     good, late = result.agents
-    assert late.status == AgentStatus.DISABLED and late.failure.kind == "TimeBank", late.failure
+    # Past its deadline with no bank: policybox records a timeout (or the bank used up, as the two race).
+    assert (late.status, late.failure.kind) in {(AgentStatus.TIMEOUT, "Timeout"), (AgentStatus.DISABLED, "TimeBank")}
     assert late.stats == {"status.TIMEOUT": 1.0}  # the game was told as Kaggle's runner tells it
     assert good.status == AgentStatus.OK
 
@@ -129,6 +130,7 @@ def test_an_agent_past_its_deadline_and_bank_is_kaggles_timeout(play, tmp_path):
         ("kaggle:chess_but_not", None, "unknown Kaggle game 'chess_but_not'; installed here: "),
         ("kaggle:connectx?colour=red", None, "kaggle:connectx has no configuration key colour; its keys: "),
         ("kaggle:connectx?rows=-2", None, "Configuration Invalid"),
+        ("kaggle:connectx?rows", None, "the configuration is KEY=VALUE pairs joined by &"),
         ("kaggle:connectx", "3", "kaggle:connectx is a game for 2 agents, not 3"),
         ("kaggle:hungry_geese", "9", "kaggle:hungry_geese is a game for 1, 2, 3, 4, 5, 6, 7, 8 agents, not 9"),
     ],

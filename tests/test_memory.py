@@ -251,7 +251,9 @@ def test_each_cell_has_a_cgroup_of_its_own_inside_the_budget(tmp_path, budget_ve
     host = start("run", *args, "--out", str(out), "--log-dir", str(logs))
     try:
         folder = budget_folder(host.pid, budget_version)
-        assert wait_for(lambda: len(cells_in(folder)) == 3, timeout=120)
+        limited = lambda: {limit_of(cell, budget_version) for cell in cells_in(folder)} == {300 * MIB}  # noqa: E731
+        # A cell's cgroup is made, then limited, then given the cell: wait for all three to be limited.
+        assert wait_for(lambda: len(cells_in(folder)) == 3 and limited(), timeout=120)
         assert limit_of(folder, budget_version) == 700 * MIB
         assert {limit_of(cell, budget_version) for cell in cells_in(folder)} == {300 * MIB}
     finally:

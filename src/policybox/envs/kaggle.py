@@ -53,8 +53,8 @@ from policybox.envs.moves import MovesRecorder
 ZYGOTE_PRELOAD = ("policybox.envs.kaggle", "policybox.envs.kaggle_builtins")
 PACKAGE = "kaggle-environments"
 INSTALL = (
-    f"pip install --no-deps '{PACKAGE}==1.33.2' jsonschema requests (its other dependencies are needed "
-    "by a few games only; README.md shows the install)"
+    f"pip install 'policybox[kaggle]' && pip install --no-deps '{PACKAGE}==1.33.2' (the dependencies it "
+    "declares are needed by a few games only; docs/kaggle.md)"
 )
 PREFIX = "kaggle:"
 LEFT = ("DONE", "ERROR", "TIMEOUT", "INVALID")  # statuses of a seat that has left the game
@@ -85,7 +85,13 @@ def split_target(target: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, An
     it parses (``rows=5`` is 5), else kept as text."""
     game, _, query = target.partition("?")
     configuration: dict[str, Any] = {}
-    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigError(
+            f"kaggle:{target}: the configuration is KEY=VALUE pairs joined by &, as rows=5&inarow=3"
+        ) from None
+    for key, value in pairs:
         try:
             configuration[key] = json.loads(value)
         except ValueError:
@@ -220,7 +226,6 @@ class KaggleHost:
         (``ERROR``)."""
         from kaggle_environments.errors import DeadlineExceeded
 
-        self._own.discard(agent_id)
         if agent_id not in self._actions:
             why = "past its deadline" if late else "it failed (policybox recorded why)"
             self._actions[agent_id] = DeadlineExceeded(why) if late else RuntimeError(why)

@@ -50,7 +50,7 @@ class LadderSettings(BaseModel):
     replays: bool | None = Field(
         default=None,
         description="Write each match's replay to DIR/replays/ (the match page plays it): a MettaGrid game's "
-        "replay, a PettingZoo game's moves. Default: a PettingZoo game's only",
+        "replay, a PettingZoo or Kaggle game's moves. Default: a PettingZoo or Kaggle game's only",
     )
     max_unpacked_mb: int = Field(default=512, ge=1, description="The most a submission zip may unpack to, in MiB")
     max_file_mb: int = Field(
@@ -107,7 +107,7 @@ class LadderSettings(BaseModel):
         """Whether each match's replay is written (``replays``, or the game's default)."""
         if self.replays is not None:
             return self.replays
-        return split_env(self.settings.env)[0] == "pettingzoo"
+        return split_env(self.settings.env)[0] in ("pettingzoo", "kaggle")  # moves: a few KiB a match
 
     def zip_limits(self) -> ZipLimits:
         """What a submission zip may unpack to (``policybox.submission``)."""
