@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import io
 import json
 import random
 import zipfile
@@ -234,3 +235,16 @@ def test_hostile_kaggle_agents_are_contained_and_the_other_plays_its_game(play, 
             assert not escape.exists() and "write: refused" in text
         if name == "flood":
             assert Path(attacking.log_path).stat().st_size <= 1.1 * 1024 * 1024 and "log limit reached" in text
+
+
+@pytest.mark.parametrize(("game", "seats"), [("rps", 2), ("hungry_geese", 2)])
+def test_the_starter_plays_as_one_of_the_games_own_agents_in_a_game_without_a_random_one_too(
+    play, tmp_path, game, seats
+):
+    """RPS has no ``random`` agent (the starter plays ``rock``), a goose's takes no argument."""
+    folder = tmp_path / "cup"
+    assert policybox("ladder", "init", folder, "--env", f"kaggle:{game}", "--agents", str(seats)).returncode == 0
+    with Ladder.open(folder) as ladder:
+        zipfile.ZipFile(io.BytesIO(starter_zip(ladder))).extractall(tmp_path / "starter")
+    result = play([str(tmp_path / "starter" / "main.py")] * seats, agents=seats, env=f"kaggle:{game}", steps=10)
+    assert [agent.status for agent in result.agents] == [AgentStatus.OK] * seats

@@ -110,7 +110,8 @@ def make_env(target: str, kwargs: dict[str, Any], steps: int | None = None) -> A
     if game not in known:
         raise ConfigError(f"unknown Kaggle game {game!r}; installed here: {', '.join(known)}")
     try:
-        env = module.make(game, configuration=configuration)
+        with contextlib.redirect_stdout(io.StringIO()):  # a game loaded on first use may print (pygame's banner)
+            env = module.make(game, configuration=configuration)
     except errors.InvalidArgument as exc:
         raise ConfigError(f"kaggle:{target}: {str(exc).splitlines()[0]}") from None
     except ImportError as exc:  # a game loaded on first use, whose own dependencies are missing

@@ -144,7 +144,7 @@ def rules(ladder: LadderFolder, upload_cap: int | None = None) -> Rules:
 
 def starter_zip(ladder: LadderFolder) -> bytes:
     """A minimal submission for this ladder's game family, zipped (a few KiB, made in memory). For a
-    Kaggle game, Kaggle's format: a ``main.py`` whose agent plays as the game's own random agent."""
+    Kaggle game, Kaggle's format: a ``main.py`` whose agent plays as one of the game's built-in agents."""
     family, target = split_env(ladder.settings.settings.env)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -157,15 +157,18 @@ def starter_zip(ladder: LadderFolder) -> bytes:
 
 
 def _kaggle_starter(target: str) -> str:
-    """A Kaggle agent file: the game's random agent, called from the package the cells import it from."""
+    """A Kaggle agent file that plays as one of the game's built-in agents (its random one where it has one,
+    else its first), called from the package the cells import it from."""
     from policybox.envs.kaggle import make_env
 
-    builtin = make_env(target, {}).agents["random"]
+    agents = make_env(target, {}).agents
+    name = next((name for name in ("random", "random_agent") if name in agents), next(iter(agents)))
+    builtin = agents[name]
     return (
-        f'"""A starter agent for {target.partition("?")[0]}: it plays as the game\'s own random agent. Replace its\n'
-        "body with yours: the last function of main.py is the agent, called as agent(observation,\n"
+        f'"""A starter agent for {target.partition("?")[0]}: it plays as the game\'s own {name} agent. Replace\n'
+        "its body with yours: the last function of main.py is the agent, called as agent(observation,\n"
         'configuration) each turn, as Kaggle calls it."""\n\n'
-        f"from {builtin.__module__} import {builtin.__name__} as _random\n\n\n"
+        f"from {builtin.__module__} import {builtin.__name__} as _builtin\n\n\n"
         "def agent(observation, configuration):\n"
-        "    return _random(*[observation, configuration][: _random.__code__.co_argcount])\n"
+        "    return _builtin(*[observation, configuration][: _builtin.__code__.co_argcount])\n"
     )
