@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from bench_evaluate import timed  # a whole command's wall time, as evaluate's benchmark measures it
 from rich.console import Console
 from rich.table import Table
 
@@ -49,12 +48,6 @@ def run_kaggle(game: str, episodes: int) -> None:
 
     for _ in range(episodes):
         make(game).run(GAMES[game])
-
-
-def timed(command: list[str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
 
 
 def main() -> None:
