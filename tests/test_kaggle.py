@@ -248,3 +248,18 @@ def test_the_starter_plays_as_one_of_the_games_own_agents_in_a_game_without_a_ra
         zipfile.ZipFile(io.BytesIO(starter_zip(ladder))).extractall(tmp_path / "starter")
     result = play([str(tmp_path / "starter" / "main.py")] * seats, agents=seats, env=f"kaggle:{game}", steps=10)
     assert [agent.status for agent in result.agents] == [AgentStatus.OK] * seats
+
+
+@pytest.mark.parametrize(
+    ("bot", "reason"),
+    [("deep", "nests JSON arrays and objects more than 32 deep"), ("not_a_number", "NaN is not a JSON number")],
+)
+def test_an_action_the_host_cannot_check_is_that_agents_invalid_action_never_a_void_match(play, tmp_path, bot, reason):
+    """An action 400 lists deep once made the game's schema check raise RecursionError in the host: the
+    episode ended as the game's fault, no one blamed -- a match voided by one action."""
+    crafted = kaggle_agent(tmp_path / bot, getattr(kaggle_bots, bot))
+    result = play([crafted, "kaggle:random"], agents=2, env="kaggle:connectx")
+    bad, good = result.agents
+    assert result.aborted is None and result.game_fault is None, result.aborted
+    assert bad.status == AgentStatus.INVALID_ACTION and reason in bad.failure.message, bad.failure
+    assert bad.stats == {"status.ERROR": 1.0} and good.status == AgentStatus.OK  # no action the game could see

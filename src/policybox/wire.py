@@ -119,19 +119,30 @@ def decode_json(frame: Frame) -> dict[str, Any]:
 
 
 def decode_object(payload: bytes, what: str) -> dict[str, Any]:
-    """The JSON object ``payload`` holds (``what`` names it in the error); its strings are valid text
-    (a lone surrogate, which JSON's ``\\ud800`` escape can carry but no UTF-8 writer can write, is
-    replaced by its visible escape)."""
-    if not nests_within(payload, MAX_JSON_DEPTH):
-        raise ProtocolError(f"{what} nests JSON arrays and objects more than {MAX_JSON_DEPTH} deep, or leaves one open")
-    try:
-        value = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"{what} does not hold valid UTF-8 JSON: {exc}") from None
+    """The JSON object ``payload`` holds (``what`` names it in the error), as ``decode_value`` reads it."""
+    value = decode_value(payload, what)
     if not isinstance(value, dict):
         raise ProtocolError(f"{what} holds JSON {type(value).__name__}, expected an object")
-    valid: dict[str, Any] = _valid_text(value)
-    return valid
+    return value
+
+
+def decode_value(payload: bytes | memoryview, what: str, finite: bool = False) -> Any:
+    """The JSON value a peer's ``payload`` holds (``what`` names it in the error), nested at most
+    ``MAX_JSON_DEPTH`` deep; its strings are valid text (a lone surrogate, which JSON's ``\\ud800``
+    escape can carry but no UTF-8 writer can write, is replaced by its visible escape). ``finite``:
+    ``NaN`` and ``Infinity``, which Python's parser takes but JSON has not, are refused too."""
+    data = bytes(payload)
+    if not nests_within(data, MAX_JSON_DEPTH):
+        raise ProtocolError(f"{what} nests JSON arrays and objects more than {MAX_JSON_DEPTH} deep, or leaves one open")
+    try:
+        value = json.loads(data.decode("utf-8"), parse_constant=_not_json if finite else None)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"{what} does not hold valid UTF-8 JSON: {exc}") from None
+    return _valid_text(value)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
 
 
 _ONE_BRACKET = bytes.maketrans(b"{}", b"[]")  # an object nests as an array does

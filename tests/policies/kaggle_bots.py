@@ -88,3 +88,16 @@ def forker(observation, configuration):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         print(f"child pid {child.pid} of {os.getpid()}", flush=True)
     return next(column for column in range(configuration.columns) if observation.board[column] == 0)
+
+
+def deep(observation, configuration):
+    """An action 400 lists deep: Kaggle's schema check deep-copies it, past Python's recursion limit."""
+    value = 0
+    for _ in range(400):
+        value = [value]
+    return value
+
+
+def not_a_number(observation, configuration):
+    """NaN: Python's json writes it, JSON has no such number."""
+    return float("nan")

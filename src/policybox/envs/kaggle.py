@@ -49,6 +49,7 @@ import numpy as np
 from policybox.envs.base import ConfigError, GameRequest, InvalidAction
 from policybox.envs.kaggle_builtins import BuiltinAgent
 from policybox.envs.moves import MovesRecorder
+from policybox.wire import ProtocolError, decode_value
 
 ZYGOTE_PRELOAD = ("policybox.envs.kaggle", "policybox.envs.kaggle_builtins")
 PACKAGE = "kaggle-environments"
@@ -205,26 +206,33 @@ class KaggleHost:
         return json.dumps(self._shared_state(agent_id).observation, separators=(",", ":")).encode()
 
     def move_checked(self, agent_id: int) -> bool:
-        """Checked against the game's action schema; a game that raises on a move that passed it has a bug."""
-        return True
+        """Never by the game's rules: its action schema says what an action looks like, not whether it is
+        legal now, so a game that raises on the one move of a step raises on that agent's move."""
+        return False
 
     def apply_action(self, agent_id: int, payload: bytes) -> None:
+        """The agent's action, read as any peer's JSON is (bounded depth, valid text, no NaN), then checked
+        against the game's action schema; anything the action makes either raise is its invalid action."""
         from kaggle_environments.utils import process_schema
 
         try:
-            action = json.loads(bytes(payload))
-        except (ValueError, RecursionError) as exc:
-            raise InvalidAction(f"its action is not JSON: {exc}") from None
-        error, _ = process_schema(self._action_schema, action)
+            action = decode_value(payload, "its action", finite=True)
+        except ProtocolError as exc:
+            raise InvalidAction(str(exc)) from None
+        try:
+            error, _ = process_schema(self._action_schema, action)
+        except Exception as exc:  # the game's schema code, on a value an entrant chose
+            raise InvalidAction(f"the game's action schema raised {type(exc).__name__} on it") from None
         self._actions[agent_id] = action  # refused, the game is shown it: it marks it INVALID itself
         if error:
             raise InvalidAction(f"the game refuses the action {json.dumps(action)[:200]}: {error.splitlines()[0]}")
         self._own.add(agent_id)
 
     def apply_fallback(self, agent_id: int, late: bool = False) -> None:
-        """What Kaggle's runner gives the game for an agent that did not act: the refused action itself
-        (``INVALID``), a ``DeadlineExceeded`` for one past its deadline (``TIMEOUT``), else an exception
-        (``ERROR``)."""
+        """What Kaggle's runner gives the game for an agent that did not act: the action its schema refused
+        itself (``INVALID``), a ``DeadlineExceeded`` for one past its deadline (``TIMEOUT``), else an
+        exception (``ERROR``) -- a reply the host could not read as a JSON value (too deep, NaN) is no
+        action at all."""
         from kaggle_environments.errors import DeadlineExceeded
 
         if agent_id not in self._actions:
