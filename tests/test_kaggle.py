@@ -34,7 +34,7 @@ _bots.loader.exec_module(kaggle_bots)
 def kaggle_agent(folder: Path, function) -> str:
     """An agent file, ``folder/main.py``, whose last callable is ``function`` (from tests/policies/kaggle_bots.py)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "main.py").write_text("import time\n\n\n" + inspect.getsource(function))
+    (folder / "main.py").write_text(inspect.getsource(function))
     return str(folder / "main.py")
 
 
