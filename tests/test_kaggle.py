@@ -23,6 +23,7 @@ from policybox.ladder import Ladder
 from policybox.league.views.rules import starter_zip
 from policybox.limits import Limits
 from policybox.results import AgentStatus
+from policybox.settings import EpisodeSettings
 
 pytest.importorskip("kaggle_environments")
 _bots = importlib.util.spec_from_file_location("kaggle_bots", POLICIES / "kaggle_bots.py")
@@ -123,6 +124,48 @@ def test_an_agent_past_its_deadline_and_bank_is_kaggles_timeout(play, tmp_path):
     assert (late.status, late.failure.kind) in {(AgentStatus.TIMEOUT, "Timeout"), (AgentStatus.DISABLED, "TimeBank")}
     assert late.stats == {"status.TIMEOUT": 1.0}  # the game was told as Kaggle's runner tells it
     assert good.status == AgentStatus.OK
+
+
+def test_the_games_time_rules_are_the_limits_left_unset_and_a_limit_given_wins(tmp_path):
+    """ConnectX's spec: actTimeout 2 s, remainingOverageTime 60 s, runTimeout 1200 s; the start-up gets what
+    Kaggle's runner gives a first call (2 + 60 s). A MettaGrid game keeps policybox's defaults."""
+    ruled = EpisodeSettings(env="kaggle:connectx").limits
+    assert (ruled.act_timeout_ms, ruled.time_bank_ms, ruled.wait_on_bank) == (2000, 60_000, True)
+    assert (ruled.init_timeout_s, ruled.episode_timeout_s) == (62, 1200)
+    given = EpisodeSettings.from_options({"env": "kaggle:connectx", "act_timeout_ms": 300, "time_bank_ms": None})
+    assert (given.limits.act_timeout_ms, given.limits.time_bank_ms) == (300, 60_000)
+    assert EpisodeSettings(env="arena").limits == Limits()
+    again = EpisodeSettings.model_validate_json(given.model_dump_json())  # as a ladder or a results folder reads it
+    assert again.limits == given.limits
+    out = tmp_path / "result.json"
+    ran = policybox(
+        "run", "--env", "kaggle:rps?episodeSteps=3", "-p", "kaggle:rock", "-p", "kaggle:paper",
+        "--act-timeout-ms", "700", "--no-wait-on-bank", "--out", out,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    limits = json.loads(out.read_text())["limits"]
+    assert (limits["act_timeout_ms"], limits["wait_on_bank"], limits["time_bank_ms"]) == (700, False, 60_000)
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_a_late_reply_waits_on_the_bank_as_kaggles_overage_and_the_agent_is_told_what_is_left(play, tmp_path, wait):
+    """An agent 0.8 s into a 0.3 s deadline with 3 s of bank: waited for, its move is its own and the game's
+    remainingOverageTime falls by its lateness, as policybox's bank does. Without waiting, the late move is
+    dropped and the game is told it timed out."""
+    slow = kaggle_agent(tmp_path / "slow", kaggle_bots.overdrawn)
+    limits = Limits(act_timeout_ms=300, time_bank_ms=3000, wait_on_bank=wait)
+    replay = tmp_path / "moves.json.z"
+    result = play([slow, "kaggle:negamax"], agents=2, env="kaggle:connectx", limits=limits, replay=str(replay))
+    late, other = result.agents
+    told = [line.split() for line in Path(late.log_path).read_text().splitlines() if line.startswith("act ")]
+    assert told[0] == ["act", "0.3", "overage", "3.000"]
+    if wait:
+        assert late.status == AgentStatus.OK and late.stats == {"status.DONE": 1.0}, late
+        assert 2.0 < float(told[2][3]) <= 2.5, told  # 3 - (0.8 - 0.3), less what the reply's trip took
+        assert [move["action"] for move in moves(replay) if move["agent"] == "player_0"][1] == 0  # its own move
+    else:
+        assert late.status == AgentStatus.TIMEOUT and late.stats == {"status.TIMEOUT": 1.0}
+        assert len(told) == 2 and other.status == AgentStatus.OK
 
 
 @pytest.mark.parametrize(

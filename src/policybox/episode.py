@@ -97,7 +97,9 @@ def check_playable(specs: Sequence[PolicySpec], settings: EpisodeSettings, agent
 def open_env(settings: EpisodeSettings, agents: int, names: Sequence[str] = ()) -> EnvHost:
     """The settings' game, started for ``agents`` seats; ``names`` are the seats' policies."""
     adapter, target = env_family(settings)
-    request = GameRequest(target, settings.env_kwargs, agents, settings.steps, settings.seed, settings.replay, names)
+    request = GameRequest(
+        target, settings.env_kwargs, agents, settings.steps, settings.seed, settings.replay, names, settings.limits
+    )
     try:
         host = adapter.open_host(request)
     except PolicyboxError:
@@ -452,6 +454,8 @@ def _apply(
         records[i].turns += 1
         try:
             own[i] = apply_reply(env, records[i], step, replies.get(i))
+            if i in replies:  # its latency of this step is its last
+                env.took(i, records[i].latencies_ns[-1] / 1e9)
         except Exception as exc:
             raise _fault("step", step, exc, i) from exc
     try:

@@ -5,11 +5,17 @@ full reply. A MettaGrid step of a scripted or small neural policy takes well und
 to a few milliseconds, so the defaults leave a wide margin for a loaded machine while still
 bounding a hung policy: it costs at most ``act_timeout_ms + time_bank_ms`` of wall-clock time
 before it is disabled, and the other agents keep playing meanwhile.
+
+A game may carry time rules of its own: a Kaggle game's specification says its act timeout, overage
+time and run timeout. Those of ``GAME_RULED`` that a user leaves unset then default to the game's
+(``policybox.settings.EpisodeSettings``); a value given always wins.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+
+GAME_RULED = ("act_timeout_ms", "time_bank_ms", "wait_on_bank", "init_timeout_s", "episode_timeout_s")
 
 
 class Limits(BaseModel):
@@ -19,12 +25,18 @@ class Limits(BaseModel):
         default=1000.0,
         gt=0,
         description="Per-step deadline per agent, in ms: a later reply is dropped and that step plays the "
-        "fallback action",
+        "fallback action (with --wait-on-bank, once its time bank is spent)",
     )
     time_bank_ms: float = Field(
         default=10_000.0,
         ge=0,
         description="Per-agent budget for time past deadlines, in ms; when it is spent the agent is disabled",
+    )
+    wait_on_bank: bool = Field(
+        default=False,
+        description="A reply past its deadline still counts while the agent's time bank lasts: the step waits for "
+        "it and the lateness is drawn from the bank (Kaggle's overage time; a Kaggle game's default). Off: a late "
+        "reply is dropped and that step plays the fallback",
     )
     init_timeout_s: float = Field(
         default=60.0,
@@ -72,6 +84,11 @@ class Limits(BaseModel):
     )
     max_open_files: int = Field(default=1024, ge=64, description="Open files per cell")
     max_processes: int = Field(default=256, ge=8, description="Processes and threads per cell")
+
+    def with_game_rules(self, rules: dict[str, object]) -> Limits:
+        """These limits with ``rules`` (a game's own time rules, by field) in place of the fields left unset."""
+        update = {name: value for name, value in rules.items() if name not in self.model_fields_set}
+        return self.model_copy(update=update) if update else self
 
     def play_limit_s(self, steps: int) -> float | None:
         """How long an episode of at most ``steps`` steps may play (``episode_timeout_s``, ``play_share``):

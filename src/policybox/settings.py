@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from policybox.envs import ConfigError, EnvFamily, family, split_env
-from policybox.limits import Limits
+from policybox.envs import ConfigError, EnvFamily, family, game_limits, split_env
+from policybox.limits import GAME_RULED, Limits
 from policybox.sandbox import SandboxLevel
 
 Mode = Literal["process", "inline"]
@@ -141,11 +141,24 @@ class EpisodeSettings(BaseModel):
         """A folder given relative to where a command runs is kept as the folder it meant."""
         return None if value is None else str(Path(value).expanduser().absolute())
 
+    @model_validator(mode="after")
+    def _game_rules(self) -> EpisodeSettings:
+        """The limits a user left unset that the game rules itself (a Kaggle game's time rules) are the game's;
+        settings read back from a file have all their limits set, and never ask the game again."""
+        if not set(GAME_RULED) <= self.limits.model_fields_set:
+            try:
+                rules = game_limits(self.env, self.env_kwargs)
+            except ConfigError:  # a game that cannot be made is reported where the episode opens it
+                rules = {}
+            self.limits = self.limits.with_game_rules(rules)
+        return self
+
     @classmethod
     def from_options(cls, values: dict[str, Any]) -> EpisodeSettings:
         """Settings from flat option values, as the CLI and tournament files name them: the limits'
-        fields (``act_timeout_ms``, ...) beside the settings' own; ``agents`` is ignored here. A value
-        that is not valid is a ConfigError naming its option."""
+        fields (``act_timeout_ms``, ...) beside the settings' own; ``agents`` is ignored here. A limit of None
+        is one not given: its default, or the game's own rule. A value that is not valid is a ConfigError naming
+        its option."""
         unknown = set(values) - set(Limits.model_fields) - set(cls.model_fields) - {"agents"}
         if unknown:
             raise ConfigError(f"unknown settings: {', '.join(sorted(unknown))}")
@@ -154,7 +167,7 @@ class EpisodeSettings(BaseModel):
         own["env_kwargs"] = own.get("env_kwargs") or {}
         own["find_links"] = own.get("find_links") or []
         try:
-            limits = Limits(**{name: values[name] for name in Limits.model_fields if name in values})
+            limits = Limits(**{name: values[name] for name in Limits.model_fields if values.get(name) is not None})
             return cls(limits=limits, **own)
         except ValidationError as exc:
             raise ConfigError(option_errors(exc)) from None

@@ -101,3 +101,14 @@ def deep(observation, configuration):
 def not_a_number(observation, configuration):
     """NaN: Python's json writes it, JSON has no such number."""
     return float("nan")
+
+
+def overdrawn(observation, configuration):
+    """ConnectX: says the time it is told it has, and takes 0.8 s on its second call."""
+    import time
+
+    overdrawn.calls = getattr(overdrawn, "calls", 0) + 1
+    print(f"act {configuration.actTimeout} overage {observation.remainingOverageTime:.3f}", flush=True)
+    if overdrawn.calls == 2:
+        time.sleep(0.8)
+    return next(column for column in range(configuration.columns) if observation.board[column] == 0)

@@ -36,7 +36,7 @@ from pydantic.fields import FieldInfo
 
 from policybox.league.choices import Backend
 from policybox.league.ladder.settings import LadderSettings
-from policybox.limits import Limits
+from policybox.limits import GAME_RULED, Limits
 from policybox.settings import Agents, EpisodeSettings
 
 
@@ -67,9 +67,11 @@ UNITS = {"_ms": "MS", "_s": "S", "_mb": "MIB"}  # a free value's metavar, from i
 
 
 def field_option(name: str, field: FieldInfo) -> inspect.Parameter:
-    """The option of setting ``name``, as its ``field`` declares it (see the module's docstring)."""
+    """The option of setting ``name``, as its ``field`` declares it (see the module's docstring). A limit a
+    game may rule (``GAME_RULED``) is None unless given: the settings then take the game's own, or the default."""
     default = None if field.is_required() or field.default_factory is not None else field.default
-    annotation = _cli_type(field.annotation, default)
+    ruled = name in GAME_RULED
+    annotation = _cli_type(field.annotation, None if ruled else default)
     look = LOOKS.get(name, Look())
     flags = look.flags or (
         (f"--{_dashed(name)}/--no-{_dashed(name)}",) if _plain(annotation) is bool else (f"--{_dashed(name)}",)
@@ -77,13 +79,18 @@ def field_option(name: str, field: FieldInfo) -> inspect.Parameter:
     help_text = _sentence(field.description or "") + (" Repeatable." if _is_list(annotation) else "")
     checked: dict[str, Any] = {}
     bounds = [item for item in field.metadata if isinstance(item, Ge | Gt | Le | Lt)]
-    if bounds:  # click cannot say x>0: the range is shown as click shows its own, and checked by the field
-        shown = ([] if default is None else [f"default: {_shown(default)}"]) + [_range(bounds)]
-        help_text += f"  [{'; '.join(shown)}]"
-        checked = {"parser": _Parser(field), "show_default": False}
+    if bounds or ruled:  # click cannot say x>0, nor "or the game's": shown as click shows its own, checked by the field
+        shown = (
+            [] if default is None else [f"default: {_shown(default)}" + (", or a Kaggle game's own" if ruled else "")]
+        )
+        help_text += f"  [{'; '.join(shown + ([_range(bounds)] if bounds else []))}]"
+        checked = {"show_default": False} | ({"parser": _Parser(field)} if bounds else {})
     option = typer.Option(*flags, metavar=look.metavar or _metavar(name, annotation), help=help_text, **checked)
     return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[annotation, option], default=default
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=Annotated[annotation, option],
+        default=None if ruled else default,
     )
 
 
@@ -183,6 +190,8 @@ def _range(bounds: list[Any]) -> str:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

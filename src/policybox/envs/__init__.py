@@ -8,7 +8,7 @@ be written out: ``mettagrid:FILE.yaml``); ``--env pettingzoo:MODULE:FACTORY`` is
 from __future__ import annotations
 
 import importlib
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from policybox.envs.base import ActionSink, ConfigError, EnvCell, EnvFamily, EnvHost, GameRequest, InvalidAction
 
@@ -23,6 +23,7 @@ __all__ = [
     "InvalidAction",
     "cell_half",
     "family",
+    "game_limits",
     "split_env",
 ]
 
@@ -32,6 +33,12 @@ FAMILIES = {
     "kaggle": "policybox.envs.kaggle",
 }
 DEFAULT_FAMILY = "mettagrid"
+RULED = {"kaggle"}  # families whose games carry time rules of their own: their adapter's game_limits
+
+
+class RuledFamily(Protocol):
+    def game_limits(self, target: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The limits (``policybox.limits.Limits``' fields) the game's own rules set."""
 
 
 def split_env(env: str) -> tuple[str, str]:
@@ -49,6 +56,15 @@ def family(name: str) -> EnvFamily:
     if name not in FAMILIES:
         raise ConfigError(f"unknown environment family {name!r}; known: {', '.join(FAMILIES)}")
     return cast(EnvFamily, importlib.import_module(FAMILIES[name]))
+
+
+def game_limits(env: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The limits the game of ``--env`` sets by its own rules, by field; none for a family without rules of
+    its own (asked without importing its adapter, which may import its whole engine)."""
+    name, target = split_env(env)
+    if name not in RULED:
+        return {}
+    return cast(RuledFamily, family(name)).game_limits(target, kwargs)
 
 
 def cell_half(setup: dict[str, Any]) -> EnvCell:

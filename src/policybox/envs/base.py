@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from policybox.errors import PolicyboxError
+from policybox.limits import Limits
 
 
 class ConfigError(PolicyboxError, ValueError):
@@ -46,6 +47,7 @@ class GameRequest:
     seed: int
     replay: str | None = None
     names: Sequence[str] = field(default=())  # the seats' policies, for the game's own records
+    limits: Limits = field(default_factory=Limits)  # the time rules in force, for a game that tells its agents
 
 
 class ActionSink(Protocol):
@@ -75,6 +77,10 @@ class EnvHost(ActionSink, Protocol):
     def move_checked(self, agent_id: int) -> bool:
         """Whether the host checked the agent's action this step against the game's own legal moves (so
         that a raise on it is the game's bug, not the agent's illegal move)."""
+
+    def took(self, agent_id: int, seconds: float) -> None:
+        """How long the agent's reply took this step, before ``step`` (a game that keeps its agents' time
+        itself is told: Kaggle's overage time)."""
 
     def step(self) -> None: ...
     def refused(self, agent_id: int) -> str | None:

@@ -23,6 +23,10 @@ a number of seats the game does not take (``specification.agents``).
   reward of ``None`` -- here 0, and the agent is failed, so it ranks below every agent that played.
 - **Determinism.** The game's interpreters draw from Python's ``random`` (and some from numpy's):
   both are seeded from the episode's seed before the game is made, so a seed replays a game.
+- **Time.** The game's own time rules are the limits a user leaves unset (``game_limits``): ``actTimeout``
+  the act deadline, ``remainingOverageTime`` the time bank, which a late reply waits on as Kaggle's overage
+  does. The configuration and observations agents read carry the limits in force, and each step the game
+  is told every reply's time, so its ``remainingOverageTime`` falls as the bank does.
 - **Steps.** ``--steps`` caps the game's ``episodeSteps`` (the configuration the game is made with
   says the smaller); the game's own end comes first where it is sooner.
 - **Moves.** Asked for a replay, each step's actions and rewards are recorded
@@ -126,6 +130,23 @@ def make_env(target: str, kwargs: dict[str, Any], steps: int | None = None) -> A
     return env
 
 
+def game_limits(target: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Kaggle's time rules as limits, from the game's specification: ``actTimeout`` is the act deadline,
+    ``remainingOverageTime`` the time bank, which a late reply waits on as Kaggle's overage does
+    (``wait_on_bank``); the start-up deadline is what Kaggle's runner allows an agent's first call (its
+    act timeout and its whole overage: ``agentTimeout`` is obsolete), ``runTimeout`` the episode's limit."""
+    env = make_env(target, kwargs)
+    act_s = float(env.configuration.actTimeout)
+    overage_s = float(env.specification.observation.get("remainingOverageTime", {}).get("default") or 0)
+    return {
+        "act_timeout_ms": act_s * 1000,
+        "time_bank_ms": overage_s * 1000,
+        "wait_on_bank": True,
+        "init_timeout_s": act_s + overage_s,
+        "episode_timeout_s": float(env.configuration.runTimeout),
+    }
+
+
 def fixed_agents(target: str, kwargs: dict[str, Any]) -> int | None:
     """The game's number of agents when its specification allows one only (ConnectX: 2); else None."""
     allowed = list(make_env(target, kwargs).specification.agents)
@@ -141,6 +162,9 @@ def open_host(request: GameRequest) -> KaggleHost:
     if request.agents not in allowed:
         counts = ", ".join(str(count) for count in allowed)
         raise ConfigError(f"kaggle:{env.name} is a game for {counts} agents, not {request.agents}")
+    env.configuration.actTimeout = request.limits.act_timeout_ms / 1000  # what agents read is what is enforced
+    if request.limits.episode_timeout_s is not None:
+        env.configuration.runTimeout = request.limits.episode_timeout_s
     host = KaggleHost(env, request)
     if request.replay is not None:
         host.moves = MovesRecorder(request.replay, host.agent_names)
@@ -172,8 +196,11 @@ class KaggleHost:
         self._env = env
         self._target = request.target
         env.reset(request.agents)
+        for state in env.state:  # each agent's overage is its time bank; the game draws it down as Kaggle's does
+            state.observation.remainingOverageTime = request.limits.time_bank_ms / 1000
         self.agent_names = [f"player_{index}" for index in range(request.agents)]
         self._actions: dict[int, Any] = {}  # this step's, for the game
+        self._durations: dict[int, float] = {}  # this step's reply times, for the game's overage
         self._played: dict[int, Any] = {}  # the last step's
         self._own: set[int] = set()  # the seats whose own action the game is given this step
         self._own_played: set[int] = set()  # the last step's
@@ -249,9 +276,17 @@ class KaggleHost:
             return None
         return f"the game marked its action {json.dumps(self._played[agent_id])[:200]} {status}"
 
+    def took(self, agent_id: int, seconds: float) -> None:
+        self._durations[agent_id] = seconds
+
     def step(self) -> None:
-        actions = [self._actions.get(index) for index in range(len(self.agent_names))]
-        self._env.step(actions)
+        """The step, told each agent's reply time as Kaggle's runner tells it (its logs' ``duration``): the
+        game draws the time past ``actTimeout`` from the agent's ``remainingOverageTime``."""
+        seats = range(len(self.agent_names))
+        actions = [self._actions.get(index) for index in seats]
+        durations = self._durations
+        self._env.step(actions, [{"duration": durations[index]} if index in durations else {} for index in seats])
+        self._durations = {}
         if self.moves is not None:
             board = self._board()
             for index in self._actions:  # the action as the game kept it (its schema's default for a None)

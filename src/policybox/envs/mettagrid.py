@@ -337,6 +337,9 @@ class MettaGridHost:
         """Always: ``parse_action`` admits only actions MettaGrid accepts, so a raise is the game's own."""
         return True
 
+    def took(self, agent_id: int, seconds: float) -> None:
+        """Nothing: MettaGrid keeps no time of its own."""
+
     def refused(self, agent_id: int) -> str | None:
         """Never: what MettaGrid would refuse, ``parse_action`` refuses first."""
         return None

@@ -248,6 +248,9 @@ class PettingZooHost:
         """Checked when the game gave a legal-move mask for it now."""
         return self._mask(agent_id) is not None
 
+    def took(self, agent_id: int, seconds: float) -> None:
+        """Nothing: a PettingZoo game keeps no time of its own."""
+
     def refused(self, agent_id: int) -> str | None:
         """Never: a PettingZoo game refuses a move by raising (``move_checked`` says whose fault that is)."""
         return None

@@ -5,7 +5,9 @@ Time belongs to the host. Each cell has at most one request in flight. A cell th
 deadline plays the fallback action for that step and every later step until its late reply arrives; that
 reply answers an old observation, so it is dropped, and the cell gets the *current* observation at
 the next step. Time past the deadline is taken from the agent's time bank; an agent whose bank is
-spent -- by a late reply, or by still not answering -- is disabled and its cell killed.
+spent -- by a late reply, or by still not answering -- is disabled and its cell killed. With
+``wait_on_bank`` (Kaggle's overage time) the step waits past the deadline while the bank of a cell asked
+lasts, and a reply in that time counts; its lateness is drawn from the bank all the same.
 
 The host never blocks on one cell: a frame a cell does not read at once waits in that cell's
 outbox and goes out as its socket becomes writable (EPOLLOUT), while the others play on. Every
@@ -182,7 +184,7 @@ class _Cell:
             elif on_time:
                 self.replies[agent_id] = reply
                 record.latencies_ns.append(latency_ns)
-        if not on_time:
+        if not on_time or latency_ns > self._act_timeout_ns:  # late, or waited for on the bank
             self.spend_bank(frame.seq, latency_ns - self._act_timeout_ns)
 
     def _on_ready(self, frame: Frame) -> None:
@@ -379,8 +381,8 @@ class ProcessPool:
     def act(self, step: int, observations: Mapping[int, bytes | memoryview]) -> dict[int, Reply]:
         """Send every cell that is free the observations of its seats in ``observations`` (by agent
         id), then gather replies until the deadline; the replies by agent id (none: no answer in time)."""
-        deadline = time.monotonic_ns() + int(self._limits.act_timeout_ms * 1e6)
         due = [cell.asked_in(observations) for cell in self._cells]  # each cell's seats due an action
+        deadline = time.monotonic_ns() + int(self._limits.act_timeout_ms * 1e6) + self._waited_ns(due)
         for cell, seats in zip(self._cells, due, strict=True):
             cell.replies = {}
             if cell.in_flight is None and seats:
@@ -401,6 +403,12 @@ class ProcessPool:
                 cell.check_cpu(self._limits.cpu_limit_s, step)
         self.retire_stopped()
         return replies
+
+    def _waited_ns(self, due: list[list[AgentRecord]]) -> int:
+        """How long past the deadline the step waits (``wait_on_bank``): the largest bank of a cell asked."""
+        if not self._limits.wait_on_bank:
+            return 0
+        return max((max(cell.bank_ns, 0) for cell, seats in zip(self._cells, due, strict=True) if seats), default=0)
 
     def _send(self, cell: _Cell, data: Sequence[bytes | memoryview], seq: int, asked: list[int]) -> None:
         cell.send(data, seq, asked)

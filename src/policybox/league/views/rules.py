@@ -36,8 +36,11 @@ CELLS = {
 }
 # The limits a cell plays under, as the page names them (each a field of policybox.limits.Limits).
 LIMITS = {
-    "act_timeout_ms": "per-step deadline (ms): a later reply is dropped and that step plays the fallback action",
+    "act_timeout_ms": "per-step deadline (ms): a later reply is dropped and that step plays the fallback action, "
+    "unless the step waits on the bank",
     "time_bank_ms": "time bank (ms): the time an agent may spend past its deadlines, over the episode",
+    "wait_on_bank": "whether a late reply is waited for, and counts, while its time bank lasts (Kaggle's overage "
+    "time); if not, it is dropped",
     "init_timeout_s": "start-up deadline (s): interpreter, policy import, checkpoint load",
     "cpu_limit_s": "CPU seconds per cell, over all its processes",
     "memory_limit_mb": "memory per cell (MiB)",
