@@ -10,6 +10,7 @@ import inspect
 import io
 import json
 import random
+import tarfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -239,6 +240,27 @@ def test_a_kaggle_ladder_takes_kaggles_submission_format_and_its_starter_qualifi
     again = policybox("run", "--ladder", folder, "--match", "1", "--log-dir", tmp_path / "logs")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "match 1 played again: every reward and status as stored" in again.stdout
+
+
+def test_a_tar_gz_in_kaggles_format_plays_with_its_other_files_beside_its_main_py(play, tmp_path):
+    """Kaggle's other submission format: main.py at the top of a tar.gz, a module and a data file beside it."""
+    bot = tmp_path / "bot.tar.gz"
+    files = {
+        "helper.py": b"def column(board, columns):\n    return next(c for c in range(columns) if board[c] == 0)\n",
+        "opening.txt": b"3",
+        "main.py": b"from pathlib import Path\n\nfrom helper import column\n\n"
+        b"OPENING = int((Path(__file__).parent / 'opening.txt').read_text())\n\n\n"
+        b"def agent(obs, config):\n    return OPENING if obs.step < 2 else column(obs.board, config.columns)\n",
+    }
+    with tarfile.open(bot, "w:gz") as archive:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+    replay = tmp_path / "moves.json.z"
+    result = play([str(bot), "kaggle:negamax"], agents=2, env="kaggle:connectx", replay=str(replay))
+    assert result.agents[0].status == AgentStatus.OK, result.agents[0].failure
+    assert [move["action"] for move in moves(replay) if move["agent"] == "player_0"][:2] == [3, 0]
 
 
 def hostile(folder: Path, function, **names: str) -> str:

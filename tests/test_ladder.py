@@ -190,7 +190,7 @@ def test_bad_input_is_one_clear_message_and_changes_nothing(tmp_path, database_u
         assert message in " ".join(run.stderr.split()) and "Traceback" not in run.stderr, (args, run.stderr)
     (tmp_path / "bad.zip").write_bytes(b"not a zip at all")
     bad_zip = ladder_command("submit", str(folder), "bot", str(tmp_path / "bad.zip"))
-    assert bad_zip.returncode == 2 and "is not a zip file" in bad_zip.stderr
+    assert bad_zip.returncode == 2 and "is not a zip or tar.gz file" in bad_zip.stderr
     assert _snapshot(folder) == before  # nothing stored or changed by any of them
 
 

@@ -1,16 +1,20 @@
-"""Submissions as entrants hand them in: folders and MettaGrid zips, each confined to itself.
+"""Submissions as entrants hand them in: folders, MettaGrid zips and tar.gz files, each confined to itself.
 
 A submission is hostile input. These tests play the entrant: they point a submission at another
-team's files, and hand in zips that climb out, name absolute paths, hold symlinks, too many files or
-a bomb. Each must be refused with a SpecError that names the offending entry, with nothing written
-outside the extraction root; an honest submission must still play.
+team's files, and hand in zips and tar.gz files that climb out, name absolute paths, hold symlinks,
+links or devices, too many files or a bomb. Each must be refused with a SpecError that names the
+offending entry, with nothing written outside the extraction root; an honest submission must still
+play.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
+import io
 import json
 import stat
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -229,7 +233,7 @@ def test_the_written_bytes_are_counted_whatever_the_zip_declares(tmp_path, unpac
 def test_not_a_zip(tmp_path, unpacked):
     fake = tmp_path / "team_a.zip"
     fake.write_text("PK but not really")
-    with pytest.raises(SpecError, match=f"submission {fake} is not a zip file"):
+    with pytest.raises(SpecError, match=f"submission {fake} is not a zip or tar.gz file"):
         parse_policy_arg(str(fake))
     with pytest.raises(SpecError, match="submission zip missing.zip does not exist"):
         parse_policy_arg("missing.zip")
@@ -249,3 +253,100 @@ def test_a_planted_root_folder_is_not_used(tmp_path, monkeypatch):
     monkeypatch.setattr(submission, "submissions_root", lambda: planted)
     with pytest.raises(SpecError, match="must be a folder owned by uid .* with mode 700"):
         parse_policy_arg(str(good_zip(tmp_path / "team_a.zip")))
+
+
+# -- tar.gz files ---------------------------------------------------------------------------------
+
+
+def make_tar(path: Path, files: dict[str, bytes], *extra: tarfile.TarInfo, **options) -> Path:
+    """A tar.gz of ``files``, then the ``extra`` entries (links, devices: no bytes of their own)."""
+    with tarfile.open(path, "w:gz", **options) as archive:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+        for info in extra:
+            archive.addfile(info)
+    return path
+
+
+def good_files() -> dict[str, bytes]:
+    return {
+        "policy_spec.json": json.dumps(SPEC).encode(),
+        "teambot/__init__.py": b"",
+        "teambot/policy.py": (POLICIES / "packed.py").read_bytes(),
+        "ckpt/weights.txt": b"team-a-weights",
+    }
+
+
+def entry(name: str, kind: bytes, target: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, target
+    return info
+
+
+@pytest.mark.parametrize("suffix", [".tar.gz", ".tgz"])
+def test_a_good_tar_gz_is_unpacked_as_a_zip_is(play, tmp_path, unpacked, suffix):
+    tar_path = make_tar(tmp_path / f"team_a{suffix}", good_files())
+    spec = parse_policy_arg(str(tar_path))
+    assert spec.class_path == "teambot.policy.Packed"
+    (folder,) = unpacked.iterdir()
+    assert everything_under(folder) == {
+        "policy_spec.json", "teambot", "teambot/__init__.py", "teambot/policy.py", "ckpt", "ckpt/weights.txt"
+    }  # fmt: skip
+    result = play([str(tar_path)], agents=1, steps=3)
+    assert result.agents[0].status == AgentStatus.OK
+
+
+@pytest.mark.parametrize(
+    ("extra", "files", "message"),
+    [
+        ((), {"../evil": b"x"}, r"entry '\.\./evil' climbs out with '\.\.'"),
+        ((), {"/tmp/evil": b"x"}, "entry '/tmp/evil' is an absolute path"),
+        ((), {"evil\x07": b"x"}, r"entry 'evil\\x07' holds a NUL or another control character"),
+        ((entry("teambot/evil", tarfile.SYMTYPE, "../../../victim"),), {}, "entry 'teambot/evil' is a symlink"),
+        ((entry("evil", tarfile.LNKTYPE, "/etc/passwd"),), {}, "entry 'evil' is a hard link"),
+        ((entry("evil", tarfile.FIFOTYPE),), {}, "entry 'evil' is not a plain file or folder"),
+        ((entry("evil", tarfile.CHRTYPE),), {}, "entry 'evil' is not a plain file or folder"),
+    ],
+)
+def test_a_hostile_tar_entry_is_refused_and_nothing_is_kept(tmp_path, unpacked, extra, files, message):
+    tar_path = make_tar(tmp_path / "team_a.tar.gz", {**good_files(), **files}, *extra)
+    with pytest.raises(SpecError, match=f"submission {tar_path}: {message}"):
+        parse_policy_arg(str(tar_path))
+    assert not list(Path("/tmp").glob("evil")) and not list(tmp_path.rglob("evil"))
+    assert list(unpacked.iterdir()) == []  # the entries before it, half written, are gone too
+
+
+def test_a_tar_name_that_is_not_utf8_is_refused_by_name(tmp_path, unpacked):
+    tar_path = make_tar(tmp_path / "team_a.tar.gz", {"bad\udcff.py": b"x"}, encoding="utf-8", errors="surrogateescape")
+    with pytest.raises(SpecError, match="is not valid UTF-8"):
+        parse_policy_arg(str(tar_path))
+
+
+def test_a_tar_gz_bomb_stops_at_the_cap(tmp_path, unpacked, monkeypatch):
+    """4 MiB of zeros in 4 KiB of gzip: writing stops at the cap, counted as written."""
+    tar_path = make_tar(tmp_path / "bomb.tar.gz", {**good_files(), "bomb.bin": bytes(4 * 1024 * 1024)})
+    assert tar_path.stat().st_size < 64 * 1024
+    with pytest.raises(submission.TooLarge, match="unpacks to more than 65536 bytes"):
+        parse_policy_arg(str(tar_path), limits=submission.ZipLimits(max_bytes=64 * 1024))
+    assert list(unpacked.iterdir()) == []
+
+
+def test_a_tar_header_too_large_to_read_is_refused_before_it_is_read(tmp_path, unpacked):
+    """A PAX header of 1 MiB (tarfile reads a header whole into memory) is refused by its size."""
+    tar_path = make_tar(
+        tmp_path / "pax.tar.gz", good_files(), format=tarfile.PAX_FORMAT, pax_headers={"x": "y" * (1 << 20)}
+    )
+    with pytest.raises(submission.TooLarge, match=r"an entry's header is \d+ bytes, more than 65536"):
+        parse_policy_arg(str(tar_path))
+
+
+def test_too_many_tar_entries_and_a_gzip_that_is_no_tar(tmp_path, unpacked):
+    many = make_tar(tmp_path / "many.tar.gz", {f"f{i}.txt": b"" for i in range(6)})
+    with pytest.raises(submission.TooLarge, match="holds more than 5 entries"):
+        parse_policy_arg(str(many), limits=submission.ZipLimits(max_entries=5))
+    plain = tmp_path / "plain.tar.gz"
+    plain.write_bytes(gzip.compress(b"not a tar, only gzip" * 100))
+    with pytest.raises(SpecError, match="is not a zip or a readable tar.gz file"):
+        parse_policy_arg(str(plain))

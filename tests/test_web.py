@@ -422,7 +422,7 @@ def test_submitting_over_the_api(fresh, tmp_path):
         (tmp_path / "notes.zip").write_text("not a zip at all")
         bad_cases = [
             (upload(client, good, "Bad Name", gamma), 400, "'Bad Name' is not allowed: use 1 to 40 of a-z"),
-            (upload(client, tmp_path / "notes.zip", "walker", gamma), 400, "is not a zip file"),
+            (upload(client, tmp_path / "notes.zip", "walker", gamma), 400, "is not a zip or tar.gz file"),
             (client.post("/api/submit", data={"name": "walker"}, headers=gamma), 400, "a multipart form with name"),
             (client.post("/api/submit", content=b"x" * 100_000, headers=gamma), 413, "takes (65,536 bytes)"),
         ]
@@ -503,7 +503,8 @@ def test_logging_in_and_submitting_through_the_form(fresh, tmp_path):
         assert forged.status_code == 403 and stored(folder) == before
         (tmp_path / "notes.zip").write_text("not a zip")
         bad = upload(client, tmp_path / "notes.zip", "walker", {"Origin": own}, url="/submit")
-        assert bad.status_code == 400 and "is not a zip file" in bad.context["message"] and stored(folder) == before
+        assert bad.status_code == 400 and "is not a zip or tar.gz file" in bad.context["message"]
+        assert stored(folder) == before
         made = client.post(
             "/submit",
             data={"name": "walker"},

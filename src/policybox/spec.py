@@ -70,7 +70,7 @@ REQUIREMENTS_FILE = "requirements.txt"  # beside a spec, as pip and MettaGrid's 
 SHOWN_REQUIREMENT = 200
 SUBMISSION_MANIFEST = "cogames.toml"  # MettaGrid's other submission format: a [policy] table
 KAGGLE_AGENT = "main.py"  # Kaggle's submission format: a folder (or zip) whose main.py is the agent file
-SUBMISSION_ZIP_SUFFIX = ".zip"
+SUBMISSION_ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")  # a zip; a tar.gz (Kaggle's format too)
 # A field MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
 METTAGRID_ONLY_FIELDS = ("policy_env_interface",)
 KEYS = "class, data, name, path, kw.X, env.X"
@@ -164,7 +164,7 @@ class PolicySpec(BaseModel):
 def parse_policy_arg(
     text: str, base_dir: Path | None = None, limits: ZipLimits | None = None, unpack_into: Path | None = None
 ) -> PolicySpec:
-    """Parse one ``-p`` argument into a checked spec with absolute paths. A zip is unpacked within
+    """Parse one ``-p`` argument into a checked spec with absolute paths. A zip or a tar.gz is unpacked within
     ``limits`` (default ``ZipLimits()``) into ``unpack_into`` (default: the submissions' own folder,
     ``policybox.submission.submissions_root``)."""
     base = (base_dir or Path.cwd()).resolve()
@@ -175,8 +175,8 @@ def parse_policy_arg(
     if "=" not in text and "," not in text:
         if _is_folder(candidate):
             return load_submission_dir(candidate, text)
-        if text.endswith(SUBMISSION_ZIP_SUFFIX):
-            from policybox.submission import ZipLimits, unpack_submission  # zip handling only when a zip is given
+        if text.endswith(SUBMISSION_ARCHIVE_SUFFIXES):
+            from policybox.submission import ZipLimits, unpack_submission  # archives handled only when one is given
 
             return load_submission_dir(unpack_submission(candidate, text, limits or ZipLimits(), unpack_into), text)
         if text.endswith(SPEC_FILE_SUFFIXES):

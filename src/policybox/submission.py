@@ -1,4 +1,5 @@
-"""Submission zips in MettaGrid's format, unpacked safely into a root-only, content-addressed folder.
+"""Submission archives -- zips in MettaGrid's format, and zips or tar.gz files in Kaggle's -- unpacked safely
+into a root-only, content-addressed folder.
 
 MettaGrid packs a submission as a zip with ``policy_spec.json`` (or a ``cogames.toml`` manifest) at
 its top (``class_path``, ``data_path`` relative to the zip's top, ``init_kwargs``, ``setup_script``;
@@ -15,22 +16,33 @@ are counted as they are written (a zip's declared sizes are the entrant's word, 
 first, early check). Entry names are checked too -- valid UTF-8 (or the zip's old code page), no NUL,
 control character or backslash, at most 255 bytes a part, 1,024 bytes and 32 folders in all -- so a
 name the filesystem would refuse is refused here first, by name. A refusal of size is a ``TooLarge``.
+
+A tar.gz (Kaggle's other submission format; told from a zip by its first bytes, not its name) is read
+as a stream, entry by entry, under the same rules: plain files and folders only (a symlink, a hard
+link, a device is refused by name), the same names, the same caps, its bytes counted as they are
+written. What it decompresses to is counted too, headers included, so a gzip bomb stops at the cap;
+a header that holds a long name or PAX records (which ``tarfile`` reads whole into memory) is refused
+past ``TAR_HEADER_BYTES`` before it is read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import gzip
 import hashlib
+import io
 import os
 import shutil
 import stat
+import tarfile
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO, Any, BinaryIO
 
 from policybox.errors import PolicyboxError, SpecError
 
@@ -52,6 +64,18 @@ MAX_DEPTH = 32
 CENTRAL_BYTES_PER_ENTRY = 512
 CENTRAL_SLACK = 64 * 1024
 SHOWN_NAME = 80  # characters of a hostile entry name a message shows
+GZIP_MAGIC = b"\x1f\x8b"
+TAR_HEADER_BYTES = 64 * 1024  # the most a tar entry's long-name or PAX header may hold
+TAR_OVERHEAD_PER_ENTRY = 1536  # a header block and a block of padding, and room for a short PAX record
+TAR_ERRORS = (tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error, UnicodeError)
+TAR_HEADERS = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
+TAR_LINKS = {tarfile.SYMTYPE: "a symlink", tarfile.LNKTYPE: "a hard link"}
 
 
 class TooLarge(SpecError):
@@ -130,14 +154,19 @@ def move_into_place(staging: Path, target: Path) -> None:
 
 
 def _extract(file: BinaryIO, destination: Path, given: str, limits: ZipLimits) -> None:
-    """Check every entry, then write them; nothing is written for an archive with a bad entry."""
+    """A tar.gz entry by entry (``_extract_tar``); a zip's entries all checked, then written (nothing is
+    written for a zip with a bad entry)."""
+    if file.read(len(GZIP_MAGIC)) == GZIP_MAGIC:
+        file.seek(0)
+        _extract_tar(file, destination, given, limits)
+        return
     _check_central_directory(file, given, limits)
     try:
         archive = zipfile.ZipFile(file)
     except UnicodeDecodeError as exc:  # the raw name, as bytes: inert in a message
         raise SpecError(f"submission {given}: entry {_shown(exc.object)} is flagged UTF-8 but is not") from None
     except zipfile.BadZipFile:
-        raise SpecError(f"submission {given} is not a zip file") from None
+        raise SpecError(f"submission {given} is not a zip or tar.gz file") from None
     with archive:
         entries = archive.infolist()
         if len(entries) > limits.max_entries:
@@ -149,8 +178,10 @@ def _extract(file: BinaryIO, destination: Path, given: str, limits: ZipLimits) -
             raise TooLarge(f"submission {given} unpacks to {declared} bytes, more than {limits.max_bytes}")
         written = 0
         for entry in entries:
+            is_folder = entry.is_dir() or stat.S_ISDIR(entry.external_attr >> 16)
+            source = None if is_folder else functools.partial(archive.open, entry)
             try:
-                written += _write_entry(archive, entry, destination, limits.max_bytes - written, limits, given)
+                written += _write_entry(source, entry.filename, destination, limits.max_bytes - written, limits, given)
             except ZIP_ERRORS as exc:
                 raise SpecError(f"submission {given}: entry {_shown(entry.filename)} cannot be read: {exc}") from None
 
@@ -165,7 +196,7 @@ def _check_central_directory(file: BinaryIO, given: str, limits: ZipLimits) -> N
     except OSError:
         end = None
     if not end:
-        raise SpecError(f"submission {given} is not a zip file")
+        raise SpecError(f"submission {given} is not a zip or tar.gz file")
     entries = end[zipfile._ECD_ENTRIES_TOTAL]  # type: ignore[attr-defined]  # noqa: SLF001
     size = end[zipfile._ECD_SIZE]  # type: ignore[attr-defined]  # noqa: SLF001
     if entries > limits.max_entries:
@@ -199,6 +230,8 @@ def _check_entry(entry: zipfile.ZipInfo, given: str, limits: ZipLimits) -> None:
 
 def _name_problem(raw: str, name: PurePosixPath) -> str | None:
     """What is wrong with an entry's name, if anything (said after the name in a message)."""
+    if any("\udc80" <= character <= "\udcff" for character in raw):  # bytes a tar's name could not decode
+        return "is not valid UTF-8"
     if any(ord(character) < 32 or ord(character) == 127 for character in raw):
         return "holds a NUL or another control character"
     if "\\" in raw:
@@ -224,35 +257,104 @@ def _shown(name: str | bytes) -> str:
 
 
 def _write_entry(
-    archive: zipfile.ZipFile, entry: zipfile.ZipInfo, destination: Path, room: int, limits: ZipLimits, given: str
+    source: Callable[[], IO[bytes]] | None, name: str, destination: Path, room: int, limits: ZipLimits, given: str
 ) -> int:
-    """Write one checked entry below ``destination``; its bytes, counted as they are written, never
-    past the file cap nor past ``room`` (what the submission's cap leaves)."""
-    parts = PurePosixPath(entry.filename).parts
-    is_folder = entry.is_dir() or stat.S_ISDIR(entry.external_attr >> 16)
+    """Write one checked entry below ``destination``: a folder (``source`` None), or a file whose bytes
+    ``source`` opens; counted as they are written, never past the file cap nor past ``room`` (what the
+    submission's cap leaves)."""
+    parts = PurePosixPath(name).parts
     written = 0
     try:
-        folder = _make_folders(destination, parts if is_folder else parts[:-1])
-        if is_folder:
+        folder = _make_folders(destination, parts if source is None else parts[:-1])
+        if source is None:
             return 0
-        with archive.open(entry) as source, new_file(folder / parts[-1]) as sink:
-            while chunk := source.read(CHUNK):
+        with source() as reader, new_file(folder / parts[-1]) as sink:
+            while chunk := reader.read(CHUNK):
                 written += len(chunk)
                 if written > limits.max_file_bytes:
                     raise TooLarge(
-                        f"submission {given}: entry {_shown(entry.filename)} unpacks to more than "
-                        f"{limits.max_file_bytes} bytes"
+                        f"submission {given}: entry {_shown(name)} unpacks to more than {limits.max_file_bytes} bytes"
                     )
                 if written > room:
                     raise TooLarge(f"submission {given} unpacks to more than {limits.max_bytes} bytes")
                 sink.write(chunk)
     except FileExistsError:
-        raise SpecError(f"submission {given}: entry {_shown(entry.filename)} is written twice") from None
+        raise SpecError(f"submission {given}: entry {_shown(name)} is written twice") from None
     except (NotADirectoryError, IsADirectoryError):
-        raise SpecError(
-            f"submission {given}: entry {_shown(entry.filename)} clashes with a file of the same name"
-        ) from None
+        raise SpecError(f"submission {given}: entry {_shown(name)} clashes with a file of the same name") from None
     return written
+
+
+def _extract_tar(file: BinaryIO, destination: Path, given: str, limits: ZipLimits) -> None:
+    """Write a tar.gz's entries as they come, each checked first (see the module's docstring)."""
+    stream = _Capped(gzip.GzipFile(fileobj=file), limits.max_bytes + limits.max_entries * TAR_OVERHEAD_PER_ENTRY, given)
+    written = entries = 0
+    try:
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=_BoundedTarInfo) as archive:
+            for member in archive:
+                entries += 1
+                if entries > limits.max_entries:
+                    raise TooLarge(f"submission {given} holds more than {limits.max_entries} entries")
+                _check_member(member, given, limits)
+                source = None if member.isdir() else functools.partial(_member_bytes, archive, member)
+                written += _write_entry(source, member.name, destination, limits.max_bytes - written, limits, given)
+    except _HeaderTooLarge as exc:
+        raise TooLarge(
+            f"submission {given}: an entry's header is {exc.size} bytes, more than {TAR_HEADER_BYTES}"
+        ) from None
+    except TAR_ERRORS as exc:
+        raise SpecError(f"submission {given} is not a zip or a readable tar.gz file: {exc}") from None
+
+
+def _check_member(member: tarfile.TarInfo, given: str, limits: ZipLimits) -> None:
+    shown = _shown(member.name)
+    if problem := _name_problem(member.name, PurePosixPath(member.name)):
+        raise SpecError(f"submission {given}: entry {shown} {problem}")
+    if member.type in TAR_LINKS:
+        raise SpecError(f"submission {given}: entry {shown} is {TAR_LINKS[member.type]}")
+    if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE):
+        raise SpecError(f"submission {given}: entry {shown} is not a plain file or folder (tar type {member.type!r})")
+    if member.size > limits.max_file_bytes:
+        cap = limits.max_file_bytes
+        raise TooLarge(f"submission {given}: entry {shown} unpacks to {member.size} bytes, more than {cap}")
+
+
+def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes]:
+    reader = archive.extractfile(member)
+    assert reader is not None  # a plain file's
+    return reader
+
+
+class _HeaderTooLarge(Exception):
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """Refuses a long-name or PAX header past ``TAR_HEADER_BYTES`` before ``tarfile`` reads it into memory
+    (``_proc_member`` is where tarfile dispatches on an entry's type: private, but stable since Python 2)."""
+
+    def _proc_member(self, archive: tarfile.TarFile) -> Any:
+        if self.type in TAR_HEADERS and self.size > TAR_HEADER_BYTES:
+            raise _HeaderTooLarge(self.size)
+        return super()._proc_member(archive)  # type: ignore[misc]
+
+
+class _Capped(io.RawIOBase):
+    """The decompressed stream, refused (``TooLarge``) once more than ``cap`` bytes have been read of it."""
+
+    def __init__(self, source: io.BufferedIOBase, cap: int, given: str) -> None:
+        self._source, self._cap, self._given, self._read = source, cap, given, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._source.read(min(size, CHUNK) if size >= 0 else CHUNK)
+        self._read += len(chunk)
+        if self._read > self._cap:
+            raise TooLarge(f"submission {self._given} unpacks to more than {self._cap} bytes")
+        return chunk
 
 
 def _make_folders(destination: Path, parts: tuple[str, ...]) -> Path:

@@ -46,7 +46,7 @@ from policybox.league.web.checks import ChecksBusy
 from policybox.league.web.site import Site
 from policybox.league.web.viewer import Viewer, bearer, identify, require_same_origin, viewer
 from policybox.storage import StorageFull
-from policybox.submission import TooLarge
+from policybox.submission import GZIP_MAGIC, TooLarge
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 NEEDS_TOKEN = (
@@ -139,14 +139,17 @@ def _submit(site: Site, name: str, upload: UploadFile, team: str) -> Version:
     ``ladder.submit`` copies what it keeps into the ladder, so the folder goes when it returns."""
     ladder = site.writer
     with tempfile.TemporaryDirectory(prefix="policybox-upload-") as folder:
-        given = file_name(upload.filename)
-        with (Path(folder) / given).open("wb") as kept:
-            shutil.copyfileobj(upload.file, kept)
-        if not zipfile.is_zipfile(Path(folder) / given):  # named as it was sent (data: escaped), not as it is kept
+        kept = Path(folder) / "upload"
+        with kept.open("wb") as file:
+            shutil.copyfileobj(upload.file, file)
+        tar = is_gzip(kept)
+        if not (tar or zipfile.is_zipfile(kept)):  # named as it was sent (data: escaped), not as it is kept
             sent = PurePath(upload.filename or "").name[:100] or "the file sent"
             raise HTTPException(
-                400, f"{sent} is not a zip file: send a submission zip for this {game_of(ladder.settings)}"
+                400, f"{sent} is not a zip or tar.gz file: send a submission zip for this {game_of(ladder.settings)}"
             )
+        given = file_name(upload.filename, tar)
+        kept.rename(Path(folder) / given)
         with site.build_checks.building(team, ladder.settings.submissions_per_hour):
             return ladder.submit(name, given, base_dir=Path(folder), team=team)
 
@@ -159,9 +162,15 @@ def _refusal(exc: PolicyboxError) -> HTTPException:
     return HTTPException(next((code for kind, code in STATUSES.items() if isinstance(exc, kind)), 400), str(exc))
 
 
-def file_name(given: str | None) -> str:
-    """The upload's file name as the version's source shows it: its last part in plain characters,
-    ending in .zip (the file is read as a zip whatever its name says)."""
+def file_name(given: str | None, tar: bool = False) -> str:
+    """The upload's file name as the version's source shows it: its last part in plain characters, ending
+    in .zip, or .tar.gz for a tar.gz (as its first bytes say, whatever its name says)."""
+    suffix = ".tar.gz" if tar else ".zip"
     name = UNSAFE.sub("_", PurePath(given or "").name).lstrip(".")[:100]
-    name = name if name.endswith(".zip") else f"{name}.zip"
-    return "upload.zip" if name == ".zip" else name
+    name = name if name.endswith(suffix) else f"{name}{suffix}"
+    return f"upload{suffix}" if name == suffix else name
+
+
+def is_gzip(path: Path) -> bool:
+    with path.open("rb") as file:
+        return file.read(len(GZIP_MAGIC)) == GZIP_MAGIC
