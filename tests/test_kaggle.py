@@ -93,6 +93,13 @@ def test_the_same_episode_as_kaggles_own_runner(play, tmp_path, game, seats, bot
     assert [agent.stats for agent in result.agents] == [{f"status.{state.status}": 1.0} for state in steps[-1]]
     ours = [(move["step"], int(move["agent"].split("_")[1]), move["action"]) for move in moves(replay)]
     assert ours == acted(steps)
+    record = json.loads(zlib.decompress(replay.read_bytes()))["kaggle"]  # as Kaggle keeps an episode: env.toJSON()
+    assert record["name"] == game and record["statuses"] == [state.status for state in steps[-1]]
+    assert [[(state["action"], state["status"]) for state in step] for step in record["steps"]] == [
+        [(state.action, state.status) for state in step] for step in steps
+    ]
+    assert record["rewards"] == [state.reward for state in steps[-1]]
+    assert all(move["board"] for move in moves(replay))  # rps renders no text: its observation stands in
 
 
 def test_an_agent_that_raises_is_an_error_the_game_is_told_of_and_it_ranks_below(play, tmp_path):

@@ -86,7 +86,8 @@ class EpisodeSettings(BaseModel):
     replay: str | None = Field(
         default=None,
         description="Write the episode here as a .json.z replay: a MettaGrid game's in MettaGrid's own format "
-        "(MettaScope loads it), a PettingZoo game's moves in policybox's (policybox.envs.moves); "
+        "(MettaScope loads it), a PettingZoo or Kaggle game's moves in policybox's (policybox.envs.moves; a Kaggle "
+        "game's with its env.toJSON() beside them); "
         "an episode cut short is written as far as it was played",
     )
     environments: str | None = Field(

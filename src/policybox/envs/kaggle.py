@@ -29,8 +29,9 @@ a number of seats the game does not take (``specification.agents``).
   is told every reply's time, so its ``remainingOverageTime`` falls as the bank does.
 - **Steps.** ``--steps`` caps the game's ``episodeSteps`` (the configuration the game is made with
   says the smaller); the game's own end comes first where it is sooner.
-- **Moves.** Asked for a replay, each step's actions and rewards are recorded
-  (``policybox.envs.moves``), with the board as text where the game renders ``ansi``.
+- **Moves.** Asked for a replay, each step's actions and rewards are recorded (``policybox.envs.moves``),
+  with the board as text where the game renders ``ansi`` (else the shared observation, as JSON), and the
+  episode as Kaggle keeps it, ``env.toJSON()``, beside them.
 
 Agents (the cell half): a shorthand names one of the game's built-in agents (``negamax``, or
 ``kaggle:negamax``; ``random``); a file ``path/main.py`` without a class is an agent file whose last
@@ -64,6 +65,7 @@ INSTALL = (
 PREFIX = "kaggle:"
 LEFT = ("DONE", "ERROR", "TIMEOUT", "INVALID")  # statuses of a seat that has left the game
 RENDERED = 4096  # characters of the board kept per step in the moves
+RECORD_MAX = 16 * 1024 * 1024  # characters of JSON of the episode as Kaggle keeps it (env.toJSON()), beside the moves
 
 
 def kaggle() -> Any:
@@ -296,12 +298,15 @@ class KaggleHost:
         self._own_played, self._own = self._own, set()
         self._steps += 1
 
-    def _board(self) -> str | None:
+    def _board(self) -> str:
+        """The board as the game renders it as text, else the observation all agents share, as JSON."""
         try:
             text = self._env.render(mode="ansi")
         except Exception:  # a game without a text renderer
-            return None
-        return text[:RENDERED] if isinstance(text, str) else None
+            text = None
+        if not isinstance(text, str):
+            text = json.dumps(self._shared_state(0).observation, separators=(",", ":"))
+        return text[:RENDERED]
 
     def _reward(self, agent_id: int) -> float:
         reward = self._env.state[agent_id].reward
@@ -329,7 +334,11 @@ class KaggleHost:
         return {}, [{f"status.{state.status}": 1.0} for state in self._env.state]
 
     def write_replay(self) -> None:
+        """The moves, and beside them the episode as Kaggle keeps it (``env.toJSON()``: its steps, rewards,
+        statuses and configuration) under ``"kaggle"`` -- None past ``RECORD_MAX`` characters."""
         if self.moves is not None:
+            record = self._env.toJSON()
+            self.moves.extra["kaggle"] = record if len(json.dumps(record)) <= RECORD_MAX else None
             self.moves.write()
 
     def close(self) -> None:

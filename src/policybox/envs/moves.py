@@ -1,4 +1,4 @@
-"""A PettingZoo episode's moves, as its replay: each step's agent, action and reward, and the board
+"""A PettingZoo or Kaggle episode's moves, as its replay: each step's agent, action and reward, and the board
 as text where the game renders ``render_mode="ansi"``.
 
 The file is zlib-compressed JSON (as MettaGrid's replays are, and under the same ``.json.z`` name, so
@@ -6,6 +6,9 @@ that a ladder keeps and prunes both alike) in policybox's own format::
 
     {"format": "policybox-moves", "version": 1, "agents": [...], "truncated": false,
      "moves": [{"step": 0, "agent": "player_0", "action": 3, "reward": 0.0, "board": "..."}, ...]}
+
+A family may keep more beside the moves (``MovesRecorder.extra``): a Kaggle episode keeps itself as Kaggle
+does, ``env.toJSON()``, under ``"kaggle"``.
 
 Its size is capped: a board's text at ``BOARD_MAX`` characters and an action's JSON at
 ``ACTION_MAX`` (each cut with a marker), and the moves at ``MOVES_MAX`` characters of JSON in all --
@@ -41,6 +44,7 @@ class MovesRecorder:
         self._moves: list[dict[str, Any]] = []
         self._size = 0
         self.truncated = False
+        self.extra: dict[str, Any] = {}  # what the family keeps beside the moves, by key
 
     def record(self, step: int, agent: str, action: Any, reward: float, board: Any = None) -> None:
         """One agent's move at ``step`` (``board``: the game's text after it, if it renders as text)."""
@@ -64,6 +68,7 @@ class MovesRecorder:
             "agents": self._agents,
             "truncated": self.truncated,
             "moves": self._moves,
+            **self.extra,
         }
         data = zlib.compress(json.dumps(document).encode())
         try:
