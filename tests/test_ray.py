@@ -156,9 +156,20 @@ def test_a_ray_tournament_equals_the_local_one_with_a_node_killed_mid_run(cluste
 
 def test_policybox_evaluate_and_doctor_on_the_command_line(cluster, tmp_path):
     """As processes of their own: a Ray driver is its process's (ray.init), and a command that starts or
-    refuses one leaves state in it that another command in the same process would meet."""
+    refuses one leaves state in it that another command in the same process would meet. The game is a
+    Kaggle one: the tests above play MettaGrid's on the cluster."""
     head, _ = cluster
-    evaluate = ["evaluate", "-p", "random", "-p", "noop", "--episodes", "2", "--agents", "2", "--steps", "20"]
+    evaluate = [
+        "evaluate",
+        "--env",
+        "kaggle:connectx",
+        "-p",
+        "kaggle:negamax",
+        "-p",
+        "kaggle:random",
+        "--episodes",
+        "2",
+    ]
     evaluate += ["--out", str(tmp_path / "board"), "--backend", "ray"]
     run = policybox_process(*evaluate, "--ray-address", head.address)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -42,6 +42,7 @@ calls it: ``agent(observation, configuration)``, or ``agent(observation)`` when 
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import random
@@ -209,6 +210,7 @@ class KaggleHost:
         self._steps = 0
         self._shared_state = env._Environment__get_shared_state  # what Kaggle's runner hands an agent
         self._action_schema = env._Environment__state_schema.properties.action
+        self._action_validator: Any = None  # made at the first action (_action_error)
         self.moves: MovesRecorder | None = None
 
     def cell_setup(self, agent_id: int) -> dict[str, Any]:
@@ -242,20 +244,32 @@ class KaggleHost:
     def apply_action(self, agent_id: int, payload: bytes) -> None:
         """The agent's action, read as any peer's JSON is (bounded depth, valid text, no NaN), then checked
         against the game's action schema; anything the action makes either raise is its invalid action."""
-        from kaggle_environments.utils import process_schema
-
         try:
             action = decode_value(payload, "its action", finite=True)
         except ProtocolError as exc:
             raise InvalidAction(str(exc)) from None
         try:
-            error, _ = process_schema(self._action_schema, action)
+            error = self._action_error(action)
         except Exception as exc:  # the game's schema code, on a value an entrant chose
             raise InvalidAction(f"the game's action schema raised {type(exc).__name__} on it") from None
         self._actions[agent_id] = action  # refused, the game is shown it: it marks it INVALID itself
         if error:
             raise InvalidAction(f"the game refuses the action {json.dumps(action)[:200]}: {error.splitlines()[0]}")
         self._own.add(agent_id)
+
+    def _action_error(self, action: Any) -> str | None:
+        """What Kaggle's ``process_schema`` says of the action -- its defaults filled in, then validated --
+        with the schema's validator made once: ``jsonschema.validate`` checks the schema itself on every
+        call, a millisecond an action, more than the game's whole step."""
+        import jsonschema
+        from kaggle_environments.utils import default_schema
+
+        if self._action_validator is None:
+            self._action_validator = jsonschema.validators.validator_for(self._action_schema)(self._action_schema)
+        error = jsonschema.exceptions.best_match(
+            self._action_validator.iter_errors(default_schema(self._action_schema, copy.deepcopy(action)))
+        )
+        return None if error is None else str(error)
 
     def apply_fallback(self, agent_id: int, late: bool = False) -> None:
         """What Kaggle's runner gives the game for an agent that did not act: the action its schema refused

@@ -110,7 +110,9 @@ class _Cell:
 
     def send(self, data: Sequence[bytes | memoryview], seq: int, asked: list[int]) -> None:
         """Send one frame without blocking and mark it in flight; what the socket does not take now
-        waits in the outbox (the caller then watches for EPOLLOUT)."""
+        waits in the outbox (the caller then watches for EPOLLOUT). Its time starts before the send: the
+        cell may be at work before the send returns here."""
+        started_ns = time.monotonic_ns()
         try:
             sent = self.process.sock.sendmsg(data)
         except BlockingIOError:
@@ -120,7 +122,7 @@ class _Cell:
             return
         if sent < sum(len(part) for part in data):
             self.outbox = memoryview(b"".join(data))[sent:]
-        self.in_flight, self.asked, self.sent_ns = seq, asked, time.monotonic_ns()
+        self.in_flight, self.asked, self.sent_ns = seq, asked, started_ns
 
     def on_writable(self, step: int | None) -> bool:
         """Send more of the outbox; whether it is empty now (all sent, or the cell crashed). The time
