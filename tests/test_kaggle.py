@@ -181,6 +181,7 @@ def test_a_late_reply_waits_on_the_bank_as_kaggles_overage_and_the_agent_is_told
     ("env", "agents", "message"),
     [
         ("kaggle:chess_but_not", None, "unknown Kaggle game 'chess_but_not'; installed here: "),
+        ("kaggle:open_spiel", None, "the Kaggle game 'open_spiel' does not load here (No module named 'pyspiel')"),
         ("kaggle:connectx?colour=red", None, "kaggle:connectx has no configuration key colour; its keys: "),
         ("kaggle:connectx?rows=-2", None, "Configuration Invalid"),
         ("kaggle:connectx?rows", None, "the configuration is KEY=VALUE pairs joined by &"),

@@ -46,6 +46,8 @@ import copy
 import io
 import json
 import random
+import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
@@ -69,14 +71,22 @@ RENDERED = 4096  # characters of the board kept per step in the moves
 RECORD_MAX = 16 * 1024 * 1024  # characters of JSON of the episode as Kaggle keeps it (env.toJSON()), beside the moves
 
 
+_unloaded: dict[str, str] = {}  # the games whose module failed to import, and why, as the package said
+
+
 def kaggle() -> Any:
     """The ``kaggle_environments`` package, imported quietly: on import it registers every game it ships and
-    prints a line for each whose own dependencies are missing (those games are then not registered)."""
-    with contextlib.redirect_stdout(io.StringIO()):
+    prints a line for each whose own dependencies are missing (those games are then not registered): kept
+    in ``_unloaded``, to name what such a game needs when it is asked for."""
+    first = "kaggle_environments" not in sys.modules
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
         try:
             import kaggle_environments
         except ImportError as exc:
             raise ConfigError(f"Kaggle games need the {PACKAGE} package ({exc}): {INSTALL}") from None
+    if first:
+        _unloaded.update(re.findall(r"^Loading environment (\S+) failed: (.*)$", printed.getvalue(), re.MULTILINE))
     return kaggle_environments
 
 
@@ -116,6 +126,9 @@ def make_env(target: str, kwargs: dict[str, Any], steps: int | None = None) -> A
     game, configuration = split_target(target, kwargs)
     known = games()
     if game not in known:
+        why = _unloaded.get(game) or _unloaded.get(f"{game}_env")  # open_spiel's games load as open_spiel_env
+        if why:
+            raise ConfigError(f"the Kaggle game {game!r} does not load here ({why}): install what it needs")
         raise ConfigError(f"unknown Kaggle game {game!r}; installed here: {', '.join(known)}")
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # a game loaded on first use may print (pygame's banner)
