@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import io
 import json
 import random
 import re
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
@@ -71,23 +71,34 @@ RENDERED = 4096  # characters of the board kept per step in the moves
 RECORD_MAX = 16 * 1024 * 1024  # characters of JSON of the episode as Kaggle keeps it (env.toJSON()), beside the moves
 
 
-_unloaded: dict[str, str] = {}  # the games whose module failed to import, and why, as the package said
-
-
 def kaggle() -> Any:
     """The ``kaggle_environments`` package, imported quietly: on import it registers every game it ships and
-    prints a line for each whose own dependencies are missing (those games are then not registered): kept
-    in ``_unloaded``, to name what such a game needs when it is asked for."""
-    first = "kaggle_environments" not in sys.modules
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    prints a line for each whose own dependencies are missing (those games are then not registered)."""
+    with contextlib.redirect_stdout(io.StringIO()):
         try:
             import kaggle_environments
         except ImportError as exc:
             raise ConfigError(f"Kaggle games need the {PACKAGE} package ({exc}): {INSTALL}") from None
-    if first:
-        _unloaded.update(re.findall(r"^Loading environment (\S+) failed: (.*)$", printed.getvalue(), re.MULTILINE))
     return kaggle_environments
+
+
+def unloadable(game: str) -> str | None:
+    """Why a game the package ships is not registered here, as importing its module again says (open_spiel's
+    games are ``open_spiel_env``'s); None for a game it does not ship, or one that imports."""
+    if not re.fullmatch(r"[a-z0-9_]+", game):
+        return None
+    for name in (game, f"{game}_env"):
+        module = f"kaggle_environments.envs.{name}.{name}"
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module.startswith(exc.name):  # the package has no such game
+                continue
+            return str(exc)
+        except Exception as exc:  # the game's own module, failing as it did at the package's import
+            return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def games() -> list[str]:
@@ -126,8 +137,7 @@ def make_env(target: str, kwargs: dict[str, Any], steps: int | None = None) -> A
     game, configuration = split_target(target, kwargs)
     known = games()
     if game not in known:
-        why = _unloaded.get(game) or _unloaded.get(f"{game}_env")  # open_spiel's games load as open_spiel_env
-        if why:
+        if why := unloadable(game):
             raise ConfigError(f"the Kaggle game {game!r} does not load here ({why}): install what it needs")
         raise ConfigError(f"unknown Kaggle game {game!r}; installed here: {', '.join(known)}")
     try:
