@@ -3,11 +3,11 @@ wider than the window (``document.documentElement.scrollWidth <= innerWidth``); 
 inside its own box, long texts wrap, plots scale. On the phone the standings show each row's rank,
 name and rating without scrolling sideways.
 
-Judged in Debian's Chromium on a live ``ladder serve`` beside a ``ladder run`` whose text is chosen to
-be wide: a 40-character name (the longest there is) whose class name is 200 characters long, whose
-agents log and fail with one long token (a path and a digest, no space to wrap at); a version
-rejected with such a reason; six seats a match, each with its replay playing in its page; the final
-it plays after (``/final``). And on the static reports, opened from disk: the ladder's (``policybox
+Judged in Debian's Chromium on a live ``ladder serve`` of a ladder whose text is chosen to be wide:
+a 40-character name (the longest there is) whose class name is 200 characters long, whose agents
+log and fail with one long token (a path and a digest, no space to wrap at); a version rejected
+with such a reason; six seats a match, each with its replay playing in its page; the final it plays
+after (``/final``). And on the static reports, opened from disk: the ladder's (``policybox
 report``, its final's section too) and a tournament's (``evaluate --report``) with a 300-character
 policy name. A screenshot of each page at each width goes to test-artifacts/ as ``<page>-<width>.png``.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Ran, policy, policybox
-from helpers.ladders import EXAMPLES, WANDERER, activate, start_run, wait_until
-from test_web_browser import serving, stop
+from helpers.ladders import EXAMPLES, WANDERER, activate
+from test_web_browser import serving
 
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
@@ -34,6 +34,7 @@ LONG_NAME = "a-name-of-forty-characters-to-test-width"  # a name's most: [a-z0-9
 REJECTED = "rejected-with-a-long-reason"
 LONG_POLICY = "long" * 75  # a tournament's policy name is free text: 300 characters, no space
 SEATS = 6
+MOST_RUNS = 30  # of two matches each, for the suspension, the rejection and two ranked names
 LONG_CLASS = "RaisesWithALongMessage" + "X" * 178  # tests/policies/wide.py's
 
 # Every page, as a visitor reaches it: (its screenshot's name, its path). {name} and {match} are the
@@ -141,15 +142,18 @@ def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path) 
     folder = tmp_path / "cup"
     token = make_ladder(folder, env)
     with serving(folder, tmp_path / "serve.log") as (url, _):
-        run = start_run(folder)
-        try:
-            wait_until(lambda: state(url, LONG_NAME) == "suspended", 900, f"{LONG_NAME} to be suspended")
-            wait_until(lambda: state(url, REJECTED) == "rejected", 900, f"{REJECTED} to be rejected")
-            wait_until(lambda: len(ranked(folder)) >= 2, 900, "two names ranked, for the final")
-        finally:
-            stop(run)
-        with Ladder.open(folder) as ladder:  # /final and the report's final section, measured too
-            ladder.final(rounds=1, workers=2)
+        with Ladder.open(folder) as ladder:
+            for _ in range(MOST_RUNS):  # two matches at a time, until the pages show what they are measured with
+                if (
+                    state(url, LONG_NAME) == "suspended"
+                    and state(url, REJECTED) == "rejected"
+                    and len(ranked(folder)) >= 2
+                ):
+                    break
+                ladder.run(matches=2, workers=2)
+            else:
+                raise AssertionError(f"after {2 * MOST_RUNS} matches: {api(url, '/api/standings')}")
+            ladder.final(rounds=1, workers=2)  # /final and the report's final section, measured too
         made = policybox("report", folder, "--out", tmp_path / "ladder-report.html")
         assert made.returncode == 0, made.stdout + made.stderr
         match = api(url, f"/api/names/{LONG_NAME}")["recent"][0]["id"]
