@@ -349,3 +349,21 @@ def test_an_action_the_host_cannot_check_is_that_agents_invalid_action_never_a_v
     assert result.aborted is None and result.game_fault is None, result.aborted
     assert bad.status == AgentStatus.INVALID_ACTION and reason in bad.failure.message, bad.failure
     assert bad.stats == {"status.ERROR": 1.0} and good.status == AgentStatus.OK  # no action the game could see
+
+
+def test_an_action_that_makes_the_game_raise_is_its_agents_alone_and_the_others_play_on(play, tmp_path):
+    """Kore's schema takes any text as a launch; its rules assert on a bad flight plan, and the step raised
+    for all four players at once: one entrant's action ended the match, no one blamed. The step is played
+    again to find whose action it was; that agent fails, the three others play the game to its end."""
+    crasher = kaggle_agent(tmp_path / "crasher", kaggle_bots.kore_crasher)
+    result = play(
+        [crasher, "kaggle:random", "kaggle:random", "kaggle:random"], agents=4, env="kaggle:kore_fleets", steps=20
+    )
+    bad, *others = result.agents
+    assert result.aborted is None and result.game_fault is None, (result.aborted, result.game_fault)
+    assert bad.status == AgentStatus.INVALID_ACTION and bad.failure.step == 1, bad.failure
+    assert (
+        "its action made the game raise AssertionError" in bad.failure.message and "LAUNCH_2_NZ" in bad.failure.message
+    )
+    assert bad.stats == {"status.ERROR": 1.0} and bad.reward == 0.0
+    assert result.steps == 19 and all(agent.status == AgentStatus.OK for agent in others), result.agents

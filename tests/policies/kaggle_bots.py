@@ -112,3 +112,10 @@ def overdrawn(observation, configuration):
     if overdrawn.calls == 2:
         time.sleep(0.8)
     return next(column for column in range(configuration.columns) if observation.board[column] == 0)
+
+
+def kore_crasher(observation, configuration):
+    """Kore Fleets, from its second turn: a launch whose flight plan the game's schema allows (any text)
+    and its rules assert against."""
+    shipyards = observation.players[observation.player][1]
+    return {shipyard: "LAUNCH_2_NZ" for shipyard in shipyards} if observation.step >= 1 else {}

@@ -19,7 +19,8 @@ a number of seats the game does not take (``specification.agents``).
   action the game refuses is the agent's invalid action, recorded on it.
 - **Failures are told to the game as Kaggle's runner tells it**: an agent past its deadline as a
   ``DeadlineExceeded`` (status ``TIMEOUT``), one that failed otherwise as an exception (``ERROR``), a
-  refused action as itself (``INVALID``). The game's rules then decide; Kaggle gives such an agent a
+  refused action as itself (``INVALID``), an action its code raises on as that agent's error (``ERROR``,
+  found by playing the step again). The game's rules then decide; Kaggle gives such an agent a
   reward of ``None`` -- here 0, and the agent is failed, so it ranks below every agent that played.
 - **Determinism.** The game's interpreters draw from Python's ``random`` (and some from numpy's):
   both are seeded from the episode's seed before the game is made, so a seed replays a game.
@@ -230,6 +231,7 @@ class KaggleHost:
         self._played: dict[int, Any] = {}  # the last step's
         self._own: set[int] = set()  # the seats whose own action the game is given this step
         self._own_played: set[int] = set()  # the last step's
+        self._raised: dict[int, str] = {}  # the last step's agents whose action made the game raise, and why
         self._steps = 0
         self._shared_state = env._Environment__get_shared_state  # what Kaggle's runner hands an agent
         self._action_schema = env._Environment__state_schema.properties.action
@@ -310,6 +312,8 @@ class KaggleHost:
         ``ERROR``) by its rules, which the action schema does not say (ConnectX: a full column)."""
         if agent_id not in self._own_played:
             return None
+        if agent_id in self._raised:
+            return f"{self._raised[agent_id]} (its action: {json.dumps(self._played[agent_id])[:200]})"
         status = self._env.state[agent_id].status
         if status not in ("INVALID", "ERROR", "TIMEOUT"):
             return None
@@ -324,7 +328,17 @@ class KaggleHost:
         seats = range(len(self.agent_names))
         actions = [self._actions.get(index) for index in seats]
         durations = self._durations
-        self._env.step(actions, [{"duration": durations[index]} if index in durations else {} for index in seats])
+        logs = [{"duration": durations[index]} if index in durations else {} for index in seats]
+        self._raised = {}
+        try:
+            self._env.step(actions, logs)
+        except Exception as exc:
+            self._raised = self._culprits(actions, logs, exc)
+            if not self._raised:
+                raise  # no agent's action makes the difference: the game's own fault
+            for index, why in self._raised.items():
+                actions[index] = RuntimeError(why)
+            self._env.step(actions, logs)
         self._durations = {}
         if self.moves is not None:
             board = self._board()
@@ -334,6 +348,49 @@ class KaggleHost:
         self._played, self._actions = self._actions, {}
         self._own_played, self._own = self._own, set()
         self._steps += 1
+
+    def _culprits(self, actions: list[Any], logs: list[dict[str, Any]], exc: Exception) -> dict[int, str]:
+        """The agents whose own action made the game's step raise -- a value its schema allows and its rules
+        do not (Kore's ``LAUNCH_2_NZ`` fails an assertion): found by playing the step again from the same
+        state, first with each own action in turn told to the game as that agent's error, then with each own
+        action alone; each trial is undone. Without this, one such action voided the whole match."""
+        why = f"its action made the game raise {type(exc).__name__}: {str(exc)[:200]}"
+        suspects = sorted(self._own)
+        for index in suspects:
+            if self._passes(
+                [RuntimeError(why) if seat == index else action for seat, action in enumerate(actions)], logs
+            ):
+                return {index: why}
+        alone = {
+            index: why
+            for index in suspects
+            if not self._passes(
+                [
+                    RuntimeError(why) if seat in self._own and seat != index else action
+                    for seat, action in enumerate(actions)
+                ],
+                logs,
+            )
+        }
+        others = [RuntimeError(why) if seat in alone else action for seat, action in enumerate(actions)]
+        return alone if alone and self._passes(others, logs) else {}
+
+    def _passes(self, actions: list[Any], logs: list[dict[str, Any]]) -> bool:
+        """Whether the game steps with ``actions`` without raising; the step undone either way (its state,
+        its record of steps, the random streams its interpreter draws from)."""
+        env, streams = self._env, (random.getstate(), np.random.get_state())
+        state, steps, kept_logs = env.state, len(env.steps), len(env.logs)
+        try:
+            env.step(actions, [dict(log) for log in logs])
+        except Exception:
+            return False
+        else:
+            return True
+        finally:
+            env.state = state
+            del env.steps[steps:], env.logs[kept_logs:]
+            random.setstate(streams[0])
+            np.random.set_state(streams[1])
 
     def _board(self) -> str:
         """The board as the game renders it as text, else the observation all agents share, as JSON."""
