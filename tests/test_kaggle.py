@@ -211,13 +211,15 @@ def test_evaluate_rotates_kaggle_seats_and_ranks_the_stronger_first(tmp_path):
     assert [row["policy"] for row in summary["policies"]][0] == "kaggle:negamax"
 
 
-def test_versus_decides_between_two_kaggle_agents(tmp_path):
+def test_versus_pairs_kaggle_episodes_and_finds_the_stronger_ahead(tmp_path):
+    """Eight episodes, four pairs: too few to decide at these error rates, enough to see negamax ahead."""
     ran = policybox(
         "versus", "kaggle:random", "kaggle:negamax", "--env", "kaggle:connectx", "--max-episodes", "8",
         "--seed", "1", "--out", tmp_path / "ab",
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (tmp_path / "ab" / "results.jsonl").read_text().count("\n") == 8
+    assert "B − A = +" in ran.stdout and "agents failed: kaggle:random 0, kaggle:negamax 0" in ran.stdout, ran.stdout
 
 
 def test_agents_that_draw_from_random_play_the_same_inline_and_in_cells(play):
