@@ -246,7 +246,7 @@ POLICY_HELP = (
     "each optionally followed by ,data=CHECKPOINT ,name=NAME ,path=IMPORT_ROOT ,kw.KEY=VALUE (VALUE read "
     "as JSON when it parses) ,env.NAME=VALUE (a variable for its cells; @FILE or $VAR for a secret), or "
     "written class=CLASS,...; or a JSON/YAML spec file; or a submission folder (with a policy_spec.json or "
-    "cogames.toml; a setup_script in it runs first, in a cell) or a MettaGrid submission zip."
+    "cogames.toml; a setup_script in it runs first, in a cell) or a submission zip or tar.gz."
 )
 POLICIES = Annotated[list[str] | None, typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)]
 WORKERS = Annotated[
