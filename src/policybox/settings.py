@@ -151,7 +151,8 @@ class EpisodeSettings(BaseModel):
                 rules = game_limits(self.env, self.env_kwargs)
             except ConfigError:  # a game that cannot be made is reported where the episode opens it
                 rules = {}
-            self.limits = self.limits.with_game_rules(rules)
+            if rules:
+                self.limits = self.limits.with_game_rules(rules)
         return self
 
     @classmethod

@@ -331,7 +331,7 @@ class KaggleHost:
         logs = [{"duration": durations[index]} if index in durations else {} for index in seats]
         self._raised = {}
         try:
-            self._env.step(actions, logs)
+            self._env.step(actions, [dict(log) for log in logs])  # a copy: a step that raises adds its traceback
         except Exception as exc:
             self._raised = self._culprits(actions, logs, exc)
             if not self._raised:
