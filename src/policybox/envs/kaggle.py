@@ -49,7 +49,7 @@ import io
 import json
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -102,6 +102,60 @@ def unloadable(game: str) -> str | None:
     return None
 
 
+_validators: dict[str, Any] = {}  # by the schema's JSON text: each schema checked, and its validator made, once
+
+
+def process_schema(schema: Any, data: Any, use_default: bool = True) -> tuple[str | None, Any]:
+    """Kaggle's ``utils.process_schema`` -- the data with its defaults filled in, and what is wrong with it
+    (whatever validating it raised, as text), or None -- with each schema checked and its validator made
+    once: ``jsonschema.validate`` checks the schema itself on every call, a millisecond each, most of a
+    Kaggle game's step (``fast_schemas``)."""
+    import jsonschema
+    from kaggle_environments.utils import default_schema
+
+    if use_default:
+        data = default_schema(schema, copy.deepcopy(data))
+    try:
+        key = json.dumps(schema, sort_keys=True, default=str)
+        validator = _validators.get(key)
+        if validator is None:
+            kind = jsonschema.validators.validator_for(schema)
+            kind.check_schema(schema)
+            validator = _validators[key] = kind(schema)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    except Exception as exc:  # as Kaggle's: whatever validating raises is what is wrong
+        return str(exc), data
+    return (None if error is None else str(error)), data
+
+
+@contextlib.contextmanager
+def fast_schemas() -> Iterator[None]:
+    """Within it, the game's own code validates with ``process_schema`` above: the same answers, a tenth of
+    the time. Swapped in only while the host makes, resets and steps its game, so that Kaggle's own runner
+    elsewhere in this process (``kaggle_environments.make(...).run``) stays as it ships."""
+    from kaggle_environments import core
+
+    shipped, core.process_schema = core.process_schema, process_schema
+    try:
+        yield
+    finally:
+        core.process_schema = shipped
+
+
+def _state_schema_once(env: Any) -> None:
+    """Make ``env`` (this host's game alone) build its state schema once: Kaggle's ``Environment`` builds
+    it afresh (``structify`` of the whole schema) on every read, several times an action; its readers copy
+    what they change, so one copy serves them all."""
+    shipped = type(env)
+
+    def state_schema(game: Any) -> Any:
+        if "_policybox_state_schema" not in game.__dict__:
+            game.__dict__["_policybox_state_schema"] = shipped._Environment__state_schema.fget(game)
+        return game.__dict__["_policybox_state_schema"]
+
+    env.__class__ = type(shipped.__name__, (shipped,), {"_Environment__state_schema": property(state_schema)})
+
+
 def games() -> list[str]:
     """The games registered here (those whose dependencies are installed), and those loaded on first use."""
     kaggle()
@@ -142,7 +196,7 @@ def make_env(target: str, kwargs: dict[str, Any], steps: int | None = None) -> A
             raise ConfigError(f"the Kaggle game {game!r} does not load here ({why}): install what it needs")
         raise ConfigError(f"unknown Kaggle game {game!r}; installed here: {', '.join(known)}")
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # a game loaded on first use may print (pygame's banner)
+        with contextlib.redirect_stdout(io.StringIO()), fast_schemas():  # a game loaded on first use may print
             env = module.make(game, configuration=configuration)
     except errors.InvalidArgument as exc:
         raise ConfigError(f"kaggle:{target}: {str(exc).splitlines()[0]}") from None
@@ -220,9 +274,11 @@ class KaggleHost:
     family = "kaggle"
 
     def __init__(self, env: Any, request: GameRequest) -> None:
+        _state_schema_once(env)
         self._env = env
         self._target = request.target
-        env.reset(request.agents)
+        with fast_schemas():
+            env.reset(request.agents)
         for state in env.state:  # each agent's overage is its time bank; the game draws it down as Kaggle's does
             state.observation.remainingOverageTime = request.limits.time_bank_ms / 1000
         self.agent_names = [f"player_{index}" for index in range(request.agents)]
@@ -235,7 +291,6 @@ class KaggleHost:
         self._steps = 0
         self._shared_state = env._Environment__get_shared_state  # what Kaggle's runner hands an agent
         self._action_schema = env._Environment__state_schema.properties.action
-        self._action_validator: Any = None  # made at the first action (_action_error)
         self.moves: MovesRecorder | None = None
 
     def cell_setup(self, agent_id: int) -> dict[str, Any]:
@@ -274,27 +329,13 @@ class KaggleHost:
         except ProtocolError as exc:
             raise InvalidAction(str(exc)) from None
         try:
-            error = self._action_error(action)
+            error, _ = process_schema(self._action_schema, action)
         except Exception as exc:  # the game's schema code, on a value an entrant chose
             raise InvalidAction(f"the game's action schema raised {type(exc).__name__} on it") from None
         self._actions[agent_id] = action  # refused, the game is shown it: it marks it INVALID itself
         if error:
             raise InvalidAction(f"the game refuses the action {json.dumps(action)[:200]}: {error.splitlines()[0]}")
         self._own.add(agent_id)
-
-    def _action_error(self, action: Any) -> str | None:
-        """What Kaggle's ``process_schema`` says of the action -- its defaults filled in, then validated --
-        with the schema's validator made once: ``jsonschema.validate`` checks the schema itself on every
-        call, a millisecond an action, more than the game's whole step."""
-        import jsonschema
-        from kaggle_environments.utils import default_schema
-
-        if self._action_validator is None:
-            self._action_validator = jsonschema.validators.validator_for(self._action_schema)(self._action_schema)
-        error = jsonschema.exceptions.best_match(
-            self._action_validator.iter_errors(default_schema(self._action_schema, copy.deepcopy(action)))
-        )
-        return None if error is None else str(error)
 
     def apply_fallback(self, agent_id: int, late: bool = False) -> None:
         """What Kaggle's runner gives the game for an agent that did not act: the action its schema refused
@@ -330,15 +371,16 @@ class KaggleHost:
         durations = self._durations
         logs = [{"duration": durations[index]} if index in durations else {} for index in seats]
         self._raised = {}
-        try:
-            self._env.step(actions, [dict(log) for log in logs])  # a copy: a step that raises adds its traceback
-        except Exception as exc:
-            self._raised = self._culprits(actions, logs, exc)
-            if not self._raised:
-                raise  # no agent's action makes the difference: the game's own fault
-            for index, why in self._raised.items():
-                actions[index] = RuntimeError(why)
-            self._env.step(actions, logs)
+        with fast_schemas():
+            try:
+                self._env.step(actions, [dict(log) for log in logs])  # a copy: a step that raises adds its traceback
+            except Exception as exc:
+                self._raised = self._culprits(actions, logs, exc)
+                if not self._raised:
+                    raise  # no agent's action makes the difference: the game's own fault
+                for index, why in self._raised.items():
+                    actions[index] = RuntimeError(why)
+                self._env.step(actions, logs)
         self._durations = {}
         if self.moves is not None:
             board = self._board()
