@@ -22,7 +22,7 @@ as a stream, entry by entry, under the same rules: plain files and folders only 
 link, a device is refused by name), the same names, the same caps, its bytes counted as they are
 written. What it decompresses to is counted too, headers included, so a gzip bomb stops at the cap;
 a header that holds a long name or PAX records (which ``tarfile`` reads whole into memory) is refused
-past ``TAR_HEADER_BYTES`` before it is read.
+past ``TAR_HEADER_BYTES`` before it is read, and a sparse file before its map is.
 """
 
 from __future__ import annotations
@@ -298,10 +298,9 @@ def _extract_tar(file: BinaryIO, destination: Path, given: str, limits: ZipLimit
                 _check_member(member, given, limits)
                 source = None if member.isdir() else functools.partial(_member_bytes, archive, member)
                 written += _write_entry(source, member.name, destination, limits.max_bytes - written, limits, given)
-    except _HeaderTooLarge as exc:
-        raise TooLarge(
-            f"submission {given}: an entry's header is {exc.size} bytes, more than {TAR_HEADER_BYTES}"
-        ) from None
+    except _Refused as exc:
+        refusal = TooLarge if exc.too_large else SpecError
+        raise refusal(f"submission {given}: entry {_shown(exc.name)} {exc.problem}") from None
     except TAR_ERRORS as exc:
         raise SpecError(f"submission {given} is not a zip or a readable tar.gz file: {exc}") from None
 
@@ -325,18 +324,23 @@ def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> IO[bytes
     return reader
 
 
-class _HeaderTooLarge(Exception):
-    def __init__(self, size: int) -> None:
-        self.size = size
+class _Refused(Exception):
+    """An entry refused as ``tarfile`` reads its header, before it reads what follows."""
+
+    def __init__(self, name: str, problem: str, too_large: bool = False) -> None:
+        self.name, self.problem, self.too_large = name, problem, too_large
 
 
 class _BoundedTarInfo(tarfile.TarInfo):
-    """Refuses a long-name or PAX header past ``TAR_HEADER_BYTES`` before ``tarfile`` reads it into memory
-    (``_proc_member`` is where tarfile dispatches on an entry's type: private, but stable since Python 2)."""
+    """Refuses a long-name or PAX header past ``TAR_HEADER_BYTES`` before ``tarfile`` reads it into memory,
+    and a sparse file before it reads the sparse map (a chain of blocks it keeps, as long as the entrant
+    likes); ``_proc_member`` is where tarfile dispatches on an entry's type: private, stable since Python 2."""
 
     def _proc_member(self, archive: tarfile.TarFile) -> Any:
         if self.type in TAR_HEADERS and self.size > TAR_HEADER_BYTES:
-            raise _HeaderTooLarge(self.size)
+            raise _Refused(self.name, f"has a header of {self.size} bytes, more than {TAR_HEADER_BYTES}", True)
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise _Refused(self.name, "is a sparse file, not a plain file")
         return super()._proc_member(archive)  # type: ignore[misc]
 
 
