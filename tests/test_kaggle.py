@@ -195,6 +195,27 @@ def test_a_game_a_configuration_or_a_seat_count_kaggle_has_not_is_one_clear_erro
     assert message in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
 
 
+def test_a_configuration_file_is_read_once_and_the_game_is_made_with_it(tmp_path):
+    """``--env-kwargs @FILE``: YAML (or JSON); the result says the configuration the game was made with."""
+    (tmp_path / "small.yaml").write_text("rows: 5\ncolumns: 6\ninarow: 3\n")
+    out = tmp_path / "result.json"
+    ran = policybox(
+        "run", "--env", "kaggle:connectx", "--env-kwargs", f"@{tmp_path / 'small.yaml'}", "-p", "kaggle:negamax",
+        "-p", "kaggle:random", "--out", out,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    configuration = json.loads(out.read_text())["env"]["configuration"]
+    assert (configuration["rows"], configuration["columns"], configuration["inarow"]) == (5, 6, 3)
+    (tmp_path / "list.yaml").write_text("- rows\n")
+    for given, message in [
+        ("@missing.yaml", "No such file or directory"),
+        (f"@{tmp_path / 'list.yaml'}", "must hold a mapping"),
+    ]:
+        refused = policybox("run", "--env", "kaggle:connectx", "--env-kwargs", given, "-p", "kaggle:random")
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
 def test_an_agent_file_in_a_mettagrid_game_is_told_to_name_its_class(tmp_path):
     agent = kaggle_agent(tmp_path / "bot", kaggle_bots.leftmost)
     ran = policybox("run", "-p", agent, "--steps", "2")
@@ -220,6 +241,19 @@ def test_versus_pairs_kaggle_episodes_and_finds_the_stronger_ahead(tmp_path):
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (tmp_path / "ab" / "results.jsonl").read_text().count("\n") == 8
     assert "B − A = +" in ran.stdout and "agents failed: kaggle:random 0, kaggle:negamax 0" in ran.stdout, ran.stdout
+
+
+def test_a_policy_holding_two_geese_plays_them_in_one_cell_as_in_two(play, tmp_path):
+    """``--cells per-policy`` (each submission's seats in one cell: tests/test_cells_per_policy.py counts them):
+    two geese of each submission play as they do in cells of their own."""
+    turner = kaggle_agent(tmp_path / "turner", kaggle_bots.turner)
+    climber = kaggle_agent(tmp_path / "climber", kaggle_bots.climber)
+    specs, game = [turner, climber, turner, climber], {"agents": 4, "env": "kaggle:hungry_geese", "steps": 30}
+    apart, together = play(specs, **game), play(specs, **game, cells="per-policy")
+    assert together.cells == "per-policy"
+    assert [(a.action_digest, a.reward, a.status) for a in together.agents] == [
+        (a.action_digest, a.reward, a.status) for a in apart.agents
+    ]
 
 
 def test_agents_that_draw_from_random_play_the_same_inline_and_in_cells(play):

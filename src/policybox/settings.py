@@ -38,8 +38,8 @@ class EpisodeSettings(BaseModel):
     )
     env_kwargs: dict[str, Any] = Field(
         default_factory=dict,
-        description="Keyword arguments for a PettingZoo game's factory, or a Kaggle game's configuration, a JSON "
-        "object: '{\"N\": 4}'",
+        description="Keyword arguments for a PettingZoo game's factory, or a Kaggle game's configuration: a JSON "
+        "object ('{\"N\": 4}'), or @FILE, a YAML or JSON file's mapping",
     )
     steps: int = Field(default=1000, ge=1, description="Episode length: the game's max_steps, or its step limit")
     seed: int = Field(default=0, ge=0, description="Seeds the game, its map and every agent's RNGs")
@@ -125,13 +125,16 @@ class EpisodeSettings(BaseModel):
     @field_validator("env_kwargs", mode="before")
     @classmethod
     def _kwargs_from_json(cls, value: Any) -> Any:
-        """``--env-kwargs '{"N": 2}'`` arrives as text: a JSON object."""
+        """``--env-kwargs '{"N": 2}'`` arrives as text: a JSON object; ``@FILE`` is a YAML or JSON file's
+        mapping, read here, so that settings kept (a ladder's, a results folder's) hold it whole."""
         if not isinstance(value, str):
             return value
+        if value.startswith("@"):
+            return _mapping_file(Path(value[1:]).expanduser())
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"--env-kwargs must be a JSON object: {exc}") from None
+            raise ValueError(f"--env-kwargs must be a JSON object or @FILE: {exc}") from None
         if not isinstance(parsed, dict):
             raise ValueError(f"--env-kwargs must be a JSON object, not {type(parsed).__name__}")
         return parsed
@@ -173,6 +176,21 @@ class EpisodeSettings(BaseModel):
             return cls(limits=limits, **own)
         except ValidationError as exc:
             raise ConfigError(option_errors(exc)) from None
+
+
+def _mapping_file(path: Path) -> dict[str, Any]:
+    """The mapping a YAML (or JSON) file of the user's holds."""
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"--env-kwargs @{path}: {exc.strerror}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--env-kwargs @{path} is not YAML or JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"--env-kwargs @{path} must hold a mapping, not {type(parsed).__name__}")
+    return parsed
 
 
 def option_errors(exc: ValidationError) -> str:
