@@ -163,7 +163,7 @@ def test_a_late_reply_waits_on_the_bank_as_kaggles_overage_and_the_agent_is_told
     slow = kaggle_agent(tmp_path / "slow", kaggle_bots.overdrawn)
     limits = Limits(act_timeout_ms=300, time_bank_ms=3000, wait_on_bank=wait)
     replay = tmp_path / "moves.json.z"
-    result = play([slow, "kaggle:negamax"], agents=2, env="kaggle:connectx", limits=limits, replay=str(replay))
+    result = play([slow, "kaggle:random"], agents=2, env="kaggle:connectx", limits=limits, replay=str(replay))
     late, other = result.agents
     told = [line.split() for line in Path(late.log_path).read_text().splitlines() if line.startswith("act ")]
     assert told[0] == ["act", "0.3", "overage", "3.000"]
