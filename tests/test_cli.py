@@ -82,7 +82,7 @@ def test_failed_agent_shows_its_cause_and_exits_1(tmp_path):
         (["-p", "random", "--env", "nowhere"], "is neither a known game"),
         (
             ["-p", "random", "--env", "pettingzoo:mpe2.simple_spread_v3:parallel_env", "--env-kwargs", '{"N": '],
-            "--env-kwargs must be a JSON object: Expecting value",
+            "--env-kwargs must be a JSON object or @FILE: Expecting value",
         ),
         (["-p", "random,data=a.pt,data=b.pt"], "data= is given twice; give it once"),
         (
