@@ -205,7 +205,10 @@ def test_a_killed_runs_match_that_seats_a_retired_name_is_voided_not_replayed(tm
     finally:
         os.killpg(run.pid, signal.SIGKILL)  # kill -9: its matches in flight stay scheduled
         run.wait(timeout=60)
-    with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+    # Read as the next run reads it, read-write: SQLite's read-only connection to a WAL database whose writer
+    # was killed can read a snapshot without the writer's last commit (a match stored as played still
+    # scheduled here) until a writer recovers the WAL's index -- seen in 2 of 3 fresh-clone runs.
+    with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
         left = connection.execute(select(matches.c.id).where(matches.c.state == "scheduled")).scalars().all()
         assert left, "the kill left no scheduled match"
         seated = {
