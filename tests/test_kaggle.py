@@ -207,9 +207,11 @@ def test_a_configuration_file_is_read_once_and_the_game_is_made_with_it(tmp_path
     configuration = json.loads(out.read_text())["env"]["configuration"]
     assert (configuration["rows"], configuration["columns"], configuration["inarow"]) == (5, 6, 3)
     (tmp_path / "list.yaml").write_text("- rows\n")
+    (tmp_path / "numbers.yaml").write_text("1: 2\nrows: 5\n")
     for given, message in [
         ("@missing.yaml", "No such file or directory"),
         (f"@{tmp_path / 'list.yaml'}", "must hold a mapping"),
+        (f"@{tmp_path / 'numbers.yaml'}", "its keys must be text, not 1"),
     ]:
         refused = policybox("run", "--env", "kaggle:connectx", "--env-kwargs", given, "-p", "kaggle:random")
         assert refused.returncode == 2 and message in refused.stderr, refused.stderr

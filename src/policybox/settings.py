@@ -190,6 +190,8 @@ def _mapping_file(path: Path) -> dict[str, Any]:
         raise ValueError(f"--env-kwargs @{path} is not YAML or JSON: {str(exc).splitlines()[0]}") from None
     if not isinstance(parsed, dict):
         raise ValueError(f"--env-kwargs @{path} must hold a mapping, not {type(parsed).__name__}")
+    if keys := sorted(repr(key) for key in parsed if not isinstance(key, str)):
+        raise ValueError(f"--env-kwargs @{path}: its keys must be text, not {', '.join(keys)[:200]}")
     return parsed
 
 
