@@ -405,3 +405,20 @@ def test_an_action_that_makes_the_game_raise_is_its_agents_alone_and_the_others_
     )
     assert bad.stats == {"status.ERROR": 1.0} and bad.reward == 0.0
     assert result.steps == 19 and all(agent.status == AgentStatus.OK for agent in others), result.agents
+
+
+def test_the_hosts_schema_check_is_kaggles_own_again_once_the_last_game_leaves_it():
+    """Games stepped in threads open and close ``fast_schemas`` interleaved (one in, another in, the first
+    out): Kaggle's own ``process_schema`` is back only when the last leaves, and it is back."""
+    from kaggle_environments import core
+
+    from policybox.envs.kaggle import fast_schemas, process_schema
+
+    shipped = core.process_schema
+    first, second = fast_schemas(), fast_schemas()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert core.process_schema is process_schema  # the second game still steps
+    second.__exit__(None, None, None)
+    assert core.process_schema is shipped

@@ -49,6 +49,7 @@ import io
 import json
 import random
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
@@ -128,18 +129,27 @@ def process_schema(schema: Any, data: Any, use_default: bool = True) -> tuple[st
     return (None if error is None else str(error)), data
 
 
+_swap = threading.Lock()
+_swapped: list[Any] = []  # Kaggle's own process_schema, once per block open (threads may step games at once)
+
+
 @contextlib.contextmanager
 def fast_schemas() -> Iterator[None]:
     """Within it, the game's own code validates with ``process_schema`` above: the same answers, a tenth of
-    the time. Swapped in only while the host makes, resets and steps its game, so that Kaggle's own runner
-    elsewhere in this process (``kaggle_environments.make(...).run``) stays as it ships."""
+    the time. Swapped in only while a host makes, resets and steps its game -- the first block in swaps,
+    the last one out swaps back -- so that Kaggle's own runner in this process otherwise stays as it ships."""
     from kaggle_environments import core
 
-    shipped, core.process_schema = core.process_schema, process_schema
+    with _swap:
+        _swapped.append(core.process_schema if not _swapped else _swapped[0])
+        core.process_schema = process_schema
     try:
         yield
     finally:
-        core.process_schema = shipped
+        with _swap:
+            shipped = _swapped.pop()
+            if not _swapped:
+                core.process_schema = shipped
 
 
 def _state_schema_once(env: Any) -> None:
@@ -147,13 +157,23 @@ def _state_schema_once(env: Any) -> None:
     it afresh (``structify`` of the whole schema) on every read, several times an action; its readers copy
     what they change, so one copy serves them all."""
     shipped = type(env)
+    if shipped not in _ONCE:
+        _ONCE[shipped] = _once_class(shipped)
+    env.__class__ = _ONCE[shipped]
+
+
+_ONCE: dict[type, type] = {}  # Kaggle's Environment class -> its subclass that builds the state schema once
+
+
+def _once_class(shipped: type) -> type:
+    """``shipped`` whose state schema is built once per game."""
 
     def state_schema(game: Any) -> Any:
         if "_policybox_state_schema" not in game.__dict__:
-            game.__dict__["_policybox_state_schema"] = shipped._Environment__state_schema.fget(game)
+            game.__dict__["_policybox_state_schema"] = shipped._Environment__state_schema.fget(game)  # type: ignore[attr-defined]
         return game.__dict__["_policybox_state_schema"]
 
-    env.__class__ = type(shipped.__name__, (shipped,), {"_Environment__state_schema": property(state_schema)})
+    return type(shipped.__name__, (shipped,), {"_Environment__state_schema": property(state_schema)})
 
 
 def games() -> list[str]:
