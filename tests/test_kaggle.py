@@ -246,13 +246,15 @@ def test_versus_pairs_kaggle_episodes_and_finds_the_stronger_ahead(tmp_path):
 
 
 def test_a_policy_holding_two_geese_plays_them_in_one_cell_as_in_two(play, tmp_path):
-    """``--cells per-policy`` (each submission's seats in one cell: tests/test_cells_per_policy.py counts them):
-    two geese of each submission play as they do in cells of their own."""
+    """``--cells per-policy``: the two geese of each submission share one cell -- one network namespace, as
+    the host reads it in /proc -- and play as they do in cells of their own."""
     turner = kaggle_agent(tmp_path / "turner", kaggle_bots.turner)
     climber = kaggle_agent(tmp_path / "climber", kaggle_bots.climber)
-    specs, game = [turner, climber, turner, climber], {"agents": 4, "env": "kaggle:hungry_geese", "steps": 30}
+    specs, game = [turner, climber], {"agents": 4, "env": "kaggle:hungry_geese", "steps": 30}  # seat i plays i mod 2
     apart, together = play(specs, **game), play(specs, **game, cells="per-policy")
-    assert together.cells == "per-policy"
+    cell = [agent.sandbox["network"] for agent in together.agents]
+    assert cell[0] == cell[2] != cell[1] == cell[3], cell
+    assert len({agent.sandbox["network"] for agent in apart.agents}) == 4
     assert [(a.action_digest, a.reward, a.status) for a in together.agents] == [
         (a.action_digest, a.reward, a.status) for a in apart.agents
     ]

@@ -107,7 +107,10 @@ class LadderSettings(BaseModel):
         """Whether each match's replay is written (``replays``, or the game's default)."""
         if self.replays is not None:
             return self.replays
-        return split_env(self.settings.env)[0] in ("pettingzoo", "kaggle")  # moves: a few KiB a match
+        return split_env(self.settings.env)[0] in (
+            "pettingzoo",
+            "kaggle",
+        )  # moves: KiB a match (Halite's 400 steps: 150)
 
     def zip_limits(self) -> ZipLimits:
         """What a submission zip may unpack to (``policybox.submission``)."""
