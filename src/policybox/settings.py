@@ -130,7 +130,7 @@ class EpisodeSettings(BaseModel):
         if not isinstance(value, str):
             return value
         if value.startswith("@"):
-            return _mapping_file(Path(value[1:]).expanduser())
+            return read_mapping(Path(value[1:]).expanduser(), "--env-kwargs")
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError as exc:
@@ -178,20 +178,21 @@ class EpisodeSettings(BaseModel):
             raise ConfigError(option_errors(exc)) from None
 
 
-def _mapping_file(path: Path) -> dict[str, Any]:
-    """The mapping a YAML (or JSON) file of the user's holds."""
+def read_mapping(path: Path, what: str) -> dict[str, Any]:
+    """The mapping a YAML (or JSON) file of the user's holds, text keys only (``what`` names the file in an
+    error): ``--env-kwargs @FILE``, a tournament file."""
     import yaml
 
     try:
         parsed = yaml.safe_load(path.read_text())
     except OSError as exc:
-        raise ValueError(f"--env-kwargs @{path}: {exc.strerror}") from None
+        raise ConfigError(f"{what} {path}: {exc.strerror}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--env-kwargs @{path} is not YAML or JSON: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"{what} {path} is not valid YAML/JSON: {str(exc).splitlines()[0]}") from None
     if not isinstance(parsed, dict):
-        raise ValueError(f"--env-kwargs @{path} must hold a mapping, not {type(parsed).__name__}")
+        raise ConfigError(f"{what} {path} must hold a mapping, not {type(parsed).__name__}")
     if keys := sorted(repr(key) for key in parsed if not isinstance(key, str)):
-        raise ValueError(f"--env-kwargs @{path}: its keys must be text, not {', '.join(keys)[:200]}")
+        raise ConfigError(f"{what} {path}: its keys must be text, not {', '.join(keys)[:200]}")
     return parsed
 
 

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policybox.errors import SpecError
 from policybox.league.choices import Plan, RankBy
 from policybox.league.play.seating import seat_maps
-from policybox.settings import Agents, EpisodeSettings
+from policybox.settings import Agents, EpisodeSettings, read_mapping
 from policybox.spec import PolicySpec, parse_policy_arg
 
 
@@ -185,13 +184,8 @@ def game_file_relative_to(env: str, folder: Path) -> str:
 
 
 def load_tournament_file(path: Path) -> dict[str, Any]:
-    """A tournament file (YAML or JSON) as a mapping; its relative paths are relative to its folder."""
+    """A tournament file (YAML or JSON) as a mapping (policies, episodes, agents, ...); its relative paths
+    are relative to its folder."""
     if not path.is_file():
         raise SpecError(f"tournament file {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError(f"tournament file {path} is not valid YAML/JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise SpecError(f"tournament file {path} must be a mapping (policies, episodes, agents, ...)")
-    return raw
+    return read_mapping(path, "tournament file")
