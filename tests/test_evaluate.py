@@ -268,9 +268,10 @@ def test_replays_of_a_pettingzoo_game_are_its_moves(tmp_path):
 
 
 def test_kept_workers_play_every_run_of_their_block_and_end_with_it(tmp_path):
-    """Within kept_workers(), tournaments given no pool play on the same two worker processes (each
-    keeping its zygote), whatever test pytest says it runs (PYTEST_CURRENT_TEST); a changed environment
-    variable starts them anew, since episodes may read it; when the block ends every worker is gone.
+    """Within kept_workers(), tournaments given no pool play on the same two worker processes (forking
+    their cells from this process's kept zygote), whatever test pytest says it runs (PYTEST_CURRENT_TEST);
+    a changed environment variable starts them anew, since episodes may read it; when the block ends
+    every worker is gone.
     Judged from outside: this process's worker processes, and the results."""
     from policybox.league.play.worker_pool import kept_workers
 

@@ -1,5 +1,7 @@
 """The zygote: started once, reused across episodes, forks every cell, holds no policy, dies cleanly."""
 
+import contextlib
+import os
 import re
 from pathlib import Path
 
@@ -11,7 +13,9 @@ from typer.testing import CliRunner
 from policybox.cli import app
 from policybox.episode import run_episode
 from policybox.host.zygote import Zygote, ZygoteError
-from policybox.results import AgentStatus
+from policybox.league.play.runner import EpisodeJob
+from policybox.limits import Limits
+from policybox.results import AgentStatus, EpisodeResult
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec, parse_policy_arg
 
@@ -125,3 +129,89 @@ def test_a_dead_zygote_fails_the_episode_and_leaves_no_cgroup(tmp_path):
     parent = kill_cgroup_parent()
     if parent is not None:
         assert list(parent.glob(f"policybox-{os.getpid()}-*")) == []
+
+
+def _job(tmp_path: Path, name: str, spec: PolicySpec, steps: int, **settings) -> EpisodeJob:
+    return EpisodeJob(
+        name=name,
+        specs=[spec] * 2,
+        entrants=["a", "b"],
+        settings=EpisodeSettings(steps=steps, **settings),
+        log_dir=str(tmp_path / name),
+    )
+
+
+def _cells_of(zygote_pid: int) -> dict[int, set[int]]:
+    """The zygote's children (its cells) and the CPUs each may run on, as the kernel shows them."""
+    cells = {}
+    for child in psutil.Process(zygote_pid).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            cells[child.pid] = set(child.cpu_affinity())
+    return cells
+
+
+def _cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def test_a_pools_workers_fork_their_cells_from_the_drivers_zygote_each_on_its_cpu(tmp_path):
+    """A pool's workers start no zygote of their own: the cells of both fork from the one this process
+    keeps, each cell on the CPU of the worker that asked for it. Judged from outside: the process tree
+    and each process's CPUs, read from /proc while two episodes play at once."""
+    from policybox.host.zygote import kept_zygotes
+    from policybox.league.play.worker_pool import LocalWorkers
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    spec = parse_policy_arg(policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"}))
+    with kept_zygotes() as kept, LocalWorkers(2, None) as pool:
+        futures = [pool.submit(_job(tmp_path, f"episode-{i}", spec, steps=40)) for i in range(2)]
+        ((zygote,),) = [kept.values()]
+        (zygote_pid,) = zygote.pids
+        seen: dict[int, set[int]] = {}
+        while not all(future.done() for future in futures):
+            seen |= _cells_of(zygote_pid)
+        assert all(future.result() for future in futures)
+        workers = [psutil.Process(pid) for pid in pool.pids]
+        assert [w.children() for w in workers] == [[], []]  # no zygote, no cell under a worker
+        worker_cpus = [set(w.cpu_affinity()) for w in workers]
+    assert len(seen) >= 4, seen  # 2 episodes x 2 seats, all forked by the one zygote
+    assert sorted(map(sorted, seen.values())) == sorted([sorted(worker_cpus[0])] * 2 + [sorted(worker_cpus[1])] * 2)
+
+
+def test_a_killed_workers_cells_die_with_it_and_the_shared_zygote_serves_on(tmp_path):
+    """A worker SIGKILLed while its cell spins forever in a policy's step: the zygote it shared with the
+    driver kills that cell when the worker's channel closes (as the worker's own zygote would have died
+    with it), and stays to serve the pool's next worker. Judged from outside: the cell's process, the
+    zygote's, and the next episode's result."""
+    import signal
+    import time
+
+    from policybox.host.zygote import kept_zygotes
+    from policybox.league.play.worker_pool import LocalWorkers, WorkerLost
+
+    spinner = parse_policy_arg(policy("faults.py:InfiniteLoopInStep"))
+    with kept_zygotes() as kept, LocalWorkers(1, None) as pool:
+        future = pool.submit(_job(tmp_path, "spins", spinner, steps=50, limits=Limits(act_timeout_ms=600_000)))
+        ((zygote,),) = [kept.values()]
+        (zygote_pid,) = zygote.pids
+        give_up = time.monotonic() + 60
+        while not (cells := _cells_of(zygote_pid)) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        assert cells, "no cell was forked from the driver's zygote"
+        while not all(_cpu_seconds(pid) > 0.5 for pid in cells):  # both seats spin in their step
+            assert time.monotonic() < give_up, "the cells never reached their spinning step"
+            time.sleep(0.05)
+        (worker,) = pool.pids
+        os.kill(worker, signal.SIGKILL)
+        with pytest.raises(WorkerLost):
+            future.result(timeout=30)
+        give_up = time.monotonic() + 10
+        while any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in cells):
+            assert time.monotonic() < give_up, "a dead worker's cells still run"
+            time.sleep(0.05)
+        assert psutil.Process(zygote_pid).is_running() and zygote.alive
+        result = pool.submit(_job(tmp_path, "next", PolicySpec(class_path="random"), steps=5)).result(timeout=120)
+        assert [a.status for a in EpisodeResult.model_validate_json(result).agents] == [AgentStatus.OK] * 2
+        assert zygote.pids == {zygote_pid}

@@ -7,9 +7,15 @@ whole sandbox, then imports its policy.
 
 Control messages are one JSON datagram each on a SOCK_SEQPACKET socket:
 
-    host -> zygote  {"env": {...}, "cwd": str|null}   with fds [cell socket, output pipe]
+    host -> zygote  {"env": {...}, "cwd": str|null, "cpus": [int]}   with fds [cell socket, output pipe]
     zygote -> host  {"forked": pid}
     zygote -> host  {"exited": pid, "code": exit code, negative for a signal}
+    host -> zygote  {"channel": true}   with fds [socket]
+
+A channel is one more control socket, for a process the host started (a worker of its pool, which
+then forks its cells here rather than starting a zygote of its own); it speaks the same messages,
+and hears of its own cells' exits only. When a channel closes (its worker ended, or was killed),
+the cells forked for it are killed: they die with their worker as they die with their host.
 
 The zygote reaps its cells and reports how they ended; it dies with its host, and its cells die
 with it (parent-death signal), so nothing outlives the host.
@@ -18,6 +24,7 @@ with it (parent-death signal), so nothing outlives the host.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
 import json
@@ -62,23 +69,39 @@ def serve(control: socket.socket) -> None:
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    channels: dict[socket.socket, set[int]] = {control: set()}  # each control socket: the cells forked for it
     while True:
-        readers: list[socket.socket | int] = [control, wake_read]
+        readers: list[socket.socket | int] = [*channels, wake_read]
         ready, _, _ = select.select(readers, [], [])
         if wake_read in ready:
             os.read(wake_read, 4096)
-            _report_exits(control)
-        if control in ready:
-            message, fds, _, _ = socket.recv_fds(control, MAX_MESSAGE, 2)
+            _report_exits(channels)
+        for sock in (sock for sock in ready if sock in channels):
+            message, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 2)
             if not message:
-                return  # the host is gone
-            pid = _fork_cell(json.loads(message), fds, control, (wake_read, wake_write))
+                if sock is control:
+                    return  # the host is gone
+                _close_channel(channels, sock)
+                continue
+            request = json.loads(message)
+            if "channel" in request:  # from the host only: a channel cannot open others
+                if sock is control:
+                    channels[socket.socket(fileno=fds[0])] = set()
+                continue
+            pid = _fork_cell(request, fds, [*channels, wake_read, wake_write])
             for fd in fds:
                 os.close(fd)
-            control.send(json.dumps({"forked": pid}).encode())
+            channels[sock].add(pid)
+            try:
+                sock.send(json.dumps({"forked": pid}).encode())
+            except OSError:
+                if sock is control:
+                    raise  # the host is gone
+                _close_channel(channels, sock)  # its worker is gone: the cell goes too
 
 
-def _report_exits(control: socket.socket) -> None:
+def _report_exits(channels: dict[socket.socket, set[int]]) -> None:
+    """Reap every cell that ended; tell the control socket it was forked for (if that is still open)."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -86,10 +109,23 @@ def _report_exits(control: socket.socket) -> None:
             return
         if pid == 0:
             return
-        control.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+        owner = next((sock for sock, pids in channels.items() if pid in pids), None)
+        if owner is not None:
+            channels[owner].discard(pid)
+            with contextlib.suppress(OSError):  # its worker may be gone: the channel closes on the next read
+                owner.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
-def _fork_cell(request: dict[str, Any], fds: list[int], control: socket.socket, wake: tuple[int, int]) -> int:
+def _close_channel(channels: dict[socket.socket, set[int]], sock: socket.socket) -> None:
+    """A channel's worker is gone: kill what it left running (each cell leads its own process group)."""
+    for pid in channels.pop(sock):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    sock.close()
+
+
+def _fork_cell(request: dict[str, Any], fds: list[int], zygotes: list[socket.socket | int]) -> int:
+    """Fork a cell for ``request``; ``zygotes``: the zygote's own sockets and fds, which no cell keeps."""
     cell_fd, output_fd = fds
     zygote_pid = os.getpid()
     pid = os.fork()
@@ -100,8 +136,10 @@ def _fork_cell(request: dict[str, Any], fds: list[int], control: socket.socket, 
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in (*wake, control.fileno()):
-            os.close(fd)
+        for held in zygotes:
+            os.close(held if isinstance(held, int) else held.fileno())
+        if request.get("cpus"):
+            os.sched_setaffinity(0, request["cpus"])  # the CPUs of the process that asked for it
         os.setsid()  # its own session and process group, like a spawned cell
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

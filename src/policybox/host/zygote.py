@@ -2,7 +2,9 @@
 
 Start it once and reuse it across episodes (``with Zygote() as zygote: ...``); it holds no host
 state, imports only shared libraries, and dies with the host. Cells it forks are its children, so
-it reaps them and reports each exit status here.
+it reaps them and reports each exit status here. A pool's workers fork their cells from their
+driver's zygote (``shared_zygote``), each through a channel of its own (``Zygote.channel``, and
+``Zygote(preload, channel)`` in the worker) rather than each starting one.
 
 An episode (a build, a check) given no zygote starts one for itself and stops it after, about 1.3 s of
 CPU, most of it importing the game. Within ``kept_zygotes()`` it takes instead the one kept for its
@@ -45,8 +47,23 @@ class Zygote:
     and exit reports read by any thread are filed for the thread waiting for that cell. Close it only
     once no episode uses it any more."""
 
-    def __init__(self, preload: tuple[str, ...] = ()) -> None:
+    def __init__(self, preload: tuple[str, ...] = (), channel: socket.socket | None = None) -> None:
+        """Start a zygote that preloads ``preload``; or, given a ``channel`` (``Zygote.channel()``, made by
+        the process that started it), fork cells from that zygote through it instead."""
         self.preload = preload
+        self._exits: dict[int, int] = {}
+        self._lock = threading.Lock()  # held to fork, to read the control socket, and to close
+        self._torch: Zygote | None = None  # this one's sibling with torch preloaded too, once a cell needs it
+        self._torch_lock = threading.Lock()
+        self._popen: subprocess.Popen[bytes] | None = None  # None: a channel to a zygote another process started
+        self._gone = False  # a channel's zygote has exited
+        if channel is None:
+            self._start()
+        else:
+            self._control = channel
+
+    def _start(self) -> None:
+        preload = self.preload
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         command = [sys.executable, "-I", "-u", "-m", "policybox.cell.zygote", "--fd", str(theirs.fileno())]
         command += ["--parent-pid", str(os.getpid()), *(arg for module in preload for arg in ("--preload", module))]
@@ -62,10 +79,6 @@ class Zygote:
                 env={**host_environment(), **thread_environment(1)},
                 start_new_session=True,
             )
-        self._exits: dict[int, int] = {}
-        self._lock = threading.Lock()  # held to fork, to read the control socket, and to close
-        self._torch: Zygote | None = None  # this one's sibling with torch preloaded too, once a cell needs it
-        self._torch_lock = threading.Lock()
         try:
             reply = self._receive(time.monotonic() + START_TIMEOUT_S)
         except TimeoutError:
@@ -100,20 +113,38 @@ class Zygote:
 
     @property
     def pids(self) -> set[int]:
-        """This zygote's process and its sibling's with torch, if it has started (not the cells)."""
+        """This zygote's process (none for a channel) and its sibling's with torch, if it has started (not
+        the cells)."""
         sibling = self._torch
-        return {self._popen.pid} | (sibling.pids if sibling is not None and sibling is not self else set())
+        own = set() if self._popen is None else {self._popen.pid}
+        return own | (sibling.pids if sibling is not None and sibling is not self else set())
 
     @property
     def alive(self) -> bool:
         """Whether the zygote is still running (its cells die with it)."""
-        return self._popen.poll() is None
+        return not self._gone if self._popen is None else self._popen.poll() is None
+
+    def channel(self) -> socket.socket:
+        """One more control socket to this zygote, for a process this one starts (a worker): that process
+        forks its cells here through it (``Zygote(preload, channel)``) instead of starting a zygote of its
+        own. When it closes its end (or dies), the cells forked for it are killed."""
+        zygote_end, their_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with zygote_end:
+            try:
+                with self._lock:
+                    socket.send_fds(self._control, [json.dumps({"channel": True}).encode()], [zygote_end.fileno()])
+            except OSError as exc:
+                their_end.close()
+                raise ZygoteError(f"the zygote cannot open a channel ({exc}); it may have died") from None
+        return their_end
 
     def fork(self, env: dict[str, str], cwd: str | None, fds: list[int]) -> int:
-        """A new cell with the given environment and folder, serving the cell socket in fds[0]."""
+        """A new cell with the given environment and folder, serving the cell socket in fds[0], on the CPUs
+        this process may use."""
+        request = {"env": env, "cwd": cwd, "cpus": sorted(os.sched_getaffinity(0))}
         try:
             with self._lock:  # no other thread may read this fork's reply, nor fork meanwhile
-                socket.send_fds(self._control, [json.dumps({"env": env, "cwd": cwd}).encode()], fds)
+                socket.send_fds(self._control, [json.dumps(request).encode()], fds)
                 give_up = time.monotonic() + START_TIMEOUT_S
                 while "forked" not in (reply := self._receive(give_up)):
                     if "exited" not in reply:
@@ -151,7 +182,9 @@ class Zygote:
             raise TimeoutError("no message from the zygote in time")
         data = self._control.recv(MAX_MESSAGE)
         if not data:
-            raise ZygoteError(f"the zygote has exited (code {self._popen.poll()})")
+            self._gone = True
+            code = "unknown to this process" if self._popen is None else self._popen.poll()
+            raise ZygoteError(f"the zygote has exited (code {code})")
         message: dict[str, Any] = json.loads(data)
         if "exited" in message:
             self._exits[int(message["exited"])] = int(message["code"])
@@ -166,6 +199,8 @@ class Zygote:
             sibling.close()
         with self._lock:
             self._control.close()
+        if self._popen is None:
+            return  # a channel: the zygote is its starter's to stop
         try:
             self._popen.wait(5)
         except subprocess.TimeoutExpired:
@@ -189,14 +224,24 @@ def zygote_for(preload: tuple[str, ...], stack: contextlib.ExitStack) -> Zygote:
     it has died), else a new one that ``stack`` stops."""
     with _KEPT.lock:
         kept = _KEPT.current
-        if kept is None:
-            return stack.enter_context(Zygote(preload))
-        zygote = kept.get(preload)
-        if zygote is None or not zygote.alive:
-            if zygote is not None:
-                zygote.close()  # reaped, its socket closed
-            zygote = kept[preload] = Zygote(preload)
-        return zygote
+        return stack.enter_context(Zygote(preload)) if kept is None else zygote_in(kept, preload)
+
+
+def shared_zygote(preload: tuple[str, ...], own: dict[tuple[str, ...], Zygote]) -> Zygote:
+    """The zygote a pool of workers forks its cells from (``Zygote.channel``): the one kept for ``preload``
+    (``kept_zygotes``), else the pool's ``own`` (started on first use; the pool stops them)."""
+    with _KEPT.lock:
+        return zygote_in(own if _KEPT.current is None else _KEPT.current, preload)
+
+
+def zygote_in(kept: dict[tuple[str, ...], Zygote], preload: tuple[str, ...]) -> Zygote:
+    """The zygote in ``kept`` for ``preload``; a new one if there is none, or it has died."""
+    zygote = kept.get(preload)
+    if zygote is None or not zygote.alive:
+        if zygote is not None:
+            zygote.close()  # reaped, its socket closed
+        zygote = kept[preload] = Zygote(preload)
+    return zygote
 
 
 _KEPT: Keeping[tuple[str, ...], Zygote] = Keeping(Zygote.close)  # kept_zygotes()'s, by preload

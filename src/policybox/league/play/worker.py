@@ -1,4 +1,5 @@
-"""A worker: a process that plays episodes for a driver, ``python -I -m policybox.league.play.worker --fd N``.
+"""A worker: a process that plays episodes for a driver, ``python -I -m policybox.league.play.worker --fd N
+[--offers M]``.
 
 It holds what playing needs between episodes -- one zygote per set of preloaded modules
 (``Player``, which a Ray worker on a node holds too) -- and serves its driver over the socket it
@@ -12,6 +13,13 @@ workers are one program, and no policy code runs in a worker, only in its cells)
                        ("played", key, EpisodeResult JSON)  |  ("set up", key, SetupOutcome)
                        ("failed", key, the exception)
 
+The zygote is its driver's where the driver offers one: before the first message that needs it, the
+driver sends on the socket inherited as fd M a channel to its own zygote (``Zygote.channel``; one
+datagram, the preload as JSON, with the channel's fd), and the worker forks its cells there rather
+than paying for a zygote of its own (about 0.6 s of CPU, and its memory). Its cells are then the
+driver's zygote's children, still on this worker's CPU and in its budget; if the worker dies, the
+zygote kills them when the channel closes, as a worker's own zygote would have died with it.
+
 A ladder runs its versions' setup scripts and builds their environments in workers of their own
 (``files.setup_scripts.prepare_version``: one version at a time each, beside the workers that play
 matches), so that a slow script or build never holds up play.
@@ -19,7 +27,7 @@ matches), so that a slow script or build never holds up play.
 A worker is a fresh interpreter, never a re-import of its caller's ``__main__`` (multiprocessing's
 spawn does that, so a script without an ``if __name__ == "__main__":`` guard could not evaluate). It
 dies with its driver (``PR_SET_PDEATHSIG``); SIGTERM ends it cleanly: the episode it plays stops
-and every cell with it, then its zygote.
+and every cell with it, then its zygote (or its channel to the driver's).
 """
 
 from __future__ import annotations
@@ -27,9 +35,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import json
 import os
 import pickle
 import signal
+import socket
 import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -38,7 +48,7 @@ from typing import Any
 from policybox.episode import check_playable, check_policies, run_episode
 from policybox.files.setup_scripts import prepare_version
 from policybox.host.budget import Budget, adopt
-from policybox.host.zygote import Zygote, ZygoteError
+from policybox.host.zygote import Zygote, ZygoteError, kept_zygotes, zygote_in
 from policybox.league.play.runner import EpisodeJob
 from policybox.results import EpisodeResult
 from policybox.settings import EpisodeSettings, zygote_preload
@@ -46,29 +56,37 @@ from policybox.spec import PolicySpec
 from policybox.storage import writing
 
 PR_SET_PDEATHSIG = 1
+MAX_OFFER = 1 << 16
 
 
 class Player:
-    """Plays episodes in this process, each with a zygote of the modules its settings preload
-    (kept for the next episode that preloads the same)."""
+    """Plays episodes in this process, each with a zygote of the modules its settings preload, kept for
+    every later episode, check and setup that preloads the same (``kept``): the one its driver offered
+    (``offer``: a channel to the driver's own zygote), else one it starts."""
 
     def __init__(self) -> None:
-        self._zygote: Zygote | None = None
+        self.zygotes: dict[tuple[str, ...], Zygote] = {}
+
+    def kept(self) -> contextlib.AbstractContextManager[dict[tuple[str, ...], Zygote]]:
+        """A block in which every episode, check and setup takes these zygotes (``kept_zygotes``)."""
+        return kept_zygotes(self.zygotes)
+
+    def offer(self, preload: tuple[str, ...], channel: socket.socket) -> None:
+        """Fork the cells of episodes that preload ``preload`` through ``channel``, from the driver's zygote."""
+        old = self.zygotes.pop(preload, None)
+        if old is not None:
+            old.close()
+        self.zygotes[preload] = Zygote(preload, channel)
 
     def zygote_for(self, settings: EpisodeSettings) -> Zygote | None:
         if settings.mode != "process" or settings.launcher != "zygote":
             return None
-        preload = zygote_preload(settings)
-        if self._zygote is not None and self._zygote.preload != preload:
-            self.close()
-        if self._zygote is None:
-            self._zygote = Zygote(preload)
-        return self._zygote
+        return zygote_in(self.zygotes, zygote_preload(settings))
 
     def close(self) -> None:
-        if self._zygote is not None:
-            self._zygote.close()
-            self._zygote = None
+        for zygote in self.zygotes.values():
+            zygote.close()
+        self.zygotes.clear()
 
     def check(self, specs: list[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
         """What an episode of these specs and settings would refuse, before any: a ``--preload`` or
@@ -91,8 +109,9 @@ class Player:
             raise
 
 
-def serve(connection: Connection) -> None:
-    """Take the start message, then answer checks and episodes until told to stop (or the driver goes)."""
+def serve(connection: Connection, offers: socket.socket | None = None) -> None:
+    """Take the start message, then answer checks and episodes until told to stop (or the driver goes).
+    ``offers``: where the driver sends a channel to its zygote before the first message that needs it."""
     _, budget, cpu = connection.recv()
     _start(budget, cpu)
     player = Player()
@@ -102,6 +121,7 @@ def serve(connection: Connection) -> None:
                 message = connection.recv()
             except EOFError:
                 return  # the driver is gone
+            _take_offers(offers, player)
             if message[0] == "stop":
                 return
             if message[0] == "check":
@@ -109,13 +129,26 @@ def serve(connection: Connection) -> None:
                 continue
             if message[0] == "setup":
                 key, done = message[1], "set up"
-                outcome = _attempt(lambda arguments=message[2]: prepare_version(*arguments))
+                with player.kept():  # its cells fork from the zygotes the episodes use
+                    outcome = _attempt(lambda arguments=message[2]: prepare_version(*arguments))
             else:
                 key, job, done = message[1], EpisodeJob.model_validate_json(message[2]), "played"
                 outcome = _attempt(lambda job=job: player.play(job).model_dump_json())
             connection.send(("failed" if isinstance(outcome, BaseException) else done, key, outcome))
     finally:
         player.close()
+
+
+def _take_offers(offers: socket.socket | None, player: Player) -> None:
+    """The channels the driver sent since the last message (each before the message that needs it)."""
+    while offers is not None:
+        try:
+            message, fds, _, _ = socket.recv_fds(offers, MAX_OFFER, 1)  # non-blocking: only what is there
+        except BlockingIOError:
+            return
+        if not message:
+            return  # the driver is gone: the next read of its connection says so
+        player.offer(tuple(json.loads(message)), socket.socket(fileno=fds[0]))
 
 
 def _start(budget: Budget | None, cpu: int) -> None:
@@ -148,14 +181,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="policybox.league.play.worker", description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--offers", type=int, help="the socket on which the driver offers its zygotes")
     args = parser.parse_args(argv)
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != args.parent_pid:
         return 1  # the driver died before the parent-death signal was armed
     signal.signal(signal.SIGTERM, _terminated)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver alone decides when its workers stop
+    offers = None if args.offers is None else socket.socket(fileno=args.offers)
+    if offers is not None:
+        offers.setblocking(False)  # recv_fds ignores its flags argument (CPython 3.11)
     with Connection(args.fd) as connection, contextlib.suppress(EOFError, ConnectionError):
-        serve(connection)  # EOFError, ConnectionError: the driver is gone, nothing to tell anyone
+        serve(connection, offers)  # EOFError, ConnectionError: the driver is gone, nothing to tell anyone
     return 0
 
 

@@ -12,8 +12,9 @@ Stopping is always bounded: when the driver is done it asks each worker to stop;
 interrupted (Ctrl-C, SIGTERM, an error) it sends SIGTERM at once -- a worker then stops its episode,
 its cells and its zygote -- and SIGKILLs whatever is left after ``STOP_GRACE_S``.
 
-Starting a pool costs each worker an interpreter and, with its first episode, a zygote (about 2 s of CPU
-a worker). A program that runs one tournament or ladder run after another in one process (a notebook, a
+Starting a pool costs each worker an interpreter (about 0.8 s of CPU a worker, with the game's host side);
+its cells fork from the driver's zygote (``_Worker.offer``: one zygote a pool, not one a worker). A
+program that runs one tournament or ladder run after another in one process (a notebook, a
 script looping over ``Ladder.run``, a test run) may keep them instead: within ``kept_workers()`` a run
 given no pool of its own takes the one kept for its worker count and budget (``local_workers``), and
 when the run is over it gives the pool back rather than stopping it -- a worker still busy with the run's
@@ -23,6 +24,7 @@ work is stopped then (SIGTERM, as on an interrupt), the idle ones wait for the n
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -37,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from policybox.host.budget import Budget
 from policybox.host.keeping import Keeping
+from policybox.host.zygote import Zygote, ZygoteError, shared_zygote
 from policybox.league.play.runner import EpisodeJob
-from policybox.settings import EpisodeSettings
+from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.spec import PolicySpec
 
 if TYPE_CHECKING:
@@ -59,18 +62,21 @@ class _Worker:
 
     def __init__(self, start: tuple[Any, ...]) -> None:
         ours, theirs = socket.socketpair()
+        self._offers, their_offers = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            with theirs:
+            with theirs, their_offers:
                 command = [sys.executable, "-I", "-m", "policybox.league.play.worker", "--fd", str(theirs.fileno())]
                 self.process = subprocess.Popen(
-                    [*command, "--parent-pid", str(os.getpid())],
-                    pass_fds=(theirs.fileno(),),
+                    [*command, "--parent-pid", str(os.getpid()), "--offers", str(their_offers.fileno())],
+                    pass_fds=(theirs.fileno(), their_offers.fileno()),
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,  # deaf to the terminal's Ctrl-C: the driver stops it
                 )
         except BaseException:
             ours.close()
+            self._offers.close()
             raise
+        self.offered: dict[tuple[str, ...], Zygote] = {}  # the driver's zygotes it has a channel to
         self.connection = Connection(ours.detach())
         self.pending: dict[Any, Future[Any]] = {}
         self.alive = True
@@ -92,6 +98,17 @@ class _Worker:
         except OSError:
             self._lost()
         return future
+
+    def offer(self, zygote: Zygote) -> None:
+        """Give the worker a channel to ``zygote`` (the driver's), once: its cells of that preload fork there."""
+        if self.offered.get(zygote.preload) is zygote:
+            return
+        try:
+            with zygote.channel() as channel:
+                socket.send_fds(self._offers, [json.dumps(zygote.preload).encode()], [channel.fileno()])
+        except (ZygoteError, OSError):
+            return  # the zygote or the worker is gone: the worker starts its own, or is found lost
+        self.offered[zygote.preload] = zygote
 
     def _read(self) -> None:
         while True:
@@ -139,17 +156,20 @@ class _Worker:
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         self.connection.close()
+        self._offers.close()
         self._reader.join(timeout=1.0)
         self._lost()  # at once, not when its reader gets to it: a kept pool's next run must start another
 
 
 class LocalWorkers:
-    """The local backend (an ``EpisodeRunner``): ``count`` worker processes, started at once (each
-    starts its zygote with its first episode), each pinned to a CPU; their cells share ``budget``."""
+    """The local backend (an ``EpisodeRunner``): ``count`` worker processes, started at once, each pinned
+    to a CPU; their cells share ``budget``, and fork from one zygote per preload: the one this process
+    keeps (``kept_zygotes``), else the pool's own, started with the first episode that needs it."""
 
     def __init__(self, count: int, budget: Budget | None) -> None:
         self.count = count
         self._budget = budget
+        self._zygotes: dict[tuple[str, ...], Zygote] = {}  # the pool's own (outside kept_zygotes)
         self._workers: list[_Worker] = []
         self._jobs = 0
         self.kept = False  # kept_workers()'s: given back, not stopped, when a run is done with it
@@ -181,7 +201,8 @@ class LocalWorkers:
         the machinery's failure: it is replaced and the check tried again."""
         for attempt in range(1, MAX_CHECKS + 1):
             try:
-                self._live(0).ask("check", ("check", specs, settings, agents)).result()
+                worker = self._offered(self._live(0), settings)
+                worker.ask("check", ("check", specs, settings, agents)).result()
                 return
             except WorkerLost:
                 if attempt == MAX_CHECKS:
@@ -189,19 +210,27 @@ class LocalWorkers:
 
     def submit(self, job: EpisodeJob) -> Future[str]:
         """Play ``job`` on the least busy worker; its EpisodeResult as JSON."""
-        return self._ask("play", job.model_dump_json())
+        return self._ask("play", job.model_dump_json(), job.settings)
 
     def set_up(
         self, stored: Stored, settings: EpisodeSettings, out: Path, timeout_s: float, environments: Path, label: str
     ) -> Future[SetupOutcome]:
         """Run ``policybox.files.setup_scripts.prepare_version`` with these arguments on the least busy
         worker; its outcome."""
-        return self._ask("setup", (stored, settings, out, timeout_s, environments, label))
+        return self._ask("setup", (stored, settings, out, timeout_s, environments, label), settings)
 
-    def _ask(self, kind: str, payload: Any) -> Future[Any]:
+    def _ask(self, kind: str, payload: Any, settings: EpisodeSettings) -> Future[Any]:
         index = min(range(self.count), key=lambda i: len(self._live(i).pending))
         self._jobs += 1
-        return self._live(index).ask(self._jobs, (kind, self._jobs, payload))
+        return self._offered(self._live(index), settings).ask(self._jobs, (kind, self._jobs, payload))
+
+    def _offered(self, worker: _Worker, settings: EpisodeSettings) -> _Worker:
+        """``worker``, with a channel to the zygote its cells of these settings fork from, if they fork."""
+        if settings.mode == "process" and settings.launcher == "zygote":
+            # One that cannot start (a --preload not installed): the worker's own attempt says why.
+            with contextlib.suppress(ZygoteError):
+                worker.offer(shared_zygote(zygote_preload(settings), self._zygotes))
+        return worker
 
     def _live(self, index: int) -> _Worker:
         """Worker ``index``, replaced by a new process if it was lost."""
@@ -224,6 +253,9 @@ class LocalWorkers:
         for worker in self._workers:
             worker.terminate() if interrupted else worker.stop()
         self._reap(self._workers)
+        for zygote in self._zygotes.values():
+            zygote.close()
+        self._zygotes.clear()
 
     def stop(self) -> None:
         """Stop every worker, kept or not (the end of ``kept_workers``)."""
