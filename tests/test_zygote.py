@@ -155,10 +155,19 @@ def _cpu_seconds(pid: int) -> float:
     return times.user + times.system
 
 
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_a_pools_workers_fork_their_cells_from_the_drivers_zygote_each_on_its_cpu(tmp_path):
     """A pool's workers start no zygote of their own: the cells of both fork from the one this process
     keeps, each cell on the CPU of the worker that asked for it. Judged from outside: the process tree
     and each process's CPUs, read from /proc while two episodes play at once."""
+    import time
+
     from policybox.host.zygote import kept_zygotes
     from policybox.league.play.worker_pool import LocalWorkers
 
@@ -172,6 +181,7 @@ def test_a_pools_workers_fork_their_cells_from_the_drivers_zygote_each_on_its_cp
         seen: dict[int, set[int]] = {}
         while not all(future.done() for future in futures):
             seen |= _cells_of(zygote_pid)
+            time.sleep(0.02)  # each read lists the whole process table
         assert all(future.result() for future in futures)
         workers = [psutil.Process(pid) for pid in pool.pids]
         assert [w.children() for w in workers] == [[], []]  # no zygote, no cell under a worker
@@ -208,7 +218,7 @@ def test_a_killed_workers_cells_die_with_it_and_the_shared_zygote_serves_on(tmp_
         with pytest.raises(WorkerLost):
             future.result(timeout=30)
         give_up = time.monotonic() + 10
-        while any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in cells):
+        while any(_running(pid) for pid in cells):
             assert time.monotonic() < give_up, "a dead worker's cells still run"
             time.sleep(0.05)
         assert psutil.Process(zygote_pid).is_running() and zygote.alive
