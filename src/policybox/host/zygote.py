@@ -6,7 +6,7 @@ it reaps them and reports each exit status here. A pool's workers fork their cel
 driver's zygote (``shared_zygote``), each through a channel of its own (``Zygote.channel``, and
 ``Zygote(preload, channel)`` in the worker) rather than each starting one.
 
-An episode (a build, a check) given no zygote starts one for itself and stops it after, about 1.3 s of
+An episode (a build, a check) given no zygote starts one for itself and stops it after, about 0.6 s of
 CPU, most of it importing the game. Within ``kept_zygotes()`` it takes instead the one kept for its
 preload, started on first use and stopped when the block ends: for a program that plays many episodes
 one after another in one process, a notebook or a test run (``zygote_for``).
