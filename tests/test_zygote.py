@@ -225,3 +225,48 @@ def test_a_killed_workers_cells_die_with_it_and_the_shared_zygote_serves_on(tmp_
         result = pool.submit(_job(tmp_path, "next", PolicySpec(class_path="random"), steps=5)).result(timeout=120)
         assert [a.status for a in EpisodeResult.model_validate_json(result).agents] == [AgentStatus.OK] * 2
         assert zygote.pids == {zygote_pid}
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if (link := os.readlink(f"/proc/{pid}/fd/{fd}")).startswith("socket:"):
+                    inodes.add(link)
+    return inodes
+
+
+def test_no_cell_holds_a_control_socket_of_the_zygote_it_shares_and_knocking_forks_nothing(tmp_path):
+    """A cell keeps none of the zygote's control sockets -- the host's, nor any worker's channel -- so a
+    policy that writes to every datagram socket it inherited (zygote_knocker.py: a fork request that would
+    hand it a cell to send an unsandboxed SETUP to, then garbage) reaches nothing. Judged from outside,
+    while two workers' cells play: the socket inodes each cell holds against the zygote's (/proc) -- the
+    check that fails when a forked cell keeps the channels open (tried: the knocking itself then still
+    forked nothing, so another layer stops it too) -- the zygote's children (never more than the cells
+    the workers asked for), and the zygote serving on."""
+    import time
+
+    from policybox.host.zygote import kept_zygotes
+    from policybox.league.play.worker_pool import LocalWorkers
+
+    knocker = parse_policy_arg(policy("zygote_knocker.py:Knocker"))
+    with kept_zygotes() as kept, LocalWorkers(2, None) as pool:
+        futures = [pool.submit(_job(tmp_path, f"knock-{i}", knocker, steps=30)) for i in range(2)]
+        ((zygote,),) = [kept.values()]
+        (zygote_pid,) = zygote.pids
+        most, checked = 0, set()
+        while not all(future.done() for future in futures):
+            cells = set(_cells_of(zygote_pid))
+            most = max(most, len(cells))
+            for cell in cells - checked:
+                held = _socket_inodes(cell)
+                assert held and not held & _socket_inodes(zygote_pid), f"cell {cell} holds a zygote socket"
+                checked.add(cell)
+            time.sleep(0.02)
+        results = [EpisodeResult.model_validate_json(future.result()) for future in futures]
+        assert [a.status for result in results for a in result.agents] == [AgentStatus.OK] * 4
+        assert len(checked) >= 2 and most <= 4  # two episodes of two cells; no cell a policy asked for
+        assert zygote.alive and psutil.Process(zygote_pid).is_running()
+        again = pool.submit(_job(tmp_path, "after", PolicySpec(class_path="random"), steps=5)).result(timeout=120)
+        assert [a.status for a in EpisodeResult.model_validate_json(again).agents] == [AgentStatus.OK] * 2
