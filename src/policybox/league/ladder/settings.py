@@ -107,10 +107,8 @@ class LadderSettings(BaseModel):
         """Whether each match's replay is written (``replays``, or the game's default)."""
         if self.replays is not None:
             return self.replays
-        return split_env(self.settings.env)[0] in (
-            "pettingzoo",
-            "kaggle",
-        )  # moves: KiB a match (Halite's 400 steps: 150)
+        # Moves: a few KiB a match (Halite's 400 steps: 150).
+        return split_env(self.settings.env)[0] in ("pettingzoo", "kaggle")
 
     def zip_limits(self) -> ZipLimits:
         """What a submission zip may unpack to (``policybox.submission``)."""
