@@ -16,6 +16,7 @@ next call); a ``-p random`` cell never imports it.
 
 from __future__ import annotations
 
+import functools
 import random
 import sys
 from collections.abc import Iterator
@@ -35,6 +36,16 @@ def _torch() -> Any:
     return sys.modules.get("torch")
 
 
+@functools.cache
+def thread_pools() -> Any:
+    """threadpoolctl's handle on the native thread pools loaded so far. Finding them resolves the path
+    of every loaded library (about 70 with numpy), so the zygote finds them once, after its preload,
+    and its cells -- which limit their threads before anything else loads -- inherit the answer."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
 class AgentState:
     def __init__(self, seed: int, agent_id: int, threads: int | None) -> None:
         self._seed = agent_seed(seed, agent_id)
@@ -49,10 +60,8 @@ class AgentState:
         random.setstate(self._python)
         np.random.set_state(self._numpy)
         if self._threads is not None:
-            from threadpoolctl import threadpool_limits
-
             # Libraries already loaded (numpy's OpenBLAS, preloaded in the zygote) read no variables now.
-            threadpool_limits(self._threads)
+            thread_pools().limit(limits=self._threads)
         self.notice_torch()
 
     def notice_torch(self) -> None:

@@ -18,6 +18,7 @@ private, and makes them die with it. Nothing here changes anything outside the c
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import stat
 from collections.abc import Iterable
@@ -64,20 +65,18 @@ def enter_mount_namespace() -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here propagates to the host
 
 
-def private_view(needed: Iterable[str], read_only: Iterable[str]) -> list[str]:
+def private_view(interpreter: tuple[str, ...], needed: Iterable[str], read_only: Iterable[str]) -> list[str]:
     """Mask the shared folders and every closed folder holding a needed path; bind back what is needed.
 
-    ``needed`` paths stay reachable as they are (the interpreter); ``read_only`` paths (policy files,
-    checkpoints) are bound back read-only wherever they are. Returns the folders masked.
+    ``interpreter`` and ``needed`` paths stay reachable as they are (the interpreter's, planned once
+    per process by ``interpreter_masks``; the cell's own, such as its scratch); ``read_only`` paths
+    (policy files, checkpoints) are bound back read-only wherever they are. Returns the folders masked.
     """
+    masks = {folder: set(inside) for folder, inside in interpreter_masks(interpreter).items()}
     keep = {path for raw in needed if raw and os.path.exists(raw) for path in _both_names(raw)}
     frozen = {Path(raw).resolve() for raw in read_only if raw and os.path.exists(raw)}
-    shared = [Path(folder) for folder in SHARED_FOLDERS if _is_real_folder(folder)]
-    masks: dict[Path, set[Path]] = {folder: set() for folder in shared}
     for path in keep | frozen:
-        holder = next((folder for folder in shared if folder in path.parents), None) or closed_ancestor(path)
-        if holder is not None:
-            masks.setdefault(holder, set()).add(path)
+        _hold(masks, path)
     bound: set[Path] = set()
     for folder, inside in masks.items():
         bound |= _mask(folder, sorted(inside))
@@ -86,6 +85,29 @@ def private_view(needed: Iterable[str], read_only: Iterable[str]) -> list[str]:
             _bind(path, path)
         mount(None, str(path), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     return [str(folder) for folder in masks]
+
+
+@functools.cache
+def interpreter_masks(interpreter: tuple[str, ...]) -> dict[Path, frozenset[Path]]:
+    """Each folder to mask (every shared folder, and each closed folder holding an interpreter path),
+    with the interpreter paths to bind back into it. The same for every cell of a process, and some
+    thousand ``lstat`` calls to work out: the zygote plans it once, before it forks its cells."""
+    masks: dict[Path, set[Path]] = {folder: set() for folder in _shared_folders()}
+    for path in {path for raw in interpreter if raw and os.path.exists(raw) for path in _both_names(raw)}:
+        _hold(masks, path)
+    return {folder: frozenset(inside) for folder, inside in masks.items()}
+
+
+@functools.cache
+def _shared_folders() -> tuple[Path, ...]:
+    return tuple(Path(folder) for folder in SHARED_FOLDERS if _is_real_folder(folder))
+
+
+def _hold(masks: dict[Path, set[Path]], path: Path) -> None:
+    """Add ``path`` to the folder that will hide it, if one does: a shared folder, or a closed one."""
+    holder = next((folder for folder in _shared_folders() if folder in path.parents), None) or closed_ancestor(path)
+    if holder is not None:
+        masks.setdefault(holder, set()).add(path)
 
 
 def _both_names(raw: str) -> set[Path]:

@@ -71,10 +71,19 @@ def _filesystem(plan: SandboxPlan) -> str:
     if not _namespaced(plan):
         return f"{ACTIVE}: scratch {plan.scratch}"
     mounts.enter_mount_namespace()
-    policybox_dir = os.path.dirname(os.path.dirname(__file__))  # an editable install is not on sys.path
-    needed = [sys.base_prefix, sys.prefix, sys.exec_prefix, *sys.path, policybox_dir, plan.scratch]
-    masked = mounts.private_view(needed, plan.readable)
+    masked = mounts.private_view(interpreter_paths(), [plan.scratch], plan.readable)
     return f"{ACTIVE}: scratch {plan.scratch}, private {', '.join(masked)}; policy files read-only"
+
+
+def interpreter_paths() -> tuple[str, ...]:
+    """What the cell's Python needs to reach: its installation, its import path, and policybox."""
+    policybox_dir = os.path.dirname(os.path.dirname(__file__))  # an editable install is not on sys.path
+    return (sys.base_prefix, sys.prefix, sys.exec_prefix, *sys.path, policybox_dir)
+
+
+def plan_ahead() -> None:
+    """Work every cell of this process would repeat, done once before the zygote forks them."""
+    mounts.interpreter_masks(interpreter_paths())
 
 
 def _disk(plan: SandboxPlan) -> str:

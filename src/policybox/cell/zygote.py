@@ -35,7 +35,9 @@ import socket
 import sys
 from typing import Any
 
+from policybox.cell import sandbox
 from policybox.cell.__main__ import die_with_parent, run_cell
+from policybox.cell.agent_state import thread_pools
 
 # The cell's own sandbox modules too: imported once here rather than in every cell. The host adds
 # its game family's modules (``ZYGOTE_PRELOAD`` of the adapter) and the user's --preload.
@@ -61,6 +63,9 @@ def preload(modules: list[str]) -> None:
     for name, module in FAMILIES.items():
         if module in sys.modules:
             family(name).warm()
+    # And work every cell would repeat before its policy loads: nothing is imported after this.
+    sandbox.plan_ahead()
+    thread_pools()
     # Keep the imported objects out of the collector's reach: a collection in a forked cell would
     # otherwise touch (and so copy) every page holding them. Python's advice for a process that forks
     # without exec: disable early, freeze before forking; cells collect as usual after.
