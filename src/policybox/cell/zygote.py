@@ -43,6 +43,7 @@ from policybox.cell.agent_state import thread_pools
 # its game family's modules (``ZYGOTE_PRELOAD`` of the adapter) and the user's --preload.
 DEFAULT_PRELOAD = (
     "numpy",
+    "numpy.random",  # numpy imports it lazily, and every cell seeds its streams with it: ~20 ms a cell
     "threadpoolctl",
     "policybox.cell.runtime",
     "policybox.cell.seccomp",
