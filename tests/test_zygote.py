@@ -109,6 +109,65 @@ def test_cells_are_forked_by_the_zygote(tmp_path):
         assert seen, "no cell was a child of the zygote"
 
 
+def test_a_zygote_started_by_a_thread_serves_after_it_ends_and_dies_with_its_host_process(tmp_path):
+    """A program may start its zygote from a short-lived thread (a test's, a web request's): the zygote
+    serves on after that thread ends -- a parent-death signal would have killed it then, since it fires
+    when the parent *thread* ends -- and still ends, with its cells, when the host process does.
+    Judged from outside: the zygote's process after its thread ended, an episode played with it, and,
+    for a host process SIGKILLed mid-episode, whether its zygote and cells still run."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    started: list[Zygote] = []
+    starter = threading.Thread(target=lambda: started.append(Zygote()))
+    starter.start()
+    starter.join()
+    with started[0] as zygote:
+        time.sleep(0.5)  # a parent-death signal is sent at once; its zygote would be gone by now
+        assert zygote.alive and _running(zygote._popen.pid)
+        result = run_episode([PolicySpec(class_path="random")] * 2, EpisodeSettings(steps=3), tmp_path, zygote=zygote)
+        assert [a.status for a in result.agents] == [AgentStatus.OK] * 2
+    sleepy = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"})
+    host = subprocess.Popen([sys.executable, "-c", HOST_WITH_A_THREADS_ZYGOTE, str(tmp_path / "host"), sleepy],
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        zygote_pid = int(host.stdout.readline())
+        give_up = time.monotonic() + 60
+        while not (cells := [c.pid for c in psutil.Process(zygote_pid).children()]):
+            assert time.monotonic() < give_up, "the host's episode forked no cell"
+            time.sleep(0.05)
+    finally:
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+    give_up = time.monotonic() + 10
+    while any(_running(pid) for pid in (zygote_pid, *cells)):
+        assert time.monotonic() < give_up, "the killed host's zygote or its cells still run"
+        time.sleep(0.05)
+
+
+# A host that starts its zygote from a thread that then ends, prints the zygote's pid, and plays an episode
+# of 300 steps of 0.05 s (it is killed in the middle).
+HOST_WITH_A_THREADS_ZYGOTE = """
+import sys, threading
+from pathlib import Path
+from policybox.episode import run_episode
+from policybox.host.zygote import Zygote
+from policybox.settings import EpisodeSettings
+from policybox.spec import parse_policy_arg
+
+started = []
+starter = threading.Thread(target=lambda: started.append(Zygote()))
+starter.start()
+starter.join()
+print(started[0]._popen.pid, flush=True)
+spec = parse_policy_arg(sys.argv[2])
+run_episode([spec] * 2, EpisodeSettings(steps=300), Path(sys.argv[1]), zygote=started[0])
+"""
+
+
 def test_missing_preload_module_is_a_clear_error():
     with pytest.raises(ZygoteError, match="preload failed: ModuleNotFoundError: No module named 'no_such_mod"):
         Zygote(("no_such_module_for_policybox",))

@@ -17,8 +17,11 @@ then forks its cells here rather than starting a zygote of its own); it speaks t
 and hears of its own cells' exits only. When a channel closes (its worker ended, or was killed),
 the cells forked for it are killed: they die with their worker as they die with their host.
 
-The zygote reaps its cells and reports how they ended; it dies with its host, and its cells die
-with it (parent-death signal), so nothing outlives the host.
+The zygote reaps its cells and reports how they ended. It ends when its host process does: its
+control socket closes, and a pidfd of the host becomes readable. (Not a parent-death signal: that
+fires when the host *thread* that started it ends, and a program may start it from a short-lived
+thread.) Its cells die with it (a parent-death signal: the zygote has one thread), so nothing
+outlives the host.
 """
 
 from __future__ import annotations
@@ -74,15 +77,19 @@ def preload(modules: list[str]) -> None:
     gc.enable()
 
 
-def serve(control: socket.socket) -> None:
+def serve(control: socket.socket, host: int) -> None:
+    """Answer ``control`` (and the channels it opens) until it closes or ``host``, a pidfd, says the host
+    process has ended."""
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     channels: dict[socket.socket, set[int]] = {control: set()}  # each control socket: the cells forked for it
     while True:
-        readers: list[socket.socket | int] = [*channels, wake_read]
+        readers: list[socket.socket | int] = [*channels, wake_read, host]
         ready, _, _ = select.select(readers, [], [])
+        if host in ready:
+            return  # the host is gone
         if wake_read in ready:
             os.read(wake_read, 4096)
             _report_exits(channels)
@@ -98,7 +105,7 @@ def serve(control: socket.socket) -> None:
                 if sock is control:
                     channels[socket.socket(fileno=fds[0])] = set()
                 continue
-            pid = _fork_cell(request, fds, [*channels, wake_read, wake_write])
+            pid = _fork_cell(request, fds, [*channels, wake_read, wake_write, host])
             for fd in fds:
                 os.close(fd)
             channels[sock].add(pid)
@@ -173,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--preload", action="append", default=[])
     args = parser.parse_args(argv)
-    die_with_parent(args.parent_pid)
+    host = os.pidfd_open(args.parent_pid)  # readable once every thread of the host has ended
+    if os.getppid() != args.parent_pid:
+        return 1  # the host ended before it could be watched
     control = socket.socket(fileno=args.fd)
     try:
         preload([*DEFAULT_PRELOAD, *args.preload])
@@ -182,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         control.send(json.dumps({"ready": os.getpid()}).encode())
-        serve(control)
+        serve(control, host)
     except ConnectionError:  # the host is gone (it was stopped while this started): nothing to tell anyone
         return 0
     return 0
