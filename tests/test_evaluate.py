@@ -17,6 +17,7 @@ import psutil
 from conftest import policy, policybox
 from helpers.workers import WorkerKiller
 
+from policybox import process_names
 from policybox.league.evaluate.journal import read_records
 from policybox.league.evaluate.results_folder import load_summary, play_tournament
 from policybox.league.play.tournament import Tournament, entrants
@@ -276,7 +277,7 @@ def test_kept_workers_play_every_run_of_their_block_and_end_with_it(tmp_path):
     from policybox.league.play.worker_pool import kept_workers
 
     def workers() -> set[int]:
-        return {p.pid for p in psutil.Process().children() if "policybox.league.play.worker" in p.cmdline()}
+        return {p.pid for p in psutil.Process().children(recursive=True) if p.name() == process_names.WORKER}
 
     before = workers()
     seen = []

@@ -10,6 +10,7 @@ import pytest
 from conftest import policy
 from typer.testing import CliRunner
 
+from policybox import process_names
 from policybox.cli import app
 from policybox.episode import run_episode
 from policybox.host.zygote import Zygote, ZygoteError
@@ -201,11 +202,13 @@ def _job(tmp_path: Path, name: str, spec: PolicySpec, steps: int, **settings) ->
 
 
 def _cells_of(zygote_pid: int) -> dict[int, set[int]]:
-    """The zygote's children (its cells) and the CPUs each may run on, as the kernel shows them."""
+    """The zygote's cells and the CPUs each may run on, as the kernel shows them: its children that named
+    themselves cells (not the workers it forked, nor a child still between its fork and its name)."""
     cells = {}
     for child in psutil.Process(zygote_pid).children():
         with contextlib.suppress(psutil.NoSuchProcess):
-            cells[child.pid] = set(child.cpu_affinity())
+            if child.name() == process_names.CELL:
+                cells[child.pid] = set(child.cpu_affinity())
     return cells
 
 
@@ -247,6 +250,35 @@ def test_a_pools_workers_fork_their_cells_from_the_drivers_zygote_each_on_its_cp
         worker_cpus = [set(w.cpu_affinity()) for w in workers]
     assert len(seen) >= 4, seen  # 2 episodes x 2 seats, all forked by the one zygote
     assert sorted(map(sorted, seen.values())) == sorted([sorted(worker_cpus[0])] * 2 + [sorted(worker_cpus[1])] * 2)
+
+
+def test_a_pools_workers_fork_from_the_drivers_zygote_and_play_in_its_environment_and_folder(tmp_path, monkeypatch):
+    """A pool's workers are forked from the zygote its cells fork from (not fresh interpreters), yet play
+    with the driver's environment and folder as they are when the pool starts, not the zygote's (which it
+    took when it started, before both changed here). Judged from outside: the process tree and names, the
+    folder the episode's relative log folder lands in, and the variables its cells were given (a cell
+    inherits its locale variables from its worker)."""
+    from policybox.host.zygote import kept_zygotes
+    from policybox.league.play.worker_pool import LocalWorkers
+
+    with kept_zygotes() as kept:
+        with LocalWorkers(1, None) as pool:
+            assert pool.submit(_job(tmp_path, "first", PolicySpec(class_path="random"), steps=2)).result(timeout=120)
+        ((zygote,),) = [kept.values()]
+        (zygote_pid,) = zygote.pids
+        monkeypatch.setenv("LC_POLICYBOX_PROBE", "set after the zygote started")
+        monkeypatch.chdir(tmp_path)
+        reader = parse_policy_arg(policy("env_reader.py:EnvReader"))
+        job = EpisodeJob(name="read", specs=[reader] * 2, entrants=["a", "b"], settings=EpisodeSettings(steps=2),
+                         log_dir="relative")  # fmt: skip
+        with LocalWorkers(1, None) as pool:
+            result = EpisodeResult.model_validate_json(pool.submit(job).result(timeout=120))
+            (worker,) = pool.pids
+            assert psutil.Process(worker).ppid() == zygote_pid
+            assert psutil.Process(worker).name() == process_names.WORKER
+    logs = [Path(agent.log_path) for agent in result.agents]
+    assert all(log.is_relative_to(tmp_path / "relative") for log in (tmp_path / log for log in logs))
+    assert all("LC_POLICYBOX_PROBE" in (tmp_path / log).read_text() for log in logs)
 
 
 def test_a_killed_workers_cells_die_with_it_and_the_shared_zygote_serves_on(tmp_path):

@@ -12,21 +12,23 @@ from collections import defaultdict
 
 import psutil
 
-WORKER = "policybox.league.play.worker"
-ZYGOTE = "policybox.cell.zygote"
+from policybox.process_names import CELL, WORKER
 
 
 def playing_worker() -> int | None:
     """A worker of this process that has a cell now: one holding the read end of a cell's output pipe (its
-    cells fork from this process's zygote, or from one of its own). From one read of the process table: a
-    psutil ``children()`` call reads the whole table itself, and a loop of them costs a loaded machine a
-    core."""
+    cells fork from this process's zygote, or from one of its own). Workers and cells are told by their
+    names (``policybox.process_names``): a forked one keeps the zygote's command line. From one read of the
+    process table: a psutil ``children()`` call reads the whole table itself, and a loop of them costs a
+    loaded machine a core."""
     children: dict[int, list[int]] = defaultdict(list)
-    for process in psutil.process_iter(["ppid"]):
+    names = {}
+    for process in psutil.process_iter(["ppid", "name"]):
         children[process.info["ppid"]].append(process.pid)
-    workers = [pid for pid in children[os.getpid()] if _is(pid, WORKER)]
-    zygotes = [pid for parent in (os.getpid(), *workers) for pid in children[parent] if _is(pid, ZYGOTE)]
-    outputs = {_pipe(f"/proc/{cell}/fd/1") for zygote in zygotes for cell in children[zygote]} - {None}
+        names[process.pid] = process.info["name"]
+    mine = _descendants(children, os.getpid())
+    workers = [pid for pid in mine if names.get(pid) == WORKER]
+    outputs = {_pipe(f"/proc/{cell}/fd/1") for cell in mine if names.get(cell) == CELL} - {None}
     for worker in workers:
         with contextlib.suppress(OSError):
             if any(_pipe(f"/proc/{worker}/fd/{fd}") in outputs for fd in os.listdir(f"/proc/{worker}/fd")):
@@ -34,11 +36,13 @@ def playing_worker() -> int | None:
     return None
 
 
-def _is(pid: int, module: str) -> bool:
-    try:
-        return module in " ".join(psutil.Process(pid).cmdline())
-    except psutil.Error:
-        return False  # gone
+def _descendants(children: dict[int, list[int]], root: int) -> list[int]:
+    found, todo = [], list(children[root])
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children[pid])
+    return found
 
 
 def _pipe(fd: str) -> str | None:

@@ -20,6 +20,7 @@ import sys
 from policybox.cell import sandbox
 from policybox.cell.output import cap_output
 from policybox.cell.report import PolicyFailure, failure_report
+from policybox.process_names import CELL, name_process
 from policybox.sandbox import SandboxPlan
 from policybox.wire import (
     HOST_TO_CELL,
@@ -123,6 +124,7 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
 
 def run_cell(fd: int, parent_pid: int) -> int:
     """Serve the host over socket ``fd`` until it says stop; the cell's exit code."""
+    name_process(CELL)
     first_to_go_under_memory_pressure()
     sock = socket.socket(fileno=fd)
     # A cell the host wakes must not preempt the host while it is still handing out a step's

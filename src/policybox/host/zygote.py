@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +36,7 @@ MAX_MESSAGE = 1 << 16
 START_TIMEOUT_S = 120.0  # torch can take a while to import on a loaded machine
 POLL_S = 0.001  # how long wait() reads with the lock held: only a message already there
 WAIT_SLICE_S = 0.05  # how long wait() sleeps without the lock before looking at the filed exits again
+EXIT_REPORT_S = 5.0  # how long a process seen to end may take to be reaped and reported by its zygote
 
 
 class ZygoteError(PolicyboxError, RuntimeError):
@@ -141,7 +143,20 @@ class Zygote:
     def fork(self, env: dict[str, str], cwd: str | None, fds: list[int]) -> int:
         """A new cell with the given environment and folder, serving the cell socket in fds[0], on the CPUs
         this process may use."""
-        request = {"env": env, "cwd": cwd, "cpus": sorted(os.sched_getaffinity(0))}
+        return self._forked({"env": env, "cwd": cwd}, fds, "a cell")
+
+    def start(self, module: str, argv: list[str], fds: list[int]) -> ForkedProcess:
+        """A process of this one's own forked there, with the zygote's imports warm: ``module``'s
+        ``main(argv)``, where ``{N}`` in ``argv`` stands for ``fds[N]`` (``policybox.cell.zygote``). It
+        writes where this process does and runs on its CPUs; it starts with the zygote's environment and
+        folder (no secrets of this one's: send it what it needs), and dies with the zygote."""
+        if self._popen is None:
+            raise ZygoteError("only the process that started a zygote may start processes there")
+        pid = self._forked({"process": module, "argv": argv}, [1, 2, *fds], "a process")
+        return ForkedProcess(self, pid)
+
+    def _forked(self, request: dict[str, Any], fds: list[int], what: str) -> int:
+        request = {**request, "cpus": sorted(os.sched_getaffinity(0))}
         try:
             with self._lock:  # no other thread may read this fork's reply, nor fork meanwhile
                 socket.send_fds(self._control, [json.dumps(request).encode()], fds)
@@ -150,7 +165,7 @@ class Zygote:
                     if "exited" not in reply:
                         raise ZygoteError(f"unexpected zygote reply {reply!r}")
         except (OSError, ValueError, TimeoutError) as exc:
-            raise ZygoteError(f"the zygote cannot fork a cell ({exc}); it may have died") from None
+            raise ZygoteError(f"the zygote cannot fork {what} ({exc}); it may have died") from None
         return int(reply["forked"])
 
     def wait(self, pid: int, timeout: float) -> int | None:
@@ -207,6 +222,49 @@ class Zygote:
             with contextlib.suppress(ProcessLookupError):
                 self._popen.kill()
             self._popen.wait()
+
+
+class ForkedProcess:
+    """A process a zygote forked for this one (``Zygote.start``): not this one's child, so its end is seen
+    through a pidfd, and its exit code is the zygote's report. What ``subprocess.Popen`` gives that a
+    pool uses of its workers: ``pid``, ``poll``, ``wait``."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._zygote = zygote
+        self._lock = threading.Lock()  # a pool's reader thread polls while another waits
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._pidfd = None  # it has already ended
+
+    def poll(self) -> int | None:
+        """Its exit code, or None while it runs."""
+        return self._ended(0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit code once it has ended; ``subprocess.TimeoutExpired`` if it has not within ``timeout``."""
+        code = self._ended(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0.0)
+        return code
+
+    def _ended(self, timeout: float | None) -> int | None:
+        with self._lock:
+            return self.returncode if self.returncode is not None else self._reported(timeout)
+
+    def _reported(self, timeout: float | None) -> int | None:
+        """Its exit code, as its zygote reports it, once its pidfd says it has ended within ``timeout``."""
+        if self._pidfd is not None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                return None
+            os.close(self._pidfd)
+            self._pidfd = None
+        code = self._zygote.wait(self.pid, EXIT_REPORT_S)
+        # No report: its zygote is gone too, and took it along (the parent-death signal).
+        self.returncode = -signal.SIGKILL if code is None else code
+        return self.returncode
 
 
 def kept_zygotes(

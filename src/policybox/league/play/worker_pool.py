@@ -1,8 +1,9 @@
 """The local backend: worker processes (``policybox.league.play.worker``) that play a driver's episodes.
 
-Each worker is ``sys.executable -I -m policybox.league.play.worker``: a fresh interpreter that never imports the
+Each worker is ``policybox.league.play.worker``, forked from the zygote its cells fork from (``Zygote.start``),
+or where they fork from none a fresh interpreter (``sys.executable -I -m``); never a re-import of the
 caller's ``__main__`` (so ``policybox.evaluate`` works from a script without a main guard, from
-stdin and from a notebook), in a session of its own (a terminal's Ctrl-C reaches the driver alone,
+stdin and from a notebook); in a session of its own (a terminal's Ctrl-C reaches the driver alone,
 never a worker mid-episode), killed by the kernel if the driver dies. One reader thread per worker
 turns its replies into the futures ``submit`` handed out; a worker that is lost fails its futures
 with ``WorkerLost`` (the machinery's failure: the driver plays those episodes again) and is replaced
@@ -12,8 +13,9 @@ Stopping is always bounded: when the driver is done it asks each worker to stop;
 interrupted (Ctrl-C, SIGTERM, an error) it sends SIGTERM at once -- a worker then stops its episode,
 its cells and its zygote -- and SIGKILLs whatever is left after ``STOP_GRACE_S``.
 
-Starting a pool costs each worker an interpreter (about 0.8 s of CPU a worker, with the game's host side);
-its cells fork from the driver's zygote (``_Worker.offer``: one zygote a pool, not one a worker). A
+A pool starts its workers with its first check or episode, from the zygote of that episode's game: about
+0.04 s of CPU a worker, against 0.8 s for an interpreter that imports the game's host side itself; their
+cells fork from the same zygote (``_Worker.offer``: one zygote a pool, not one a worker). A
 program that runs one tournament or ladder run after another in one process (a notebook, a
 script looping over ``Ladder.run``, a test run) may keep them instead: within ``kept_workers()`` a run
 given no pool of its own takes the one kept for its worker count and budget (``local_workers``), and
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from policybox.host.budget import Budget
 from policybox.host.keeping import Keeping
-from policybox.host.zygote import Zygote, ZygoteError, shared_zygote
+from policybox.host.zygote import ForkedProcess, Zygote, ZygoteError, shared_zygote
 from policybox.league.play.runner import EpisodeJob
 from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.spec import PolicySpec
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from policybox.files.setup_scripts import SetupOutcome
     from policybox.files.version_files import Stored
 
+WORKER = "policybox.league.play.worker"
 STOP_GRACE_S = 5.0
 MAX_CHECKS = 3  # a worker lost while it checks is replaced; the check is tried this often
 Kept = dict[tuple[Any, ...], "LocalWorkers"]  # kept_workers()'s pools, by their role, worker count and budget
@@ -58,20 +61,15 @@ class WorkerLost(RuntimeError):
 
 
 class _Worker:
-    """One worker process: its connection, the futures of what it was asked, and the thread reading replies."""
+    """One worker process: its connection, the futures of what it was asked, and the thread reading replies.
+    Forked from ``zygote`` where one is given (and can fork it), else a fresh interpreter."""
 
-    def __init__(self, start: tuple[Any, ...]) -> None:
+    def __init__(self, start: tuple[Any, ...], zygote: Zygote | None) -> None:
         ours, theirs = socket.socketpair()
         self._offers, their_offers = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with theirs, their_offers:
-                command = [sys.executable, "-I", "-m", "policybox.league.play.worker", "--fd", str(theirs.fileno())]
-                self.process = subprocess.Popen(
-                    [*command, "--parent-pid", str(os.getpid()), "--offers", str(their_offers.fileno())],
-                    pass_fds=(theirs.fileno(), their_offers.fileno()),
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,  # deaf to the terminal's Ctrl-C: the driver stops it
-                )
+                self.process = _worker_process(zygote, theirs.fileno(), their_offers.fileno())
         except BaseException:
             ours.close()
             self._offers.close()
@@ -161,29 +159,36 @@ class _Worker:
         self._lost()  # at once, not when its reader gets to it: a kept pool's next run must start another
 
 
+def _worker_process(zygote: Zygote | None, fd: int, offers: int) -> subprocess.Popen[bytes] | ForkedProcess:
+    """The worker process serving ``fd`` (and taking offers on ``offers``): forked from ``zygote`` if it can,
+    else a fresh interpreter."""
+    if zygote is not None:
+        with contextlib.suppress(ZygoteError):  # it died meanwhile: an interpreter does as well, slower
+            return zygote.start(WORKER, ["--fd", "{0}", "--offers", "{1}"], [fd, offers])
+    command = [sys.executable, "-I", "-m", WORKER, "--fd", str(fd), "--offers", str(offers)]
+    return subprocess.Popen(
+        [*command, "--parent-pid", str(os.getpid())],
+        pass_fds=(fd, offers),
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # deaf to the terminal's Ctrl-C: the driver stops it
+    )
+
+
 class LocalWorkers:
-    """The local backend (an ``EpisodeRunner``): ``count`` worker processes, started at once, each pinned
-    to a CPU; their cells share ``budget``, and fork from one zygote per preload: the one this process
-    keeps (``kept_zygotes``), else the pool's own, started with the first episode that needs it."""
+    """The local backend (an ``EpisodeRunner``): ``count`` worker processes, each pinned to a CPU, started
+    with the first check or episode (forked from the zygote its cells fork from, when they fork); their
+    cells share ``budget``, and fork from one zygote per preload: the one this process keeps
+    (``kept_zygotes``), else the pool's own, started with the first episode that needs it."""
 
     def __init__(self, count: int, budget: Budget | None) -> None:
         self.count = count
         self._budget = budget
         self._zygotes: dict[tuple[str, ...], Zygote] = {}  # the pool's own (outside kept_zygotes)
-        self._workers: list[_Worker] = []
+        self._workers: list[_Worker | None] = [None] * count  # None: not started yet
         self._jobs = 0
         self.kept = False  # kept_workers()'s: given back, not stopped, when a run is done with it
         self.in_use = False  # a kept pool serves one run at a time
-        self.inherited = _inherited()  # what its workers started with: a run elsewhere needs others
-        try:
-            for index in range(count):
-                self._workers.append(self._new(index))
-        except BaseException:
-            self.close(interrupted=True)
-            raise
-
-    def _new(self, index: int) -> _Worker:
-        return _Worker(("start", self._budget, index))
+        self.inherited = _inherited()  # what its workers start with: a run elsewhere needs others
 
     def __enter__(self) -> LocalWorkers:
         return self
@@ -194,15 +199,14 @@ class LocalWorkers:
     @property
     def pids(self) -> set[int]:
         """Its workers' processes (not their zygotes or cells)."""
-        return {worker.process.pid for worker in self._workers}
+        return {worker.process.pid for worker in self._started()}
 
     def check(self, specs: list[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
         """The first worker's check; raise what it found wrong, if anything. A worker lost meanwhile is
         the machinery's failure: it is replaced and the check tried again."""
         for attempt in range(1, MAX_CHECKS + 1):
             try:
-                worker = self._offered(self._live(0), settings)
-                worker.ask("check", ("check", specs, settings, agents)).result()
+                self._live(0, settings).ask("check", ("check", specs, settings, agents)).result()
                 return
             except WorkerLost:
                 if attempt == MAX_CHECKS:
@@ -220,39 +224,50 @@ class LocalWorkers:
         return self._ask("setup", (stored, settings, out, timeout_s, environments, label), settings)
 
     def _ask(self, kind: str, payload: Any, settings: EpisodeSettings) -> Future[Any]:
-        index = min(range(self.count), key=lambda i: len(self._live(i).pending))
+        worker = min((self._live(index, settings) for index in range(self.count)), key=lambda w: len(w.pending))
         self._jobs += 1
-        return self._offered(self._live(index), settings).ask(self._jobs, (kind, self._jobs, payload))
+        return worker.ask(self._jobs, (kind, self._jobs, payload))
 
-    def _offered(self, worker: _Worker, settings: EpisodeSettings) -> _Worker:
-        """``worker``, with a channel to the zygote its cells of these settings fork from, if they fork."""
-        if settings.mode == "process" and settings.launcher == "zygote":
-            # One that cannot start (a --preload not installed): the worker's own attempt says why.
-            with contextlib.suppress(ZygoteError):
-                worker.offer(shared_zygote(zygote_preload(settings), self._zygotes))
-        return worker
-
-    def _live(self, index: int) -> _Worker:
-        """Worker ``index``, replaced by a new process if it was lost."""
+    def _live(self, index: int, settings: EpisodeSettings) -> _Worker:
+        """Worker ``index`` -- started if it was not yet, replaced if it was lost -- with a channel to the
+        zygote its cells of ``settings`` fork from, if they fork (a new worker forks from it too)."""
+        zygote = self._zygote(settings)
         worker = self._workers[index]
-        if not worker.alive:
-            worker.reap(time.monotonic())
-            worker = self._workers[index] = self._new(index)
+        if worker is None or not worker.alive:
+            if worker is not None:
+                worker.reap(time.monotonic())
+            environment, folder = dict(os.environ), os.getcwd()  # a forked worker starts with the zygote's
+            worker = self._workers[index] = _Worker(("start", self._budget, index, environment, folder), zygote)
+        if zygote is not None:
+            worker.offer(zygote)
         return worker
+
+    def _zygote(self, settings: EpisodeSettings) -> Zygote | None:
+        """The zygote cells of ``settings`` fork from, if they fork; None if it cannot start (a --preload
+        not installed: the worker's own attempt says why)."""
+        if settings.mode != "process" or settings.launcher != "zygote":
+            return None
+        try:
+            return shared_zygote(zygote_preload(settings), self._zygotes)
+        except ZygoteError:
+            return None
+
+    def _started(self) -> list[_Worker]:
+        return [worker for worker in self._workers if worker is not None]
 
     def close(self, interrupted: bool) -> None:
         """Stop every worker within ``STOP_GRACE_S``: asked to, or at once with SIGTERM when interrupted.
         A kept pool is given back instead: only its workers still busy are stopped, with SIGTERM."""
         if self.kept:
-            busy = [worker for worker in self._workers if worker.pending]
+            busy = [worker for worker in self._started() if worker.pending]
             for worker in busy:
                 worker.terminate()
             self._reap(busy)
             self.in_use = False
             return
-        for worker in self._workers:
+        for worker in self._started():
             worker.terminate() if interrupted else worker.stop()
-        self._reap(self._workers)
+        self._reap(self._started())
         for zygote in self._zygotes.values():
             zygote.close()
         self._zygotes.clear()
