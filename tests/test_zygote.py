@@ -169,6 +169,38 @@ run_episode([spec] * 2, EpisodeSettings(steps=300), Path(sys.argv[1]), zygote=st
 """
 
 
+def test_a_policys_variables_reach_its_cell_and_never_the_zygote_that_forks_every_teams_cells(tmp_path):
+    """A spec's variables may be secrets (``env.NAME=@FILE``). A zygote forks every team's cells, and each
+    inherits the zygote's memory -- freed bytes included, where a fork request once was -- so a secret that
+    passed through the zygote could be read by the next team's cell. The variables reach their own cell in
+    its SETUP instead. Judged from outside: the zygote's whole memory, read from /proc after the episode
+    (it held the secret before, tried: and a later cell found it in its own heap), and the variable the
+    cell printed."""
+    import secrets
+
+    secret = f"policybox-secret-{secrets.token_hex(8)}"
+    reader = parse_policy_arg(policy("env_reader.py:EnvReader", **{"env.POLICY_MODE": secret}))
+    with Zygote() as zygote:
+        result = run_episode([reader] * 2, EpisodeSettings(steps=2), tmp_path, zygote=zygote)
+        assert all(secret in Path(agent.log_path).read_text() for agent in result.agents)
+        assert not _memory_holds(zygote._popen.pid, secret.encode())
+
+
+def _memory_holds(pid: int, needle: bytes) -> bool:
+    """Whether any readable mapping of process ``pid`` holds ``needle`` (root reads another's memory)."""
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as memory:
+        for line in maps:
+            fields = line.split()
+            if "r" not in fields[1] or fields[-1] in ("[vvar]", "[vsyscall]", "[vvar_vclock]"):
+                continue
+            start, end = (int(address, 16) for address in fields[0].split("-"))
+            with contextlib.suppress(OSError, ValueError, OverflowError):
+                memory.seek(start)
+                if needle in memory.read(end - start):
+                    return True
+    return False
+
+
 def test_missing_preload_module_is_a_clear_error():
     with pytest.raises(ZygoteError, match="preload failed: ModuleNotFoundError: No module named 'no_such_mod"):
         Zygote(("no_such_module_for_policybox",))
@@ -255,9 +287,12 @@ def test_a_pools_workers_fork_their_cells_from_the_drivers_zygote_each_on_its_cp
 def test_a_pools_workers_fork_from_the_drivers_zygote_and_play_in_its_environment_and_folder(tmp_path, monkeypatch):
     """A pool's workers are forked from the zygote its cells fork from (not fresh interpreters), yet play
     with the driver's environment and folder as they are when the pool starts, not the zygote's (which it
-    took when it started, before both changed here). Judged from outside: the process tree and names, the
-    folder the episode's relative log folder lands in, and the variables its cells were given (a cell
-    inherits its locale variables from its worker)."""
+    took when it started, before both changed here), and the driver's secrets never pass through the
+    zygote (every later cell inherits its memory). Judged from outside: the process tree and names, the
+    folder the episode's relative log folder lands in, the variables its cells were given (a cell inherits
+    its locale variables from its worker), and the zygote's whole memory."""
+    import secrets
+
     from policybox.host.zygote import kept_zygotes
     from policybox.league.play.worker_pool import LocalWorkers
 
@@ -267,6 +302,8 @@ def test_a_pools_workers_fork_from_the_drivers_zygote_and_play_in_its_environmen
         ((zygote,),) = [kept.values()]
         (zygote_pid,) = zygote.pids
         monkeypatch.setenv("LC_POLICYBOX_PROBE", "set after the zygote started")
+        secret = f"policybox-secret-{secrets.token_hex(8)}"
+        monkeypatch.setenv("POLICYBOX_DRIVER_SECRET", secret)
         monkeypatch.chdir(tmp_path)
         reader = parse_policy_arg(policy("env_reader.py:EnvReader"))
         job = EpisodeJob(name="read", specs=[reader] * 2, entrants=["a", "b"], settings=EpisodeSettings(steps=2),
@@ -276,6 +313,7 @@ def test_a_pools_workers_fork_from_the_drivers_zygote_and_play_in_its_environmen
             (worker,) = pool.pids
             assert psutil.Process(worker).ppid() == zygote_pid
             assert psutil.Process(worker).name() == process_names.WORKER
+        assert not _memory_holds(zygote_pid, secret.encode())
     logs = [Path(agent.log_path) for agent in result.agents]
     assert all(log.is_relative_to(tmp_path / "relative") for log in (tmp_path / log for log in logs))
     assert all("LC_POLICYBOX_PROBE" in (tmp_path / log).read_text() for log in logs)

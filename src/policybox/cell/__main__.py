@@ -93,6 +93,9 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
     try:
         message = decode_json(setup)
         check_protocol(message)
+        # The spec's own variables, which may be secrets: in SETUP, never through a zygote
+        # (``CellSandbox.shared_environment``).
+        os.environ.update(message["spec"].get("env") or {})
         cap_output(int(message["log_limit_bytes"]))
         plan = message.get("sandbox")
         statuses = sandbox.apply(SandboxPlan.model_validate(plan), parent_pid) if plan else {}

@@ -100,7 +100,7 @@ class ZygoteLauncher:
 
         def start(cell_fd: int) -> tuple[int, Callable[[float], int | None]]:
             cwd = str(sandbox.scratch) if sandbox.scratch else None
-            pid = zygote.fork(sandbox.environment(), cwd, [cell_fd, output_fd])
+            pid = zygote.fork(sandbox.shared_environment(), cwd, [cell_fd, output_fd])  # the spec's come in SETUP
             return pid, lambda timeout: zygote.wait(pid, timeout)
 
         return _launch(sandbox, start)

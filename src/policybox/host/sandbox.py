@@ -128,12 +128,19 @@ class CellSandbox:
     def environment(self) -> dict[str, str]:
         """What the cell starts with: the allow-list, its HOME, its thread budget and the spec's
         variables (with no environment layer, the host's own instead of the allow-list and HOME)."""
-        budget = {**thread_environment(self._threads), **self._spec.env}
+        return {**self.shared_environment(), **self._spec.env}
+
+    def shared_environment(self) -> dict[str, str]:
+        """``environment()`` but for the spec's own variables, which may be secrets (``env.NAME=@FILE``):
+        what may pass through a zygote. A zygote forks every team's cells, and each inherits its memory,
+        freed bytes included; so a spec's variables reach its cell in its SETUP instead (the cell sets
+        them before it imports its policy)."""
+        threads = thread_environment(self._threads)
         if Layer.ENVIRONMENT not in self.layers:
-            return {**os.environ, **budget}
+            return {**os.environ, **threads}
         home = str(self.scratch)
         user = f"policybox-agent-{self.uid if self.uid is not None else os.getuid()}"
-        return {**host_environment(), "HOME": home, "TMPDIR": home, "USER": user, "LOGNAME": user, **budget}
+        return {**host_environment(), "HOME": home, "TMPDIR": home, "USER": user, "LOGNAME": user, **threads}
 
     def attach(self, pid: int) -> None:
         """Put the new cell (which runs no policy code yet) into its cgroups."""
