@@ -23,6 +23,7 @@ from policybox.host import budget as host_budget
 from policybox.host import sandbox as host_sandbox
 from policybox.host.budget import LIMIT_FILES, NAME
 from policybox.host.cgroup import PREFIX, v1_parent, v2_memory_parent
+from policybox.process_names import WORKER
 from policybox.results import AgentStatus, EpisodeResult
 from policybox.sandbox import Layer
 
@@ -151,7 +152,7 @@ def test_evaluate_shares_one_budget_across_its_workers(tmp_path, budget_version)
         folder = budget_folder(driver.pid, budget_version)
         owners = lambda: {path.name.split("-")[1] for path in cells_in(folder)}  # noqa: E731
         assert wait_for(lambda: len(owners()) == 2, timeout=120), "the two workers' cells never shared the budget"
-        workers = {str(worker.pid) for worker in psutil.Process(driver.pid).children()}
+        workers = {str(p.pid) for p in psutil.Process(driver.pid).children(recursive=True) if p.name() == WORKER}
         assert owners() <= workers and limit_of(folder, budget_version) == 500 * MIB
         own = Path("/proc/self/oom_score_adj").read_text()
         assert {Path(f"/proc/{pid}/oom_score_adj").read_text() for pid in [driver.pid, *map(int, workers)]} == {own}
