@@ -201,6 +201,31 @@ def _memory_holds(pid: int, needle: bytes) -> bool:
     return False
 
 
+def test_a_channel_may_ask_for_cells_only(tmp_path):
+    """A channel (what a worker holds) may not ask its zygote for one of the host's processes, nor for
+    another channel: only the host's own control socket may. Judged from outside: the zygote's children,
+    the channel's silence (a fork would be answered), and an episode played after."""
+    import json
+    import select
+    import socket
+    import time
+
+    with Zygote() as zygote:
+        channel = zygote.channel()
+        read, write = os.pipe()
+        process = {"process": "policybox.league.play.worker", "argv": ["--fd", "{0}"]}
+        socket.send_fds(channel, [json.dumps(process).encode()], [write, write, write])
+        socket.send_fds(channel, [json.dumps({"channel": True}).encode()], [write])
+        time.sleep(0.5)
+        assert not select.select([channel], [], [], 0.5)[0]  # no "forked" reply
+        assert psutil.Process(zygote._popen.pid).children() == []
+        result = run_episode([PolicySpec(class_path="random")] * 2, EpisodeSettings(steps=3), tmp_path, zygote=zygote)
+        assert [a.status for a in result.agents] == [AgentStatus.OK] * 2
+        channel.close()
+        os.close(read)
+        os.close(write)
+
+
 def test_missing_preload_module_is_a_clear_error():
     with pytest.raises(ZygoteError, match="preload failed: ModuleNotFoundError: No module named 'no_such_mod"):
         Zygote(("no_such_module_for_policybox",))
