@@ -20,7 +20,9 @@ Conversation (host on the left, one cell on the right)::
     STOP                                       ->  (cell exits; a closed socket means the same)
 
 A cell plays the seats ``agents`` (a list of agent ids): one with ``--cells per-agent``, all the seats
-of one submission with ``--cells per-policy``. An OBSERVATION frame holds the observations of the
+of one submission with ``--cells per-policy``. ``spec.env``, the policy's own variables, the cell sets
+itself before it imports its policy: they may be secrets, and never pass through a zygote. ``env`` is
+the game's setup of the cell's half. An OBSERVATION frame holds the observations of the
 agents asked at step t, each as ``<II`` (agent id, length) then that many bytes; the ACTION frame that
 answers it holds one reply per agent asked, in the same order, each as ``<IBI`` (agent id, kind,
 length) then that many bytes. A reply's kind is ACTION (the env-specific action bytes),
