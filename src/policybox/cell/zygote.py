@@ -44,6 +44,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from policybox.cell import sandbox
@@ -158,26 +159,35 @@ def _close_channel(channels: dict[socket.socket, set[int]], sock: socket.socket)
 def _fork_cell(request: dict[str, Any], fds: list[int], zygotes: list[socket.socket | int]) -> int:
     """Fork a cell for ``request``; ``zygotes``: the zygote's own sockets and fds, which no cell keeps."""
     cell_fd, output_fd = fds
-    zygote_pid = os.getpid()
-    pid = os.fork()
-    if pid:
-        return pid
-    # The child: become a fresh cell. Nothing here may raise past os._exit.
-    code = 1
-    try:
-        _leave_zygote(zygote_pid, zygotes, request, output_fd, output_fd)
+
+    def cell(zygote_pid: int) -> int:
         os.environ.clear()
         os.environ.update(request["env"])
         if request.get("cwd"):
             os.chdir(request["cwd"])
-        code = run_cell(cell_fd, zygote_pid)
-    finally:
-        os._exit(code)
+        return run_cell(cell_fd, zygote_pid)
+
+    return _fork(request, zygotes, output_fd, output_fd, cell)
 
 
 def _fork_process(request: dict[str, Any], fds: list[int], zygotes: list[socket.socket | int]) -> int:
     """Fork a process of the host's own for ``request`` (the module's docstring); ``zygotes`` as for a cell."""
     stdout, stderr, *passed = fds
+
+    def process(zygote_pid: int) -> int:
+        argv = [arg.format(*passed) for arg in request["argv"]]
+        code: int = importlib.import_module(request["process"]).main([*argv, "--parent-pid", str(zygote_pid)])
+        return code
+
+    return _fork(request, zygotes, stdout, stderr, process)
+
+
+def _fork(
+    request: dict[str, Any], zygotes: list[socket.socket | int], stdout: int, stderr: int, become: Callable[[int], int]
+) -> int:
+    """Fork a child that leaves the zygote (``_leave_zygote``), then runs ``become(zygote's pid)`` and exits
+    with what it returns; the child's pid. Nothing in the child may raise past ``os._exit``: it would go on
+    as a copy of the zygote."""
     zygote_pid = os.getpid()
     pid = os.fork()
     if pid:
@@ -185,15 +195,15 @@ def _fork_process(request: dict[str, Any], fds: list[int], zygotes: list[socket.
     code = 1
     try:
         _leave_zygote(zygote_pid, zygotes, request, stdout, stderr)
-        argv = [arg.format(*passed) for arg in request["argv"]]
-        code = importlib.import_module(request["process"]).main([*argv, "--parent-pid", str(zygote_pid)])
+        code = become(zygote_pid)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        with contextlib.suppress(BaseException):  # a policy may have replaced them with anything
+            sys.stdout.flush()
+            sys.stderr.flush()
         os._exit(code)
 
 
