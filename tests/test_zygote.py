@@ -183,6 +183,7 @@ def test_a_policys_variables_reach_its_cell_and_never_the_zygote_that_forks_ever
     with Zygote() as zygote:
         result = run_episode([reader] * 2, EpisodeSettings(steps=2), tmp_path, zygote=zygote)
         assert all(secret in Path(agent.log_path).read_text() for agent in result.agents)
+        assert _memory_holds(zygote._popen.pid, b"policybox.cell.zygote")  # the reader reads: its own argv
         assert not _memory_holds(zygote._popen.pid, secret.encode())
 
 
@@ -338,6 +339,7 @@ def test_a_pools_workers_fork_from_the_drivers_zygote_and_play_in_its_environmen
             (worker,) = pool.pids
             assert psutil.Process(worker).ppid() == zygote_pid
             assert psutil.Process(worker).name() == process_names.WORKER
+        assert _memory_holds(zygote_pid, b"policybox.cell.zygote")  # the reader reads: its own argv
         assert not _memory_holds(zygote_pid, secret.encode())
     logs = [Path(agent.log_path) for agent in result.agents]
     assert all(log.is_relative_to(tmp_path / "relative") for log in (tmp_path / log for log in logs))
