@@ -346,6 +346,22 @@ def test_a_pools_workers_fork_from_the_drivers_zygote_and_play_in_its_environmen
     assert all("LC_POLICYBOX_PROBE" in (tmp_path / log).read_text() for log in logs)
 
 
+def test_without_pidfds_a_pools_workers_are_fresh_interpreters_and_play(tmp_path, monkeypatch):
+    """Where the kernel gives no pidfds (before Linux 5.3, or a seccomp profile that denies them), a forked
+    worker could not be watched: the pool starts its workers as interpreters of their own instead. Judged
+    from outside: the worker's parent, and the episode's result."""
+    from policybox.host import zygote as host_zygote
+    from policybox.host.zygote import kept_zygotes
+    from policybox.league.play.worker_pool import LocalWorkers
+
+    monkeypatch.setattr(host_zygote, "_pidfds", lambda: False)
+    with kept_zygotes(), LocalWorkers(1, None) as pool:
+        result = pool.submit(_job(tmp_path, "plain", PolicySpec(class_path="random"), steps=3)).result(timeout=120)
+        (worker,) = pool.pids
+        assert psutil.Process(worker).ppid() == os.getpid()
+    assert [a.status for a in EpisodeResult.model_validate_json(result).agents] == [AgentStatus.OK] * 2
+
+
 def test_a_killed_workers_cells_die_with_it_and_the_shared_zygote_serves_on(tmp_path):
     """A worker SIGKILLed while its cell spins forever in a policy's step: the zygote it shared with the
     driver kills that cell when the worker's channel closes (as the worker's own zygote would have died

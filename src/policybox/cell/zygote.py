@@ -88,16 +88,17 @@ def preload(modules: list[str]) -> None:
     gc.enable()
 
 
-def serve(control: socket.socket, host: int) -> None:
-    """Answer ``control`` (and the channels it opens) until it closes or ``host``, a pidfd, says the host
-    process has ended."""
+def serve(control: socket.socket, host: int | None) -> None:
+    """Answer ``control`` (and the channels it opens) until it closes or ``host``, a pidfd (if there is
+    one), says the host process has ended."""
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     channels: dict[socket.socket, set[int]] = {control: set()}  # each control socket: what was forked for it
+    watched = [] if host is None else [host]
     while True:
-        readers: list[socket.socket | int] = [*channels, wake_read, host]
+        readers: list[socket.socket | int] = [*channels, wake_read, *watched]
         ready, _, _ = select.select(readers, [], [])
         if host in ready:
             return  # the host is gone
@@ -119,7 +120,7 @@ def serve(control: socket.socket, host: int) -> None:
                     channels[socket.socket(fileno=fds.pop(0))] = set()
                     continue
                 fork = _fork_process if "process" in request else _fork_cell
-                pid = fork(request, fds, [*channels, wake_read, wake_write, host])
+                pid = fork(request, fds, [*channels, wake_read, wake_write, *watched])
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -234,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--preload", action="append", default=[])
     args = parser.parse_args(argv)
-    host = os.pidfd_open(args.parent_pid)  # readable once every thread of the host has ended
+    try:
+        host: int | None = os.pidfd_open(args.parent_pid)  # readable once every thread of the host has ended
+    except OSError:  # no pidfds here (a kernel before 5.3, a seccomp profile): its control socket, and
+        host = None  # the parent-death signal, which ends it with the thread that started it
+        die_with_parent(args.parent_pid)
     if os.getppid() != args.parent_pid:
         return 1  # the host ended before it could be watched
     name_process(ZYGOTE)

@@ -15,6 +15,7 @@ one after another in one process, a notebook or a test run (``zygote_for``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -152,6 +153,8 @@ class Zygote:
         folder (no secrets of this one's: send it what it needs), and dies with the zygote."""
         if self._popen is None:
             raise ZygoteError("only the process that started a zygote may start processes there")
+        if not _pidfds():
+            raise ZygoteError("this kernel has no pidfds, which watching a process the zygote forks needs")
         pid = self._forked({"process": module, "argv": argv}, [1, 2, *fds], "a process")
         return ForkedProcess(self, pid)
 
@@ -222,6 +225,16 @@ class Zygote:
             with contextlib.suppress(ProcessLookupError):
                 self._popen.kill()
             self._popen.wait()
+
+
+@functools.cache
+def _pidfds() -> bool:
+    """Whether this kernel gives pidfds (Linux 5.3 and later, unless a seccomp profile denies them)."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return False
+    return True
 
 
 class ForkedProcess:
