@@ -346,6 +346,20 @@ def test_the_starters_readme_plays_it_at_home_from_a_fresh_folder(tmp_path, monk
     assert played[0] == f"{home / 'bot' / 'bot.py'}:Starter" and played[1] == "random"
 
 
+def test_the_games_own_text_is_escaped_on_the_rules_page(tmp_path):
+    """The game's label and reward names come from its config file: shown as text, never as markup."""
+    payload = '<script>alert("label")</script>'
+    game = tmp_path / "moves.yaml"
+    game.write_text(Path(GAME).read_text().replace("label: arena.moves", f"label: '{payload}'"))
+    with Ladder.create(tmp_path / "cup", LadderSettings(settings=EpisodeSettings(env=str(game), steps=20), agents=4)):
+        pass
+    with TestClient(make_app(tmp_path / "cup")) as client:
+        page = client.get("/rules").text
+        assert client.get("/api/rules").json()["game"]["name"] == f"the MettaGrid game {payload}, 4 agents, 20 steps"
+    assert payload not in page and "&lt;script&gt;alert(&#34;label&#34;)&lt;/script&gt;" in page
+    assert str(tmp_path) not in page
+
+
 def test_ladder_show_gives_the_organiser_every_names_own_traceback(cup):
     ran = policybox("ladder", "show", cup.folder, "nested")
     assert ran.returncode == 0, ran.stderr

@@ -53,12 +53,24 @@ class GameFacts(BaseModel):
 
 
 def game_facts(env: str, kwargs: dict[str, Any], agents: int, steps: int) -> GameFacts:
-    """The facts of a ladder's game (its settings' env, env_kwargs, agents and steps), made once per process."""
-    return _cached(env, json.dumps(kwargs, sort_keys=True), agents, steps)
+    """The facts of a ladder's game (its settings' env, env_kwargs, agents and steps), made once per process
+    and again when its file changes (the ladder plays the file as it is at each match)."""
+    return _cached(env, json.dumps(kwargs, sort_keys=True), agents, steps, _stamp(env))
+
+
+def _stamp(env: str) -> tuple[int, int] | None:
+    """When the game's file was changed, and its size; None for a game without a file."""
+    family, target = split_env(env)
+    path = target.rpartition(":")[0] if family == "pettingzoo" else target if family == "mettagrid" else ""
+    try:
+        info = Path(path).stat() if path else None
+    except OSError:
+        return None
+    return None if info is None else (info.st_mtime_ns, info.st_size)
 
 
 @functools.lru_cache(maxsize=8)
-def _cached(env: str, kwargs_json: str, agents: int, steps: int) -> GameFacts:
+def _cached(env: str, kwargs_json: str, agents: int, steps: int, stamp: tuple[int, int] | None) -> GameFacts:
     family, target = split_env(env)
     kwargs = json.loads(kwargs_json)
     if family == "mettagrid":
