@@ -37,7 +37,7 @@ from policybox.league.ladder.folder import LadderFolder
 from policybox.league.ladder.settings import EPISODE_LIMIT_FORMULA, LadderSettings
 from policybox.league.views.game_facts import GameFacts, Seats, game_facts
 from policybox.limits import Limits
-from policybox.spec import REQUIREMENTS_FILE, SUBMISSION_MANIFEST, SUBMISSION_SPEC, PolicySpec
+from policybox.spec import KAGGLE_AGENT, REQUIREMENTS_FILE, SUBMISSION_MANIFEST, SUBMISSION_SPEC, PolicySpec
 
 STARTERS = Path(__file__).parent / "starters"
 GAME_URL = "/rules/game"
@@ -277,7 +277,8 @@ def starter_zip(ladder: LadderFolder) -> bytes:
     facts = _facts(ladder.settings)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("README.md", readme(facts, at_home(ladder.settings, facts, _opponents(ladder))))
+        spec = KAGGLE_AGENT if family == "kaggle" else SUBMISSION_SPEC
+        archive.writestr("README.md", readme(facts, at_home(ladder.settings, facts, _opponents(ladder)), spec))
         if family == "kaggle":
             archive.writestr("main.py", _kaggle_starter(target))
         else:
@@ -286,8 +287,9 @@ def starter_zip(ladder: LadderFolder) -> bytes:
     return buffer.getvalue()
 
 
-def readme(facts: GameFacts, home: AtHome) -> str:
-    """The starter's README.md: what the game is, and the commands that play the starter at home."""
+def readme(facts: GameFacts, home: AtHome, spec: str) -> str:
+    """The starter's README.md: what the game is, and the commands that play the starter at home; ``spec``
+    the file that makes it a submission."""
     against = ", ".join(f"{o.name} (`-p {o.policy}`)" for o in home.opponents) or "a random player"
     another = "\nTo play another of them, give its `-p` instead.\n" if len(home.opponents) > 1 else ""
     return f"""# A starter for {facts.name}
@@ -313,7 +315,7 @@ limits:
 
 Zip the folder's files (`cd {BOT} && zip -r ../{BOT}.zip .`; a zip of the folder itself is read as that
 folder too) and upload it on the ladder's submit page. Packages the ladder lacks go in a
-`{REQUIREMENTS_FILE}` beside `{SUBMISSION_SPEC}`.
+`{REQUIREMENTS_FILE}` beside `{spec}`.
 """
 
 
