@@ -20,6 +20,7 @@ holds those commands.
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import shlex
@@ -319,8 +320,9 @@ folder too) and upload it on the ladder's submit page. Packages the ladder lacks
 """
 
 
+@functools.cache
 def _kaggle_builtin(target: str) -> tuple[str, Any]:
-    """The game's random built-in agent where it has one, else its first: (name, function)."""
+    """The game's random built-in agent where it has one, else its first: (name, function); looked up once."""
     from policybox.envs.kaggle import make_env
 
     agents = make_env(target, {}).agents
