@@ -121,6 +121,7 @@ WHEELHOUSE = Block("environments.md", "An offline competition: a wheelhouse", "b
 EVALUATE_CUP = Block("evaluate.md", "Evaluate a leaderboard", "bash", 0)
 PYTHON_API = Block("evaluate.md", "Python API", "python", 0)
 LADDER = Block("ladder.md", "A ladder from the command line", "bash", 0)
+AT_HOME = Block("ladder.md", "A ladder from the command line", "bash", 1)
 LADDER_API = Block("ladder.md", "From Python", "python", 0)
 SERVE = Block("web.md", "The web page", "bash", 0)
 CHECKS = Block("architecture.md", "Checks", "bash", 0)
@@ -148,6 +149,7 @@ RUN = {
     WHEELHOUSE: "test_environments.py::test_the_docs_offline_competition_plays_from_a_wheelhouse_alone",
     PYTHON_API: "test_python_api_example",
     LADDER: "test_the_ladder_example",
+    AT_HOME: "test_the_ladder_example",
     LADDER_API: "test_the_ladder_python_api_example",
     CHECKS: "test_types.py::test_the_checks_pass",
     VERSUS_API: "test_the_versus_python_example",
@@ -355,9 +357,10 @@ def test_the_docs_can_be_followed_from_top_to_bottom():
     assert len(outs) == len(set(outs)), f"evaluate commands share a results folder: {outs}"
 
 
-def test_the_ladder_example(tmp_path):
+def test_the_ladder_example(tmp_path, monkeypatch):
     """The ladder page's commands as written, in a folder holding the repository's examples/, and the
-    broken submission its text says is refused, with the message it quotes."""
+    broken submission its text says is refused, with the message it quotes; then the commands its rules
+    page gives a team to play at home are the page's (``test_participant.py`` runs them)."""
     shutil.copytree(EXAMPLES, tmp_path / "examples")
     printed = []
     for line in block(*LADDER).strip().splitlines():
@@ -373,6 +376,18 @@ def test_the_ladder_example(tmp_path):
     refused = run_line(f".venv/bin/policybox {broken}", tmp_path)
     said = " ".join(page[page.index(f"`{broken}`") :].split("`")[3].split())
     assert refused.returncode == 2 and said in " ".join(refused.stderr.split()), refused.stdout + refused.stderr
+    from importlib.metadata import version
+
+    from policybox.ladder import Ladder
+    from policybox.league.views.rules import rules
+
+    monkeypatch.chdir(tmp_path)  # the ladder's game is examples/moves.yaml, from here
+    with Ladder.open(tmp_path / "league", read_only=True) as ladder:
+        home = rules(ladder).at_home
+    written = block(*AT_HOME)
+    for package in ("policybox", "mettagrid"):  # the page's versions are an example's
+        written = re.sub(rf"{package}==\S+", f"{package}=={version(package)}", written)
+    assert written.splitlines() == [home.install, home.unpack, home.play]
 
 
 def test_the_ladder_python_api_example(tmp_path):

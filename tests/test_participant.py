@@ -11,10 +11,14 @@ from __future__ import annotations
 import io
 import json
 import shlex
+import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from conftest import POLICIES, policy, policybox
@@ -28,6 +32,7 @@ import policybox as package
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
 from policybox.league.web.app import make_app
+from policybox.limits import Limits
 
 CONNECT_FOUR = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
 OWN_FILE = "own_traceback.py"
@@ -212,9 +217,25 @@ def test_run_names_what_is_wrong_with_a_version_it_cannot_resolve(cup, tmp_path)
 
 def test_the_rules_say_the_game_the_limits_the_ranking_and_the_submission(cup, client):
     rules = client.get("/api/rules").json()
-    assert rules["game"] == {
+    game = rules["game"]
+    assert {key: game[key] for key in ("spaces", "reward", "packages", "action_names")} == {
+        "spaces": [{"seats": "every agent", "observation": game["spaces"][0]["observation"], "action": ANY}],
+        "reward": [
+            'moves: {"reward": {"values": [{"name": "action.move.success", "delta": true}], "weights": [0.01]}}',
+            "each agent's reward is summed over the episode; a version's episode score is the mean of its agents' "
+            "rewards",
+        ],
+        "packages": {"policybox": version("policybox"), "mettagrid": version("mettagrid")},
+        "action_names": ["noop", "move_north", "move_south", "move_west", "move_east"],
+    }
+    assert "uint8 array of 500 x 3" in game["spaces"][0]["observation"]
+    assert game["spaces"][0]["action"].startswith("one of its 5 actions, by name")
+    assert {
+        key: value for key, value in game.items() if key not in ("spaces", "reward", "packages", "action_names")
+    } == {
         "family": "mettagrid",
-        "env": "moves.yaml",
+        "name": "the MettaGrid game arena.moves, 4 agents, 30 steps",
+        "env": "game.yaml",
         "env_kwargs": {},
         "agents": 4,
         "steps": 30,
@@ -223,6 +244,12 @@ def test_the_rules_say_the_game_the_limits_the_ranking_and_the_submission(cup, c
         "on_agent_failure": "continue",
         "cells": "one per agent: each agent in a cell of its own",
     }
+    assert rules["game_file"] == "/rules/game" and rules["at_home"]["game_file"] == "game.yaml"
+    assert (
+        rules["at_home"]["install"]
+        == f"pip install policybox=={version('policybox')} mettagrid=={version('mettagrid')}"
+    )
+    assert rules["at_home"]["opponents"] == []  # the walker plays a file: no shorthand to offer
     limits = {limit["name"]: limit["value"] for limit in rules["limits"]}
     assert {
         "act_timeout_ms",
@@ -238,6 +265,8 @@ def test_the_rules_say_the_game_the_limits_the_ranking_and_the_submission(cup, c
     assert rules["submission"]["max_entries"] == 10_000 and rules["submission"]["max_upload_mb"] == 256
     assert any("policy_spec.json" in line for line in rules["submission"]["formats"])
     assert any("cogames.toml" in line for line in rules["submission"]["formats"])
+    assert any("requirements.txt beside the spec" in line for line in rules["submission"]["formats"])
+    assert any("or in the one folder it holds" in line for line in rules["submission"]["formats"])
     page = client.get("/rules").text
     assert 'href="/rules/starter.zip"' in page and "forfeits its episode" in page and 'href="/rules"' in page
 
@@ -258,7 +287,11 @@ def test_the_starter_submission_qualifies_as_it_is(tmp_path, env, agents):
         assert client.get("/api/rules").json()["game"]["family"] == family
         starter = client.get("/rules/starter.zip")
         assert starter.status_code == 200 and starter.headers["content-type"] == "application/zip"
-        assert set(zipfile.ZipFile(io.BytesIO(starter.content)).namelist()) == {"policy_spec.json", "bot.py"}
+        assert set(zipfile.ZipFile(io.BytesIO(starter.content)).namelist()) == {
+            "policy_spec.json",
+            "bot.py",
+            "README.md",
+        }
         made = client.post(
             "/api/submit",
             data={"name": "starter"},
@@ -271,6 +304,60 @@ def test_the_starter_submission_qualifies_as_it_is(tmp_path, env, agents):
         rows = {row.name: row for row in ladder.standings().rows}
     assert rows["starter"].state == "active" and rows["starter"].matches == 1, rows["starter"]
     assert rows["starter"].statuses == {"ok": agents // 2}  # its seats of the match, every one ok
+
+
+@pytest.mark.parametrize(
+    ("env", "agents", "game_file"),
+    [("examples/moves.yaml", 4, "game.yaml"), (CONNECT_FOUR, 2, "env_kwargs.json")],
+    ids=["mettagrid", "connect-four"],
+)
+def test_the_starters_readme_plays_it_at_home_from_a_fresh_folder(tmp_path, monkeypatch, env, agents, game_file):
+    """The starter zip and the game's file, downloaded into a folder of their own, and the README's command
+    run there as a participant runs it: it plays the starter against the ladder's own shorthand bots, in
+    the ladder's settings, and writes its result. No page, answer or README names the organiser's file."""
+    monkeypatch.chdir(EXAMPLES.parent)  # where the organiser made the ladder: --env examples/moves.yaml
+    settings = EpisodeSettings(env=env, steps=20, limits=Limits(act_timeout_ms=3000))
+    with Ladder.create(tmp_path / "cup", LadderSettings(settings=settings, agents=agents)) as ladder:
+        for name, spec in [("house", "random"), ("walker", "random,kw.seed=3"), ("zero", "noop")]:
+            ladder.submit(name, spec)
+            activate(ladder, name)
+    with TestClient(make_app(tmp_path / "cup")) as client:
+        rules = client.get("/api/rules").json()
+        pages = client.get("/rules").text + client.get("/api/rules").text
+        starter, game = client.get("/rules/starter.zip"), client.get("/rules/game")
+    assert game.status_code == 200 and game.headers["content-disposition"] == f'attachment; filename="{game_file}"'
+    home = tmp_path / "home"  # a participant's own folder: nothing of the organiser's in it
+    home.mkdir()
+    (home / game_file).write_bytes(game.content)
+    zipfile.ZipFile(io.BytesIO(starter.content)).extractall(home / "bot")
+    readme = (home / "bot" / "README.md").read_text()
+    assert "examples/" not in pages + readme and str(EXAMPLES) not in pages + readme
+    assert rules["at_home"]["opponents"] == [{"name": "house", "policy": "random"}, {"name": "zero", "policy": "noop"}]
+    command = next(line for line in readme.splitlines() if line.startswith("policybox run "))
+    assert command == rules["at_home"]["play"] and rules["at_home"]["install"] in readme and command in pages
+    assert f"--agents {agents} --steps 20 --act-timeout-ms 3000 --play-share 0.5" in command and "-p random" in command
+    ran = subprocess.run(
+        [sys.executable, "-m", *shlex.split(command)], cwd=home, capture_output=True, text=True, timeout=600
+    )
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads((home / "result.json").read_text())
+    assert [agent["status"] for agent in result["agents"]] == ["ok"] * agents
+    played = [agent["spec"]["class_path"] for agent in result["agents"]]
+    assert played[0] == f"{home / 'bot' / 'bot.py'}:Starter" and played[1] == "random"
+
+
+def test_the_games_own_text_is_escaped_on_the_rules_page(tmp_path):
+    """The game's label and reward names come from its config file: shown as text, never as markup."""
+    payload = '<script>alert("label")</script>'
+    game = tmp_path / "moves.yaml"
+    game.write_text(Path(GAME).read_text().replace("label: arena.moves", f"label: '{payload}'"))
+    with Ladder.create(tmp_path / "cup", LadderSettings(settings=EpisodeSettings(env=str(game), steps=20), agents=4)):
+        pass
+    with TestClient(make_app(tmp_path / "cup")) as client:
+        page = client.get("/rules").text
+        assert client.get("/api/rules").json()["game"]["name"] == f"the MettaGrid game {payload}, 4 agents, 20 steps"
+    assert payload not in page and "&lt;script&gt;alert(&#34;label&#34;)&lt;/script&gt;" in page
+    assert str(tmp_path) not in page
 
 
 def test_ladder_show_gives_the_organiser_every_names_own_traceback(cup):

@@ -8,12 +8,13 @@ to $POLICYBOX_ARTIFACTS (else test-artifacts/).
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import POLICIES, policy
-from helpers.ladders import WANDERER, activate, api_ladder, start_run, wait_until
+from helpers.ladders import GAME, WANDERER, activate, api_ladder, start_run, wait_until
 from test_web_browser import LONG_MS, Live, _state, log_in, serving, stop, upload_through_the_form
 
 import policybox
@@ -22,6 +23,7 @@ pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect  # noqa: E402
 
 OWN_FRAME = "policies/own_traceback.py"
+FITS = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 
 
 @pytest.fixture
@@ -110,3 +112,47 @@ def no_page_shows_a_host_path(live: Live, page: Page, team: str | None) -> None:
         page.goto(live.url + path)
         content = page.content()
         assert not [p for p in forbidden if p in content], (team, path)
+
+
+def test_the_rules_show_how_to_play_at_home_on_a_laptop_and_a_phone(browser, tmp_path, screenshots):
+    """/rules at 1,280 and 390 px: the game by what it is, its versions, spaces and reward, the commands
+    that play the starter against the ladder's own random bot; the game's file and the starter download
+    as the commands name them; nothing is wider than the window."""
+    folder = tmp_path / "cup"
+    with api_ladder(folder) as ladder:
+        ladder.submit("house", "random")
+        activate(ladder, "house")
+    with serving(folder, tmp_path / "serve.log") as (url, _):
+        for width in (1280, 390):
+            context = browser.new_context(viewport={"width": width, "height": 900}, accept_downloads=True)
+            try:
+                page = context.new_page()
+                page.goto(url + "/rules")
+                expect(page.locator("#game-name")).to_have_text("the MettaGrid game arena.moves, 4 agents, 30 steps")
+                expect(page.locator("#packages")).to_contain_text(f"policybox {policybox.__version__}")
+                expect(page.locator("#packages")).to_contain_text("mettagrid 0.")
+                expect(page.locator("#spaces")).to_contain_text("uint8 array of 500 x 3")
+                expect(page.locator("#action-names")).to_contain_text("move_north")
+                expect(page.locator("#reward")).to_contain_text("action.move.success")
+                expect(page.locator("#at-home")).to_contain_text("house (-p random)")
+                commands = page.locator("#commands")
+                expect(commands).to_contain_text("pip install policybox==")
+                played = "policybox run --env game.yaml -p ./bot -p random --agents 4 --steps 30"
+                expect(commands).to_contain_text(played)
+                expect(commands).to_be_visible()
+                assert GAME not in page.content() and "examples/" not in page.content()
+                scroll_width, inner_width = page.evaluate(FITS)
+                assert scroll_width <= inner_width, (width, scroll_width, inner_width)
+                page.screenshot(path=screenshots / f"rules-at-home-{width}.png", full_page=True)
+                with page.expect_download() as game:
+                    page.locator("#game-file").click()
+                assert game.value.suggested_filename == "game.yaml"
+                assert Path(game.value.path()).read_bytes() == Path(GAME).read_bytes()
+                with page.expect_download() as starter:
+                    page.locator("#starter").click()
+                saved = tmp_path / f"starter-{width}.zip"
+                starter.value.save_as(saved)
+                with zipfile.ZipFile(saved) as archive:
+                    assert "policybox run --env game.yaml -p ./bot" in archive.read("README.md").decode()
+            finally:
+                context.close()

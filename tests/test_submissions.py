@@ -13,6 +13,7 @@ import contextlib
 import gzip
 import io
 import json
+import re
 import stat
 import tarfile
 import zipfile
@@ -239,10 +240,44 @@ def test_not_a_zip(tmp_path, unpacked):
         parse_policy_arg("missing.zip")
 
 
-def test_a_zip_without_policy_spec_json(tmp_path, unpacked):
+def test_a_zip_without_policy_spec_json_names_the_fix(tmp_path, unpacked):
     zip_path = make_zip(tmp_path / "empty.zip", {"bot.py": ""})
-    with pytest.raises(SpecError, match=f"policy folder {zip_path} has no policy_spec.json"):
+    fix = "at its top: .* e.g. cd FOLDER && zip -r ../empty.zip ."
+    with pytest.raises(SpecError, match=f"submission {zip_path} has no policy_spec.json .* {fix}"):
         parse_policy_arg(str(zip_path))
+
+
+def test_a_zip_of_one_folder_is_read_as_that_folder(tmp_path, unpacked):
+    """``zip -r delta.zip delta/`` (and macOS's Compress, which adds __MACOSX/ beside it) puts the
+    submission one folder down: it is read from there, its paths relative to that folder."""
+    files = {"delta/policy_spec.json": json.dumps(SPEC), "delta/ckpt/weights.txt": "1", "delta/teambot/policy.py": ""}
+    for litter in ({}, {"__MACOSX/delta/._policy_spec.json": "x", ".DS_Store": "x"}):
+        spec = parse_policy_arg(str(make_zip(tmp_path / "delta.zip", files | litter)))
+        assert Path(spec.data_path).read_text() == "1" and Path(spec.data_path).parent.parent.name == "delta"
+        assert spec.name == str(tmp_path / "delta.zip")  # still named as it was given
+    tar_path = tmp_path / "delta.tar.gz"
+    with tarfile.open(tar_path, "w:gz") as archive:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content.encode())
+            archive.addfile(info, io.BytesIO(content.encode()))
+    assert Path(parse_policy_arg(str(tar_path)).data_path).read_text() == "1"
+
+
+@pytest.mark.parametrize(
+    ("files", "fix"),
+    [
+        ({"delta/policy_spec.json": "{}", "notes.txt": ""}, "(it is in its folder delta/): .* e.g. cd delta &&"),
+        ({"delta/policy_spec.json": "{}", "echo/policy_spec.json": "{}"}, "(it is in its folder delta/)"),
+        ({"a b/policy_spec.json": "{}", "c/bot.py": ""}, "e.g. cd 'a b' && zip -r ../team.zip ."),
+        ({"delta/bot.py": ""}, "at its top: .* e.g. cd FOLDER && zip -r ../team.zip .$"),
+        ({"a/delta/policy_spec.json": "{}"}, "at its top: .* e.g. cd FOLDER"),  # one folder down only
+    ],
+)
+def test_a_zip_that_cannot_be_read_as_one_folder_is_refused_naming_the_fix(tmp_path, unpacked, files, fix):
+    with pytest.raises(SpecError, match=r"submission .*team\.zip has no policy_spec\.json") as refused:
+        parse_policy_arg(str(make_zip(tmp_path / "team.zip", files)))
+    assert re.search(fix.replace("(", r"\(").replace(")", r"\)"), str(refused.value)), str(refused.value)
 
 
 def test_a_planted_root_folder_is_not_used(tmp_path, monkeypatch):

@@ -455,6 +455,32 @@ def test_submitting_over_the_api(fresh, tmp_path):
         assert ladder.owner_of("walker") == "gamma" and ladder.names_of("gamma") == {"walker"}
 
 
+def test_a_zip_of_one_folder_qualifies_from_the_web_and_the_command_line(fresh, tmp_path):
+    """``zip -r delta.zip delta/`` is the commonest way to pack a folder: over the web page and with
+    ``ladder submit`` it is read as that folder and qualifies; one that cannot be read so is refused with
+    the command that packs it right."""
+    folder, tokens = fresh
+    with zipfile.ZipFile(tmp_path / "delta.zip", "w") as archive:
+        archive.writestr("delta/policy_spec.json", json.dumps({"class_path": "bot.py:Wanderer"}))
+        archive.writestr("delta/bot.py", (EXAMPLES / "wanderer.py").read_text())
+    with zipfile.ZipFile(tmp_path / "two.zip", "w") as archive:
+        archive.writestr("delta/policy_spec.json", json.dumps({"class_path": "bot.py:Wanderer"}))
+        archive.writestr("echo/bot.py", "")
+    gamma = {"Authorization": f"Bearer {tokens['gamma']}"}
+    with TestClient(make_app(folder)) as client:
+        assert upload(client, tmp_path / "delta.zip", "delta", gamma).status_code == 201
+        refused = upload(client, tmp_path / "two.zip", "echo", gamma)
+        assert refused.status_code == 400
+        assert "(it is in its folder delta/): " in refused.json()["error"]
+        assert refused.json()["error"].endswith("e.g. cd delta && zip -r ../two.zip .")
+    assert ladder_command("submit", folder, "deltacli", tmp_path / "delta.zip").returncode == 0
+    refused_cli = ladder_command("submit", folder, "echo", tmp_path / "two.zip")
+    assert refused_cli.returncode == 2 and "cd delta && zip -r ../two.zip ." in refused_cli.stderr
+    with Ladder.open(folder) as ladder:
+        ladder.run(matches=1, workers=1)
+        assert {row.name: row.state for row in ladder.standings().rows} == {"delta": "active", "deltacli": "active"}
+
+
 def test_a_body_over_the_cap_is_refused_while_it_streams(fresh):
     """Without a Content-Length (a chunked upload), the body is counted as it arrives."""
     folder, tokens = fresh

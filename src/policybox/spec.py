@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,8 @@ SHOWN_REQUIREMENT = 200
 SUBMISSION_MANIFEST = "cogames.toml"  # MettaGrid's other submission format: a [policy] table
 KAGGLE_AGENT = "main.py"  # Kaggle's submission format: a folder (or zip) whose main.py is the agent file
 SUBMISSION_ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")  # a zip; a tar.gz (Kaggle's format too)
+SUBMISSION_FILES = (SUBMISSION_SPEC, SUBMISSION_MANIFEST, KAGGLE_AGENT)  # what makes a folder a submission, in order
+ARCHIVE_LITTER = frozenset({"__MACOSX", ".DS_Store"})  # what macOS's "Compress" puts beside a zipped folder
 # A field MettaGrid writes into a submission's policy_spec.json that policybox has no use for.
 METTAGRID_ONLY_FIELDS = ("policy_env_interface",)
 KEYS = "class, data, name, path, kw.X, env.X"
@@ -178,7 +181,8 @@ def parse_policy_arg(
         if text.endswith(SUBMISSION_ARCHIVE_SUFFIXES):
             from policybox.submission import ZipLimits, unpack_submission  # archives handled only when one is given
 
-            return load_submission_dir(unpack_submission(candidate, text, limits or ZipLimits(), unpack_into), text)
+            unpacked = unpack_submission(candidate, text, limits or ZipLimits(), unpack_into)
+            return load_submission_dir(archive_top(unpacked, text), text)
         if text.endswith(SPEC_FILE_SUFFIXES):
             return load_spec_file(candidate, text)
     return check_spec(_spec_from_pairs(text), base)
@@ -282,8 +286,7 @@ def load_submission_dir(folder: Path, given: str | None = None) -> PolicySpec:
     the one read: what may not be read is refused, not passed over."""
     shown = given or str(folder)
     inside = Folder.at(folder, f"the submission folder {shown}")
-    files = (SUBMISSION_SPEC, SUBMISSION_MANIFEST, KAGGLE_AGENT)
-    name = next((name for name in files if os.path.lexists(inside.root / name)), None)
+    name = next((name for name in SUBMISSION_FILES if os.path.lexists(inside.root / name)), None)
     if name is None:
         raise SpecError(
             f"policy folder {shown} has no {SUBMISSION_SPEC} (nor a {SUBMISSION_MANIFEST}, nor a Kaggle {KAGGLE_AGENT})"
@@ -299,6 +302,31 @@ def load_submission_dir(folder: Path, given: str | None = None) -> PolicySpec:
     if str(inside.root) not in spec.python_path:
         spec.python_path.insert(0, str(inside.root))
     return _identified(spec, shown)
+
+
+def archive_top(unpacked: Path, given: str) -> Path:
+    """The folder of an unpacked submission archive (``given``: as it was sent) that holds its spec: its top,
+    or the one folder it holds (``zip -r delta.zip delta/`` puts ``delta/policy_spec.json`` inside), macOS's
+    litter beside it aside. Any other archive without a spec at its top is refused, with the command that
+    zips it right. The folder is the one ``policybox.submission`` wrote (plain files and folders only);
+    its one folder is taken only as a folder, never through a link."""
+    if any(os.path.lexists(unpacked / name) for name in SUBMISSION_FILES):
+        return unpacked
+    with os.scandir(unpacked) as entries:
+        top = sorted((entry for entry in entries if entry.name not in ARCHIVE_LITTER), key=lambda entry: entry.name)
+    folders = [entry for entry in top if entry.is_dir(follow_symlinks=False)]
+    holding = [entry.name for entry in folders if any(os.path.lexists(Path(entry.path) / n) for n in SUBMISSION_FILES)]
+    if len(top) == 1 and holding:
+        return unpacked / holding[0]
+    archive = Path(given).name
+    tar = archive.endswith((".tar.gz", ".tgz"))
+    pack = f"tar -czf ../{shlex.quote(archive)} ." if tar else f"zip -r ../{shlex.quote(archive)} ."
+    where = f" (it is in its folder {holding[0]}/)" if holding else ""
+    raise SpecError(
+        f"submission {given} has no {SUBMISSION_SPEC} (nor a {SUBMISSION_MANIFEST}, nor a Kaggle {KAGGLE_AGENT}) at "
+        f"its top{where}: pack the files of your submission folder, not the folder, e.g. "
+        f"cd {shlex.quote(holding[0]) if holding else 'FOLDER'} && {pack}"
+    )
 
 
 def _with_requirements_file(raw: Any, inside: Folder, shown: str) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.league.ladder import store
+from policybox.league.ladder import life, store
 from policybox.league.ladder.database import (
     MatchState,
     final_matches,
@@ -68,6 +68,16 @@ def versions_of(connection: Connection, name_id: int) -> Sequence[Any]:
     """A name's versions, oldest first: ``store.SUMMARY``'s columns and the source."""
     return connection.execute(
         select(*store.SUMMARY, versions.c.source).where(versions.c.name_id == name_id).order_by(versions.c.number)
+    ).all()
+
+
+def playing_specs(connection: Connection) -> Sequence[Any]:
+    """The name and stored spec of every version that plays now (active, its name not retired), by name."""
+    return connection.execute(
+        select(names.c.name, versions.c.spec)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(versions.c.state.in_(life.PLAYING), names.c.retired.is_(False))
+        .order_by(names.c.name)
     ).all()
 
 

@@ -164,3 +164,10 @@ def starter(request: Request) -> Response:
     body = rules.starter_zip(request.app.state.site.reader)
     headers = {"Content-Disposition": 'attachment; filename="starter.zip"'}
     return Response(body, media_type="application/zip", headers=headers)
+
+
+def game(request: Request) -> Response:
+    """The ladder's game as ``policybox run --env`` takes it (``views.game_facts``): its config file, say."""
+    name, body = rules.game_file(request.app.state.site.reader)
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    return Response(body, media_type="application/octet-stream", headers=headers)
