@@ -177,7 +177,7 @@ def test_what_each_template_receives_is_pinned(league, client):
             svg.startswith("<svg") for svg in page.context["plots"].values()
         )
     forms = {
-        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap", "game"}),
+        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap", "game", "name"}),
         "/login": ("login.html", {"request", "viewer", "json_url", "message"}),
         "/names/nobody": ("error.html", {"request", "viewer", "json_url", "status", "message"}),
     }
