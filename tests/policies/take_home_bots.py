@@ -1,5 +1,6 @@
 """A bot whose log is longer than the tail a page keeps (4 KiB): its first line, which says its team's
-secret and carries markup, is only in its whole log. Never fails."""
+secret, is only in its whole log. Every line carries markup, which every page must show as text.
+Never fails."""
 
 from mettagrid.policy.policy import AgentPolicy, MultiAgentPolicy
 
@@ -16,7 +17,7 @@ class _Diarist(AgentPolicy):
     def step(self, obs):
         if self._steps == 0:
             print(f"{self._secret} FIRST-LINE {PAYLOAD}", flush=True)
-        print(f"step {self._steps} {FILLER}", flush=True)
+        print(f"step {self._steps} {PAYLOAD} {FILLER}", flush=True)
         self._steps += 1
         return "noop"
 
