@@ -31,6 +31,8 @@ BOT = (POLICIES / "take_home_bots.py").read_text()
 NOTES = "notes kept with the bot\n"
 TAIL_BYTES = 4096  # what a page shows of a log: the whole log is longer
 HREF = re.compile(r'href="(/[^"]*)"')
+# An organiser's command line, not the pages' titles ("policybox ladder"):
+ORGANISERS_COMMAND = re.compile(r"policybox (ladder|run) [a-z-]|ladder status")
 
 
 @dataclass
@@ -225,10 +227,14 @@ def test_the_match_page_links_a_teams_own_downloads_only(cup, client):
 def test_no_page_shows_an_organisers_command_and_the_sandbox_is_folded(cup, client):
     for team in (None, *TEAMS):
         client.cookies.clear()
-        for path in crawl(client):
+        for path in [*crawl(client), "/final", "/login", "/submit"]:
             answer = client.get(path, headers=auth(cup, team))
             if answer.headers["content-type"].startswith("text/html"):  # a page (the JSON keeps them: docs/web.md)
-                assert "policybox run --ladder" not in answer.text and "ladder status" not in answer.text, path
+                assert not ORGANISERS_COMMAND.search(answer.text), (path, ORGANISERS_COMMAND.search(answer.text))
+    refused = client.post("/api/submit", headers={"Authorization": "Bearer not-a-token"})
+    bad_login = client.post("/login", data={"token": "not-a-token"}, headers={"Sec-Fetch-Site": "same-origin"})
+    assert refused.status_code == bad_login.status_code == 401
+    assert not ORGANISERS_COMMAND.search(refused.text + bad_login.text)
     match = client.get("/matches/1").text
     isolation = match.index('<details id="isolation"><summary>How this match was isolated</summary>')
     assert isolation < match.index('<table id="layers">') < match.index("</details>", isolation)

@@ -50,8 +50,7 @@ from policybox.submission import GZIP_MAGIC, TooLarge
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 NEEDS_TOKEN = (
-    "a team's token is needed: send Authorization: Bearer TOKEN (the ladder's organiser makes one with "
-    "policybox ladder token DIR TEAM)"
+    "a team's token is needed: send Authorization: Bearer TOKEN (the ladder's organiser gives each team its own)"
 )
 NAME_KEPT = 100  # of a refused name, shown again in the form: a name is at most 40 characters
 FAMILY_NAMES = {"mettagrid": "MettaGrid", "pettingzoo": "PettingZoo", "kaggle": "Kaggle"}
