@@ -157,6 +157,7 @@ def test_what_is_not_there_is_a_404_that_says_what(cup, client):
     assert client.get("/api/names/alphabot/v9/files.zip", headers=own).json() == {
         "error": "this ladder has no version alphabot@v9"
     }
+    assert client.get("/api/names/%00/v1/files.zip", headers=own).status_code == 404
     assert client.get(f"/api/names/alphabot/v{2**70}/files.zip", headers=own).status_code == 404
 
 

@@ -25,6 +25,7 @@ from typing import BinaryIO
 
 from policybox import untrusted_files
 from policybox.errors import NotFound, PolicyboxError
+from policybox.files.version_files import NAME_PATTERN
 from policybox.league.ladder import reads, retention
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LOGS, LadderFolder
@@ -75,9 +76,11 @@ def version_files(ladder: LadderFolder, name: str, number: int, owned: set[str])
     holds ``name``: a submission's files at the zip's top, as it was sent (several roots -- a class's
     folder and a checkpoint elsewhere -- each in a folder numbered from 0)."""
     with reading(ladder.engine) as connection:
-        version_id = reads.version_id(connection, name, number) if _storable(number) else None
+        # Nothing else was stored, nor can be asked for (a NUL is no text to PostgreSQL).
+        known = NAME_PATTERN.fullmatch(name) and _storable(number)
+        version_id = reads.version_id(connection, name, number) if known else None
     if version_id is None:
-        raise NotFound(f"this ladder has no version {name}@v{number}")
+        raise NotFound(f"this ladder has no version {name[:100]}@v{number}")
     _check_own(name, owned, f"the files of {name}@v{number}")
     copy = ladder.stored(version_id).files
     if copy is None:
