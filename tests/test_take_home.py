@@ -29,6 +29,7 @@ from policybox.league.web.app import make_app
 TEAMS = ("alpha", "beta")
 BOT = (POLICIES / "take_home_bots.py").read_text()
 NOTES = "notes kept with the bot\n"
+DEEP = "d/" * 40 + "deep.txt"
 TAIL_BYTES = 4096  # what a page shows of a log: the whole log is longer
 HREF = re.compile(r'href="(/[^"]*)"')
 # An organiser's command line, not the pages' titles ("policybox ladder"):
@@ -59,7 +60,8 @@ def bot_zip(path: Path, team: str) -> Path:
 def cup(tmp_path_factory) -> Iterator[Cup]:
     """A ladder writing replays that has played 3 matches: the organiser's walker and noop, team alpha's
     alphabot and team beta's betabot, each submitted as a zip. Then, in alphabot's kept files, what an
-    entrant might have planted there: a symlink to a host file, one to the root folder, and a FIFO."""
+    entrant might have planted there: a symlink to a host file, one to the root folder, a FIFO, and a
+    file 40 folders deep."""
     root = tmp_path_factory.mktemp("take-home")
     folder = root / "cup"
     with api_ladder(folder, replays=True) as ladder:
@@ -77,6 +79,8 @@ def cup(tmp_path_factory) -> Iterator[Cup]:
     (submitted / "evil").symlink_to("/etc/passwd")
     (submitted / "up").symlink_to("/")
     os.mkfifo(submitted / "pipe")
+    (submitted / DEEP).parent.mkdir(parents=True)
+    (submitted / DEEP).write_text("at the bottom")
     yield Cup(folder, tokens)
 
 
@@ -133,7 +137,9 @@ def test_a_team_downloads_its_versions_files_as_a_zip_and_nothing_planted_is_fol
     assert answer.headers["content-type"] == "application/zip"
     assert 'filename="alphabot-v1.zip"' in answer.headers["content-disposition"]
     with zipfile.ZipFile(io.BytesIO(answer.content)) as archive:
-        assert sorted(archive.namelist()) == ["bot.py", "notes/readme.txt", "policy_spec.json"]  # no evil, up, pipe
+        # No evil, up or pipe:
+        assert sorted(archive.namelist()) == sorted([DEEP, "bot.py", "notes/readme.txt", "policy_spec.json"])
+        assert archive.read(DEEP) == b"at the bottom"
         assert archive.read("bot.py").decode() == BOT and archive.read("notes/readme.txt").decode() == NOTES
         assert json.loads(archive.read("policy_spec.json"))["init_kwargs"] == {"team": "alpha"}
         assert all((entry.external_attr >> 16) & 0o777 == 0o644 for entry in archive.infolist())

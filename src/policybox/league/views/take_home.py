@@ -59,9 +59,9 @@ def seat_log(ladder: LadderFolder, match_id: int, seat: int, owned: set[str]) ->
     found = next((row for row in seats if row.seat == seat), None)
     if found is None:
         raise NotFound(f"match {match_id} has no seat {seat}: its seats are 0 to {len(seats) - 1}")
-    _check_own(found.name, owned, f"the log of seat {seat} in match {match_id}")
-    folder = ladder.folder / LOGS / f"match-{match_id:06d}"
     shown = f"the log of seat {seat} in match {match_id}"
+    _check_own(found.name, owned, shown)
+    folder = ladder.folder / LOGS / f"match-{match_id:06d}"
     try:
         file, _ = untrusted_files.open_regular(folder / f"agent-{seat}.log", shown, Folder.at(folder, "its folder"))
     except untrusted_files.Missing:
@@ -85,7 +85,8 @@ def version_files(ladder: LadderFolder, name: str, number: int, owned: set[str])
     copy = ladder.stored(version_id).files
     if copy is None:
         raise NotFound(f"{name}@v{number} has no files: it is a policy policybox itself provides")
-    archive = tempfile.TemporaryFile()  # noqa: SIM115 -- handed on open, as Download says; unnamed, on disk: a version's files may be hundreds of MiB
+    # Unnamed, on disk (a version's files may be hundreds of MiB), and handed on open, as Download says.
+    archive = tempfile.TemporaryFile()  # noqa: SIM115
     try:
         _zip(copy, archive)
     except BaseException:
@@ -127,15 +128,16 @@ def _entry_name(path: PurePosixPath, several: bool) -> str:
     return "/".join([index, *within] if several else within)
 
 
-TOP = PurePosixPath()
-
-
-def _regular_files(folder: Path, below: PurePosixPath = TOP) -> Iterator[PurePosixPath]:
+def _regular_files(folder: Path) -> Iterator[PurePosixPath]:
     """The regular files under ``folder``, relative to it: symlinks and other kinds are left out, folders
-    entered only when they are plain folders (never a symlink's target)."""
-    with os.scandir(folder / below) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                yield from _regular_files(folder, below / entry.name)
-            elif entry.is_file(follow_symlinks=False):
-                yield below / entry.name
+    entered only when they are plain folders (never a symlink's target). A loop, not a recursion: an
+    entrant's folders may nest deeper than Python's stack."""
+    todo = [PurePosixPath()]
+    while todo:
+        below = todo.pop()
+        with os.scandir(folder / below) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(below / entry.name)
+                elif entry.is_file(follow_symlinks=False):
+                    yield below / entry.name
