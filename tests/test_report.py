@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import stat
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -210,9 +211,30 @@ def test_evaluate_report_writes_it_again_when_resuming_and_report_writes_it_anyw
     assert resumed.returncode == 0 and "resuming: 4 of 4 episodes" in resumed.stdout, resumed.stderr
     assert (tournament / "report.html").is_file()
     written = policybox("report", str(tournament), "--out", str(tmp_path / "cup.html"))
-    assert written.returncode == 0 and written.stdout.strip() == f"report: {tmp_path / 'cup.html'}"
+    assert written.returncode == 0 and written.stdout.splitlines()[0] == f"report: {tmp_path / 'cup.html'}"
     same = [Page(path.read_text()).rows("standings") for path in (tournament / "report.html", tmp_path / "cup.html")]
     assert same[0] == same[1]
+
+
+def test_the_report_is_readable_by_others_unless_private_and_a_closed_folder_is_named(tournament, tmp_path):
+    assert stat.S_IMODE((tournament / "report.html").stat().st_mode) == 0o644  # evaluate --report's
+    shared, closed = tmp_path / "shared", tmp_path / "closed"
+    shared.mkdir(mode=0o755)
+    closed.mkdir(mode=0o700)
+    tmp_path.chmod(0o755)
+    for parent in tmp_path.parents:  # pytest's own folders are 0700: open them as a web server's would be
+        if not parent.stat().st_mode & stat.S_IXOTH:
+            parent.chmod(parent.stat().st_mode | stat.S_IXOTH)
+    open_run = policybox("report", str(tournament), "--out", str(shared / "r.html"))
+    assert open_run.returncode == 0 and open_run.stdout.strip() == f"report: {shared / 'r.html'}"
+    assert stat.S_IMODE((shared / "r.html").stat().st_mode) == 0o644
+    private = policybox("report", str(tournament), "--out", str(shared / "p.html"), "--private")
+    assert private.returncode == 0 and stat.S_IMODE((shared / "p.html").stat().st_mode) == 0o600
+    inside = policybox("report", str(tournament), "--out", str(closed / "r.html"))
+    assert inside.returncode == 0 and stat.S_IMODE((closed / "r.html").stat().st_mode) == 0o644
+    assert f"its folder {closed} is closed to other users: to share it, copy it out or use --out FILE" in " ".join(
+        inside.stdout.split()
+    )
 
 
 def test_the_incomplete_episodes_its_last_run_listed_are_shown_while_still_not_done(tournament, tmp_path):

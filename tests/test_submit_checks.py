@@ -243,6 +243,7 @@ def test_a_postgresql_url_without_its_driver_leaves_no_folder(tmp_path):
     run = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 2, run.stdout + run.stderr
     assert "pip install 'policybox[postgresql]'" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert "from a clone of policybox, in it: pip install -e '.[postgresql]'" in " ".join(run.stderr.split())
     assert "secret" not in run.stderr and not folder.exists()
 
 

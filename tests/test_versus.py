@@ -88,6 +88,23 @@ def test_a_better_bot_is_found_better_in_a_mettagrid_arena(tmp_path):
     assert summary.returncode == 0 and "Wanderer" in summary.stdout
 
 
+def test_a_test_in_which_no_agent_scored_says_so_and_evaluate_summary_says_it_is_a_versus_folder(tmp_path):
+    out = tmp_path / "still"
+    args = ["noop", "noop,name=statue", "--env", MOVES, "--steps", "10", "--max-episodes", "4", "--workers", "2"]
+    run = policybox_cli("versus", *args, "--out", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = " ".join(run.stdout.split())
+    assert "no agent scored: every reward in its 4 episodes was 0, so B − A says nothing of A and B." in said
+    assert policybox.VersusResult.model_validate_json((out / "versus.json").read_text()).scored == 0
+    summary = policybox_cli("evaluate", "--summary", str(out))
+    assert summary.returncode == 0, summary.stderr
+    said = " ".join(summary.stdout.split())
+    assert said.startswith(f"{out} is a versus folder: its answer is the paired test's verdict, kept in {out}/versus")
+    assert "undecided at the cap: B − A = +0 reward per agent" in said and "statue" in said  # then its leaderboard
+    scoring = policybox_cli("versus", "noop", WANDERER, *args[2:], "--out", str(tmp_path / "moving"))
+    assert scoring.returncode == 0 and "no agent scored" not in scoring.stdout, scoring.stdout
+
+
 def test_a_copy_is_never_found_better_in_a_two_player_pettingzoo_game(tmp_path):
     result = policybox.versus(
         SEEDED,

@@ -202,8 +202,9 @@ def walk_from_the_standings_to_a_name_and_a_match(live: Live, page: Page) -> Non
     expect(page).to_have_url(f"{live.url}/matches/{match_id}")
     match = live.api(f"/api/matches/{match_id}")
     expect(page.locator("#seed")).to_have_text(str(match["seed"]))
-    expect(page.locator("#replay-command")).to_contain_text("policybox run --ladder DIR")
     expect(page.locator("#agents tbody tr")).to_have_count(4)
+    expect(page.locator("#layers")).to_be_hidden()  # folded: "How this match was isolated"
+    page.locator("#isolation summary").click()
     expect(page.locator("#layers")).to_contain_text("seccomp")
     live.shot(page, "match")
 

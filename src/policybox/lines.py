@@ -8,7 +8,7 @@ that it is shortened (and, for a reason, where the whole of it is).
 from __future__ import annotations
 
 MARKER = "…"
-FULL_TEXT = "(full text: policybox ladder status --json, or its name page for its own team)"
+FULL_TEXT = "(full text: its name page, for its own team)"
 
 
 def clip(text: str, limit: int) -> str:

@@ -61,6 +61,14 @@ class Folder(NamedTuple):
 def opened(path: Path, shown: str, inside: Folder | None) -> Iterator[tuple[BinaryIO, os.stat_result]]:
     """The regular file at ``path`` open for reading, and what ``fstat`` says of it, as the module says;
     ``shown`` is how messages name it. ``SpecError`` if it may not be read, ``Missing`` if it is not there."""
+    file, info = open_regular(path, shown, inside)
+    with file:
+        yield file, info
+
+
+def open_regular(path: Path, shown: str, inside: Folder | None) -> tuple[BinaryIO, os.stat_result]:
+    """``opened``'s file and ``fstat``, for a caller that hands the open file on (a download, streamed
+    after this returns): whoever holds it closes it."""
     try:
         fd = _open(path, shown, inside)
     except OSError as exc:
@@ -71,11 +79,15 @@ def opened(path: Path, shown: str, inside: Folder | None) -> Iterator[tuple[Bina
         if exc.errno == errno.ENXIO:  # a socket
             raise SpecError(f"{shown} is not a regular file") from None
         raise SpecError(f"{shown} cannot be read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as file:
+    file = os.fdopen(fd, "rb")
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise SpecError(f"{shown} is not a regular file")
-        yield file, info
+    except BaseException:
+        file.close()
+        raise
+    return file, info
 
 
 def read(path: Path, shown: str, inside: Folder | None, max_bytes: int) -> bytes:

@@ -280,24 +280,30 @@ def report(
     out: Annotated[
         Path | None, typer.Option(metavar="FILE", help=f"Where to write the page (default: DIR/{REPORT_FILE}).")
     ] = None,
+    private: Annotated[
+        bool, typer.Option("--private", help="Readable by you alone (0600), not by every user (0644).")
+    ] = False,
 ) -> None:
     """Write a results folder or a ladder as one self-contained HTML page: the standings, the reward
     intervals, head-to-head, latency, seats and failures.
 
     The page works offline and can be shared: inline SVG plots, no script, nothing fetched, and every
-    text a policy controls escaped. Exit code 0 when it is written, 1 for a full disk, 2 for bad input.
+    text a policy controls escaped; the file is readable by others unless --private. Exit code 0 when
+    it is written, 1 for a full disk, 2 for bad input.
     """
     from policybox.cli.common import check_writable, console, guarded
     from policybox.inert import shown
-    from policybox.league.report import render, report_data
-    from policybox.storage import write_atomically
+    from policybox.league.report import publish, render, report_data, unreachable_folder
 
     with guarded("no report was written"):
         data = report_data(folder)
         target = out or folder / REPORT_FILE
         check_writable(target, REPORT_FILE)
-        write_atomically(target, render(data))
+        publish(target, render(data), private)
     console.print(shown(f"report: {target}"))
+    if not private and (closed := unreachable_folder(target)) is not None:
+        closed_note = f"its folder {closed} is closed to other users: to share it, copy it out or use --out FILE"
+        console.print(shown(closed_note))
 
 
 @app.command()

@@ -18,6 +18,7 @@ from policybox.cli.options import EPISODE_OPTION_NAMES, given
 from policybox.cli.tables import show_final, show_summary
 from policybox.errors import SpecError
 from policybox.inert import shown
+from policybox.league.evaluate import VERSUS_FILE
 from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
 from policybox.league.evaluate.results_folder import as_final, load_summary
 from policybox.league.evaluate.results_folder import play_tournament as play_into
@@ -42,11 +43,35 @@ TOURNAMENT_KEYS = {
 
 
 def show_results_folder(folder: Path) -> None:
-    """``evaluate --summary DIR``: the leaderboard of a results folder, played before."""
+    """``evaluate --summary DIR``: the leaderboard of a results folder, played before (of a versus
+    folder, said to be one, with its verdict first)."""
     with guarded("nothing was changed"):
         board = load_summary(folder)
+    if (folder / VERSUS_FILE).is_file():
+        _show_versus(folder)
     _show_summary(board)
     raise typer.Exit(0)
+
+
+def _show_versus(folder: Path) -> None:
+    """What makes a versus folder's leaderboard not its answer: its verdict, and where it is kept."""
+    from policybox.cli.verdict import show_verdict  # versus's modules (scipy): for a versus folder only
+    from policybox.league.evaluate.versus import VersusResult
+
+    console.print(
+        shown(
+            f"{folder} is a versus folder: its answer is the paired test's verdict, kept in {folder / VERSUS_FILE} "
+            "(the same policybox versus command prints it again, playing no finished pair). The leaderboard "
+            "below ranks each policy by its reward over all its episodes, not by the test.",
+            "yellow",
+        )
+    )
+    try:
+        result = VersusResult.model_validate_json((folder / VERSUS_FILE).read_text())
+    except (OSError, ValueError):
+        console.print(shown(f"{folder / VERSUS_FILE} is not a versus result this policybox can read", "yellow"))
+        return
+    show_verdict(result)
 
 
 def play_tournament(ctx: typer.Context, episode: dict[str, Any], tournament_file: Path | None, report: bool) -> None:

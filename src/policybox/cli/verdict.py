@@ -60,6 +60,14 @@ def show_verdict(result: VersusResult) -> None:
             f"alpha {result.alpha:g}, beta {result.beta:g}, effect {result.effect:g} sd"
         )
     )
+    if result.pairs and result.scored == 0:
+        console.print(
+            shown(
+                f"no agent scored: every reward in its {result.episodes} episodes was 0, so B − A says nothing of A "
+                "and B. Check that the game rewards something these policies do, within --steps",
+                "yellow",
+            )
+        )
     failed = ", ".join(f"{name} {count}" for name, count in result.failures.items())
     console.print(shown(f"agents failed: {failed}", "yellow" if any(result.failures.values()) else "dim"))
     if result.played > result.episodes:

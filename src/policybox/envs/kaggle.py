@@ -59,12 +59,13 @@ import numpy as np
 from policybox.envs.base import ConfigError, GameRequest, InvalidAction
 from policybox.envs.kaggle_builtins import BuiltinAgent
 from policybox.envs.moves import MovesRecorder
+from policybox.errors import install_command
 from policybox.wire import ProtocolError, decode_value
 
 ZYGOTE_PRELOAD = ("policybox.envs.kaggle", "policybox.envs.kaggle_builtins")
 PACKAGE = "kaggle-environments"
 INSTALL = (
-    f"pip install 'policybox[kaggle]' && pip install --no-deps '{PACKAGE}==1.33.2' (the dependencies it "
+    f"{install_command('kaggle')}, then pip install --no-deps '{PACKAGE}==1.33.2' (the dependencies it "
     "declares are needed by a few games only; docs/kaggle.md)"
 )
 PREFIX = "kaggle:"

@@ -16,6 +16,7 @@ and log tails belong to the teams.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,9 @@ from policybox.league.views import board, plots
 from policybox.league.views.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
 from policybox.league.views.templating import environment
 from policybox.storage import write_atomically
+
+SHARED_MODE = 0o644
+PRIVATE_MODE = 0o600
 
 STATS_SHOWN = 8
 
@@ -287,8 +291,24 @@ def _plots(data: ReportData) -> Plots:
     )
 
 
-def write_report(folder: Path, out: Path | None = None) -> Path:
+def write_report(folder: Path, out: Path | None = None, private: bool = False) -> Path:
     """Write the report of ``folder`` to ``out`` (default ``folder/report.html``); where it went."""
     target = out or folder / REPORT_FILE
-    write_atomically(target, render(report_data(folder)))
+    publish(target, render(report_data(folder)), private)
     return target
+
+
+def publish(target: Path, page: str, private: bool = False) -> None:
+    """Write ``page`` to ``target``, readable by others (a report is made to be shared: 0644); with
+    ``private``, by its owner alone (0600)."""
+    write_atomically(target, page)
+    target.chmod(PRIVATE_MODE if private else SHARED_MODE)
+
+
+def unreachable_folder(target: Path) -> Path | None:
+    """The first folder above ``target`` that other users cannot pass through (no ``o+x``: a ladder's
+    folder is 0700), if any: a report readable by others is still out of their reach there."""
+    for folder in target.absolute().parents:
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            return folder
+    return None

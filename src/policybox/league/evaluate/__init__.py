@@ -4,3 +4,4 @@ This package's own import is light: the command line names the report's file her
 the tournament's modules."""
 
 REPORT_FILE = "report.html"  # policybox.league.report's page of a results folder, in the folder
+VERSUS_FILE = "versus.json"  # policybox versus's verdict, in its results folder: what makes it a versus folder

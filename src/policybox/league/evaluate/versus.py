@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field
 
 from policybox.errors import SpecError
 from policybox.league.choices import Backend
+from policybox.league.evaluate import VERSUS_FILE
 from policybox.league.evaluate.journal import RESULTS, read_records
 from policybox.league.evaluate.results_folder import TOURNAMENT_FILE, load_tournament, play_tournament
 from policybox.league.play.tournament import Tournament, draw_seed, entrants
@@ -52,7 +53,6 @@ from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 from policybox.spec import PolicySpec
 from policybox.storage import write_atomically
 
-VERSUS_FILE = "versus.json"
 Verdict = Literal["B better", "B not better", "undecided at the cap", "undecided"]
 
 
@@ -82,6 +82,11 @@ class VersusResult(BaseModel):
     )
     failures: dict[str, int] = Field(description="Agents of A and of B that did not end ok, in the verdict's pairs")
     incomplete: int = Field(description="Episodes that could not be played (their pairs wait for the next run)")
+    scored: int | None = Field(
+        default=None,
+        description="Agents of the verdict's pairs (A's, B's and the opponents') whose reward was not 0: none "
+        "means the game rewarded nobody, and B - A says nothing (null: written before policybox counted them)",
+    )
 
 
 class Watch:
@@ -95,6 +100,7 @@ class Watch:
         self.played = 0  # finished episodes, in pairs or not
         self.diffs: list[float] = []
         self.failures = {self.a: 0, self.b: 0}  # agents that did not end ok, in the prefix's pairs
+        self.scored = 0  # agents of the prefix's pairs, any seat's, whose reward was not 0
         self.state = test.state([])
 
     @property
@@ -110,6 +116,7 @@ class Watch:
             self.diffs.append(difference(episodes, self.a, self.b))
             for key in self.failures:
                 self.failures[key] += sum(agent.status != "ok" for agent in agents_of(episodes, key))
+            self.scored += sum(agent.reward != 0 for record in episodes for agent in record.agents)
             self.state = self.test.state(self.diffs)
             grown = True
         if grown and self.on_state:
@@ -291,6 +298,7 @@ def versus_result(tournament: Tournament, watch: Watch, played: int, incomplete:
         bounds=(state.lower, state.upper),
         failures=watch.failures,
         incomplete=incomplete,
+        scored=watch.scored,
     )
 
 

@@ -56,7 +56,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
-from policybox.errors import PolicyboxError
+from policybox.errors import PolicyboxError, install_command
 from policybox.lines import first_line
 from policybox.storage import Resource, StorageFull, what_ran_out
 
@@ -434,7 +434,7 @@ def connect(url: str, read_only: bool = False) -> Engine:
     except ImportError as exc:
         raise LadderError(
             f"a PostgreSQL database needs its driver, which cannot be imported here ({exc}): install it with "
-            "pip install 'policybox[postgresql]'"
+            f"{install_command('postgresql')}"
         ) from None
 
 

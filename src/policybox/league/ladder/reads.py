@@ -183,16 +183,22 @@ def latest_seats(connection: Connection, version_ids: Iterable[int], limit: int)
 
 
 def played_matches(
-    connection: Connection, version_ids: Iterable[int] | None, limit: int, before: int | None
+    connection: Connection,
+    version_ids: Iterable[int] | None,
+    limit: int,
+    before: int | None,
+    also_ids: Iterable[int] | None = None,
 ) -> Sequence[Any]:
-    """Played matches, newest first: only those of ``version_ids`` if given, ids below ``before``."""
+    """Played matches, newest first: only those of ``version_ids`` if given (and of ``also_ids`` too, if
+    given: an opponent's), ids below ``before``."""
     query = select(matches.c.id, matches.c.played_at, matches.c.seed, matches.c.result).where(
         matches.c.state == MatchState.PLAYED
     )
-    if version_ids is not None:
-        query = query.where(
-            matches.c.id.in_(select(match_seats.c.match_id).where(match_seats.c.version_id.in_(list(version_ids))))
-        )
+    for among in (version_ids, also_ids):
+        if among is not None:
+            query = query.where(
+                matches.c.id.in_(select(match_seats.c.match_id).where(match_seats.c.version_id.in_(list(among))))
+            )
     if before is not None:
         query = query.where(matches.c.id < before)
     return connection.execute(query.order_by(matches.c.id.desc()).limit(limit)).all()

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from policybox.envs import ConfigError
+from policybox.errors import install_command
 from policybox.host.budget import Budget, host_budget
 from policybox.league.choices import Backend
 from policybox.league.play.runner import EpisodeRunner
@@ -44,7 +45,7 @@ def ray_backend() -> Any:
     try:
         import ray  # noqa: F401
     except ModuleNotFoundError:
-        raise ConfigError("--backend ray needs Ray: pip install 'policybox[ray]'") from None
+        raise ConfigError(f"--backend ray needs Ray: {install_command('ray')}") from None
     import policybox.league.play.ray_backend
 
     return policybox.league.play.ray_backend

@@ -495,10 +495,11 @@ def match_rows(
     version_ids: dict[int, int] | None = None,
     limit: int = 100,
     before: int | None = None,
+    also_ids: dict[int, int] | None = None,
 ) -> list[MatchRow]:
-    """Played matches, newest first (only those of ``version_ids`` if given; ids below ``before``),
-    each seat placed by ``rank_by``."""
-    found = reads.played_matches(connection, version_ids, limit, before)
+    """Played matches, newest first (only those of ``version_ids`` if given, and of ``also_ids`` too;
+    ids below ``before``), each seat placed by ``rank_by``."""
+    found = reads.played_matches(connection, version_ids, limit, before, also_ids)
     seats = _seat_results(connection, [m.id for m in found])
     for m in found:
         placed = placings(EpisodeResult.model_validate(m.result), [seat.name for seat in seats[m.id]], rank_by)
@@ -557,11 +558,33 @@ def _seat_results(connection: Connection, match_ids: list[int]) -> dict[int, lis
 
 class MatchList(BaseModel):
     matches: list[MatchRow]
+    name: str | None = Field(default=None, description="Only the matches of this name, when asked")
+    opponent: str | None = Field(default=None, description="And of this opponent too, when asked")
 
 
-def match_list(ladder: LadderFolder, limit: int = 100, before: int | None = None) -> MatchList:
+def match_list(
+    ladder: LadderFolder,
+    limit: int = 100,
+    before: int | None = None,
+    name: str | None = None,
+    opponent: str | None = None,
+) -> MatchList:
+    """The played matches, newest first: of ``name`` only, if given, and of ``opponent`` too (each a
+    ``NotFound`` if the ladder has no such name)."""
     with reading(ladder.engine) as connection:
-        return MatchList(matches=match_rows(connection, ladder.settings.rank_by, None, limit, before))
+        ids, also = (_version_ids(connection, given) for given in (name, opponent))
+        rows = match_rows(connection, ladder.settings.rank_by, ids, limit, before, also)
+    return MatchList(matches=rows, name=name, opponent=opponent)
+
+
+def _version_ids(connection: Connection, name: str | None) -> dict[int, int] | None:
+    """A name's versions (id: number); None for no name."""
+    if name is None:
+        return None
+    row = store.name_row(connection, name) if NAME_PATTERN.fullmatch(name) else None
+    if row is None:
+        raise NotFound(f"this ladder has no submission called {name[:100]!r}")
+    return {v.id: v.number for v in reads.versions_of(connection, row.id)}
 
 
 class MatchAgent(BaseModel):

@@ -27,6 +27,7 @@ from policybox.league.web import render
 from policybox.league.web.viewer import Viewer, viewer
 
 MATCHES_SHOWN = 50
+MATCHES_QUERY = frozenset({"before", "name", "opponent"})
 ASCII_NUMBER = re.compile(r"[0-9]{1,19}")
 
 Data = Callable[[LadderFolder, Request, Viewer], BaseModel]
@@ -86,13 +87,18 @@ def _name(ladder: LadderFolder, request: Request, who: Viewer) -> board.NamePage
 
 
 def _matches(ladder: LadderFolder, request: Request, who: Viewer) -> board.MatchList:
-    before = request.query_params.get("before")
-    if before is None:
-        return board.match_list(ladder, MATCHES_SHOWN)
+    query = request.query_params
+    if unknown := sorted(set(query) - MATCHES_QUERY):
+        known = ", ".join(f"{key}=" for key in sorted(MATCHES_QUERY))
+        raise HTTPException(400, f"/matches takes no {unknown[0][:40]!r}: it takes {known} (e.g. name=alphabot)")
+    before = query.get("before")
     # ASCII digits (str.isdigit takes "²"), and few enough for a database's integer
-    if not (ASCII_NUMBER.fullmatch(before) and int(before) <= board.ID_MAX):
+    if before is not None and not (ASCII_NUMBER.fullmatch(before) and int(before) <= board.ID_MAX):
         raise HTTPException(400, f"before={before[:40]!r}: give a match id, e.g. before=100")
-    return board.match_list(ladder, MATCHES_SHOWN, int(before))
+    name, opponent = query.get("name"), query.get("opponent")
+    if opponent is not None and name is None:
+        raise HTTPException(400, "opponent= goes with name=: e.g. /matches?name=alphabot&opponent=betabot")
+    return board.match_list(ladder, MATCHES_SHOWN, None if before is None else int(before), name, opponent)
 
 
 def _match(ladder: LadderFolder, request: Request, who: Viewer) -> board.MatchPage:

@@ -50,9 +50,9 @@ from policybox.submission import GZIP_MAGIC, TooLarge
 
 UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 NEEDS_TOKEN = (
-    "a team's token is needed: send Authorization: Bearer TOKEN (the ladder's organiser makes one with "
-    "policybox ladder token DIR TEAM)"
+    "a team's token is needed: send Authorization: Bearer TOKEN (the ladder's organiser gives each team its own)"
 )
+NAME_KEPT = 100  # of a refused name, shown again in the form: a name is at most 40 characters
 FAMILY_NAMES = {"mettagrid": "MettaGrid", "pettingzoo": "PettingZoo", "kaggle": "Kaggle"}
 # Retired: the organiser's decision (only ladder reinstate undoes it); anything else an upload gets wrong is a 400.
 STATUSES: dict[type[PolicyboxError], int] = {NotOwner: 403, Retired: 409, StorageFull: 507, TooLarge: 413}
@@ -102,25 +102,38 @@ async def submit_form(request: Request) -> Response:
     require_same_origin(request)
     site = request.app.state.site
     who = await run_in_threadpool(viewer, site, request)
+    sent: dict[str, str] = {}  # the name the form sent: shown again in the form with why it was refused
     try:
         if who.team is None:
             raise HTTPException(401, "log in with your team's token first")
-        submitted = await _receive(request, site, who.team)
+        submitted = await _receive(request, site, who.team, sent)
     except HTTPException as exc:
-        page = render.page(request, "submit.html", _form_context(site, who, exc.detail), exc.status_code)
+        context = _form_context(site, who, exc.detail, sent.get("name", ""))
+        page = render.page(request, "submit.html", context, exc.status_code)
         page.headers.update(exc.headers or {})  # a limit's Retry-After
         return page
     return RedirectResponse(submitted.page, 303)
 
 
-def _form_context(site: Site, who: Viewer, message: str | None) -> dict[str, object]:
+def _form_context(site: Site, who: Viewer, message: str | None, name: str = "") -> dict[str, object]:
     game = game_of(site.reader.settings)
-    return {"viewer": who, "json_url": None, "message": message, "cap": size(site.upload_cap), "game": game}
+    return {
+        "viewer": who,
+        "json_url": None,
+        "message": message,
+        "cap": size(site.upload_cap),
+        "game": game,
+        "name": name[:NAME_KEPT],
+    }
 
 
-async def _receive(request: Request, site: Site, team: str) -> Submitted:
+async def _receive(request: Request, site: Site, team: str, sent: dict[str, str] | None = None) -> Submitted:
+    """Submit what the request's form holds as ``team``'s; ``sent`` gets the name it was sent under,
+    once read."""
     async with capped(request, site.upload_cap).form(max_files=1, max_fields=1) as form:
         name, upload = form.get("name"), form.get("file")
+        if sent is not None and isinstance(name, str):
+            sent["name"] = name
         if not isinstance(name, str) or not isinstance(upload, UploadFile):
             raise HTTPException(400, bad_form(site.reader.settings))
         work = functools.partial(_submit, site, name.strip(), upload, team)

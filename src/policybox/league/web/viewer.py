@@ -37,9 +37,7 @@ from policybox.league.web.site import Site
 
 COOKIE = "policybox_session"
 FORM_CAP = 4096  # a login form holds one token
-NO_TOKEN = (
-    "that is not a token of this ladder: its organiser makes one for your team with policybox ladder token DIR TEAM"
-)
+NO_TOKEN = "that is not a token of this ladder: ask its organiser for your team's token"
 
 Lookup = Callable[[Connection, str], store.Credential | None]
 
