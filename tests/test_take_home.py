@@ -32,8 +32,9 @@ NOTES = "notes kept with the bot\n"
 DEEP = "d/" * 40 + "deep.txt"
 TAIL_BYTES = 4096  # what a page shows of a log: the whole log is longer
 HREF = re.compile(r'href="(/[^"]*)"')
-# An organiser's command line, not the pages' titles ("policybox ladder"):
-ORGANISERS_COMMAND = re.compile(r"policybox (ladder|run) [a-z-]|ladder status")
+# An organiser's command line, not the pages' titles ("policybox ladder") nor the rules' command that
+# plays the starter at home ("policybox run --env game.yaml -p ./bot"), a participant's:
+ORGANISERS_COMMAND = re.compile(r"policybox ladder [a-z-]|policybox run (?!--env )[a-z-]|ladder status")
 
 
 @dataclass
