@@ -74,7 +74,7 @@ from policybox.files.setup_scripts import SetupOutcome
 from policybox.files.version_files import Stored
 from policybox.league import ranking
 from policybox.league.choices import Backend
-from policybox.league.ladder import life, matchmaking, retention, stamp, store
+from policybox.league.ladder import life, matchmaking, retention, scrimmage, stamp, store
 from policybox.league.ladder.database import LadderError, transaction
 from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder
 from policybox.league.ladder.settings import LadderSettings
@@ -99,7 +99,6 @@ from policybox.spec import PolicySpec
 # it raises (a lost server, a read-only file, a full disk) stops the run.
 REFUSALS = (DataError, IntegrityError)
 POLL_S = 1.0  # how often an idle run looks for new submissions
-SCRIMMAGE = "scrimmage"  # a scrimmage's episode, log folder and replay are named scrimmage-ID
 
 
 @dataclass
@@ -357,30 +356,30 @@ class _Loop:
             return
         if len(self.in_flight) >= self.capacity or (found := self._next_scrimmage()) is None:
             return
-        scrimmage = _Scrimmage(*found)
+        work = _Scrimmage(*found)
         with transaction(self.ladder.engine) as connection:
-            if why := _retired_in(connection, scrimmage.seats):
-                store.void_scrimmage(connection, scrimmage.id, why)
+            if why := _retired_in(connection, work.seats):
+                store.void_scrimmage(connection, work.id, why)
                 return
-        self._submit(scrimmage)
+        self._submit(work)
 
     def _next_scrimmage(self) -> tuple[int, int, list[int]] | None:
         playing = [work.id for work in self.in_flight.values() if isinstance(work, _Scrimmage)]
         with transaction(self.ladder.engine) as connection:
             return store.next_scrimmage(connection, playing)
 
-    def _scrimmage_played(self, scrimmage: _Scrimmage, result: EpisodeResult | None, why: str = "") -> None:
+    def _scrimmage_played(self, work: _Scrimmage, result: EpisodeResult | None, why: str = "") -> None:
         """Store a scrimmage's result (or why it is void): nothing else changes. Data the database
         refuses makes it void, as a rated match's does."""
         try:
             with transaction(self.ladder.engine) as connection:
                 if result is None:
-                    store.void_scrimmage(connection, scrimmage.id, why)
+                    store.void_scrimmage(connection, work.id, why)
                 else:
-                    store.record_scrimmage(connection, scrimmage.id, result)
+                    store.record_scrimmage(connection, work.id, result)
         except REFUSALS as exc:
             with transaction(self.ladder.engine) as connection:
-                store.void_scrimmage(connection, scrimmage.id, _refused("this scrimmage's data", exc))
+                store.void_scrimmage(connection, work.id, _refused("this scrimmage's data", exc))
 
     def _play(self, match: _Match) -> None:
         self.matches[match.id] = match
@@ -395,8 +394,8 @@ class _Loop:
     def _job(self, work: _Match | _Qualification | _Scrimmage) -> EpisodeJob:
         if isinstance(work, _Match | _Scrimmage):
             seats = [(version_id, self.ladder.stored(version_id).spec) for version_id in work.seats]
-            kind = "match" if isinstance(work, _Match) else SCRIMMAGE
-            return episode_job(self.ladder, f"{kind}-{work.id:06d}", work.seed, seats, replay=True)
+            name = f"match-{work.id:06d}" if isinstance(work, _Match) else scrimmage.episode_name(work.id)
+            return episode_job(self.ladder, name, work.seed, seats, replay=True)
         name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
         seed = draw_seed()
         seats = [(work.version.id, work.stored.spec)] * self.settings.agents

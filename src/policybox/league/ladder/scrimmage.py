@@ -40,6 +40,11 @@ class ScrimmageRefused(PolicyboxError):
         self.status, self.retry_after_s = status, retry_after_s
 
 
+def episode_name(scrimmage_id: int) -> str:
+    """What a scrimmage's episode is called: its log folder's and its replay's name."""
+    return f"scrimmage-{scrimmage_id:06d}"
+
+
 @dataclass(frozen=True)
 class Asked:
     """Scrimmages stored: their ids, who plays, and how many more the team may ask for this hour."""
