@@ -307,7 +307,7 @@ def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, 
     assert status.returncode == 0, status.stderr
     with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
         version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION) == "7"
+        assert version.scalar() == str(database.SCHEMA_VERSION) == "8"
         assert connection.execute(select(func.count()).select_from(database.teams)).scalar() == 0
     assert _snapshot(folder) == before
 
