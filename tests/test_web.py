@@ -60,7 +60,8 @@ def league(tmp_path_factory) -> Iterator[League]:
     """A ladder that has played 6 matches: the organiser's walker and secretive (a spec passing
     env.SECRET), team alpha's alphabot and team beta's betabot (each logs its team's secret and
     markup, and raises at step 5 of every match), and alpha's hostile, rejected with a script in
-    its traceback; alpha's two scrimmages of alphabot against betabot. Match 1 has a replay file. On SQLite: every page's reads on PostgreSQL are
+    its traceback; alpha's two scrimmages of alphabot against betabot. Match 1 has a replay file.
+    On SQLite: every page's reads on PostgreSQL are
     ``test_the_pages_read_the_database_while_ladder_run_writes_it``'s."""
     folder = tmp_path_factory.mktemp("league") / "cup"
     with api_ladder(folder, suspend_after=10) as ladder:
