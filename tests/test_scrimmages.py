@@ -269,6 +269,8 @@ def test_one_per_team_ranks_each_teams_best_name_only(tmp_path):
     assert placed[best.name].rank is not None and placed[best.name].team_best is None
     assert placed[other.name].rank is None and placed[other.name].team_best == best.name
     assert [row.name for row in ranked] == [row.name for row in every if row.rank is not None and row is not other]
+    status = ladder_command("status", str(cup.folder))
+    assert f"{other.name} is unranked: its team's best name, {best.name}, is ranked" in status.stdout
     with TestClient(make_app(cup.folder)) as client:
         assert f"ranked as its team&#39;s best name, {best.name}" in client.get("/").text
         assert client.get("/api/teams/alpha").json()["one_per_team"] is True
