@@ -311,3 +311,13 @@ def test_a_schema_7_database_gets_the_scrimmages_table_and_keeps_its_data(tmp_pa
         version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
         assert version.scalar() == "8"
         assert connection.execute(select(matches.c.id, matches.c.state, matches.c.result)).all() == kept
+
+
+def test_a_ladder_made_with_no_scrimmages_takes_none(tmp_path):
+    cup = _cup(tmp_path / "cup", scrimmages_per_hour=0)
+    with TestClient(make_app(cup.folder)) as client:
+        refused = _ask(client, cup, "alpha", name="alphabot", opponent="betabot", count=1)
+        assert refused.status_code == 400 and "--scrimmages-per-hour 0" in refused.json()["error"]
+        client.post("/login", data={"token": cup.tokens["alpha"]}, headers=SAME_SITE)
+        page = client.get("/names/alphabot").text
+        assert "This ladder takes no scrimmages." in page and 'id="scrimmage-form"' not in page

@@ -60,6 +60,8 @@ class Asked:
 def ask(ladder: LadderFolder, team: str, name: str, opponent: str, count: int) -> Asked:
     """Store ``count`` scrimmages of ``team``'s ``name`` against ``opponent``, or refuse (``ScrimmageRefused``)."""
     most = ladder.settings.scrimmages_per_hour
+    if most == 0:
+        raise ScrimmageRefused("this ladder takes no scrimmages (its organiser made it with --scrimmages-per-hour 0)")
     if not 1 <= count <= most:
         raise ScrimmageRefused(f"count {count}: ask for 1 to {most} scrimmages (scrimmages_per_hour {most})")
     if opponent == name:
