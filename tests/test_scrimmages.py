@@ -35,10 +35,10 @@ class Cup:
         return {} if team is None else {"Authorization": f"Bearer {self.tokens[team]}"}
 
 
-def _cup(folder: Path, **settings) -> Cup:
+def _cup(folder: Path, database: str | None = None, **settings) -> Cup:
     """The moves game's ladder: the organiser's walker, alpha's alphabot (logs its secret, raises at
     step 5) and alphawalk, beta's betabot; all let in without qualifying."""
-    with api_ladder(folder, **settings) as ladder:
+    with api_ladder(folder, database, **settings) as ladder:
         tokens = {team: ladder.token(team) for team in ("alpha", "beta")}
         ladder.submit("walker", WANDERER)
         ladder.submit("alphabot", policy("web_bots.py:LogsThenRaises", **{"kw.team": "alpha"}), team="alpha")
@@ -50,9 +50,10 @@ def _cup(folder: Path, **settings) -> Cup:
 
 
 @pytest.fixture
-def cup(tmp_path) -> Cup:
-    """A cup that has played nothing, with a cap of 4 scrimmages an hour."""
-    return _cup(tmp_path / "cup", scrimmages_per_hour=4)
+def cup(tmp_path, database_url) -> Cup:
+    """A cup that has played nothing, with a cap of 4 scrimmages an hour (on PostgreSQL too for a test
+    marked ``storage``)."""
+    return _cup(tmp_path / "cup", database_url, scrimmages_per_hour=4)
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +171,7 @@ def test_the_team_page_shows_names_versions_rating_histories_and_what_is_left(pl
 # Asking: the cap, ownership, bad requests
 
 
+@pytest.mark.storage
 def test_the_hourly_cap_is_enforced_and_its_refusal_says_when_it_frees(cup, client):
     first = _ask(client, cup, "alpha", name="alphabot", opponent="betabot", count=3)
     assert first.status_code == 201 and first.json()["left"] == 1
@@ -199,6 +201,7 @@ def test_another_team_cannot_ask_for_a_name_it_does_not_own(cup, client):
     assert bad_token.status_code == 401
 
 
+@pytest.mark.storage
 def test_every_bad_request_is_one_clear_400(cup, client):
     with Ladder.open(cup.folder) as ladder:
         ladder.retire("walker")
