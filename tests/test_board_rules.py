@@ -312,7 +312,7 @@ def test_an_old_schema_ladder_is_migrated_to_superseded(tmp_path, database_url):
     rows = status_json(folder)["rows"]  # a reader: the database is migrated first
     with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
         version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION) == "7"
+        assert version.scalar() == str(database.SCHEMA_VERSION) == "8"
         states = connection.execute(
             select(names.c.name, versions.c.number, versions.c.state)
             .join(names, names.c.id == versions.c.name_id)

@@ -243,7 +243,7 @@ def test_a_schema_6_database_gets_the_version_streaks_and_keeps_its_data(tmp_pat
         kept = connection.execute(text("SELECT id, digest, state, matches FROM versions ORDER BY id")).all()
     with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
         version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == "7"
+        assert version.scalar() == str(database.SCHEMA_VERSION)  # 7, and every later one
         rows = connection.execute(select(versions.c.id, versions.c.digest, versions.c.state, versions.c.matches))
         assert [tuple(row) for row in rows] == [tuple(row) for row in kept]
         assert set(connection.execute(select(versions.c.void_streak)).scalars()) == {0}
@@ -300,15 +300,16 @@ def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, 
         ladder.run(matches=2, workers=1)
         before = _snapshot(folder)
     with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:  # make it a version-1 database
-        for table in reversed(database.V2_TABLES + database.V3_TABLES + database.FINALS_TABLES):
+        for table in reversed(database.V2_TABLES + database.V3_TABLES + database.FINALS_TABLES + [database.scrimmages]):
             table.drop(connection)
         connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="1"))
     status = ladder_command("status", str(folder))  # a reader: it has the database migrated first
     assert status.returncode == 0, status.stderr
     with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
         version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION) == "7"
+        assert version.scalar() == str(database.SCHEMA_VERSION) == "8"
         assert connection.execute(select(func.count()).select_from(database.teams)).scalar() == 0
+        assert connection.execute(select(func.count()).select_from(database.scrimmages)).scalar() == 0  # made by v8
     assert _snapshot(folder) == before
 
 

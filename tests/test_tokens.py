@@ -129,7 +129,7 @@ def test_a_schema_version_2_database_is_migrated_and_its_tokens_still_work(cup):
     assert [row["team"] for row in json.loads(listed.stdout)["tokens"]] == ["gamma"]
     with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
         version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION) == "7"
+        assert version.scalar() == str(database.SCHEMA_VERSION) == "8"
         assert connection.execute(select(func.count()).select_from(database.sessions)).scalar() == 0
     with TestClient(make_app(folder)) as client:
         assert TEAM_SHOWN + "gamma" in as_cookie(client, log_in(client, token))

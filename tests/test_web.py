@@ -31,8 +31,9 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from policybox.ladder import Ladder
+from policybox.league.ladder import scrimmage
 from policybox.league.ladder.database import names, owners, versions
-from policybox.league.views import board, plots
+from policybox.league.views import board, plots, scrimmage_page, team_page
 from policybox.league.views.templating import fixed
 from policybox.league.web.app import make_app
 from policybox.league.web.headers import CSP
@@ -59,7 +60,8 @@ def league(tmp_path_factory) -> Iterator[League]:
     """A ladder that has played 6 matches: the organiser's walker and secretive (a spec passing
     env.SECRET), team alpha's alphabot and team beta's betabot (each logs its team's secret and
     markup, and raises at step 5 of every match), and alpha's hostile, rejected with a script in
-    its traceback. Match 1 has a replay file. On SQLite: every page's reads on PostgreSQL are
+    its traceback; alpha's two scrimmages of alphabot against betabot. Match 1 has a replay file.
+    On SQLite: every page's reads on PostgreSQL are
     ``test_the_pages_read_the_database_while_ladder_run_writes_it``'s."""
     folder = tmp_path_factory.mktemp("league") / "cup"
     with api_ladder(folder, suspend_after=10) as ladder:
@@ -73,6 +75,7 @@ def league(tmp_path_factory) -> Iterator[League]:
             activate(ladder, f"{team}bot")
         # stored without the build check (which would refuse it at once), so that its qualification rejects it
         ladder.submit("hostile", policy("web_bots.py:HostileInInit"), team="alpha", check=False)
+        scrimmage.ask(ladder, "alpha", "alphabot", "betabot", 2)  # played by the run: alpha's alone to see
         ladder.run(matches=6, workers=2)
         rows = {row.name: row for row in ladder.standings().rows}
     assert rows["hostile"].state == "rejected" and all(rows[n].matches for n in rows if n != "hostile")
@@ -101,6 +104,7 @@ def every_page(client: TestClient) -> list[str]:
         "/matches",
         *(f"/matches/{match['id']}" for match in played),
         "/queue",
+        *(f"/teams/{team}" for team in LOG_OF),
     ]
 
 
@@ -114,6 +118,8 @@ def every_route(client: TestClient) -> list[str]:
         "match": [match["id"] for match in played],
         "seat": [0],  # every match has a seat 0
         "version": [1],  # and every name a version 1
+        "team": list(LOG_OF),
+        "scrimmage": [1, 2],
     }
     paths = []
     for route in client.app.routes:
@@ -133,9 +139,14 @@ def _taken_home(path: str, answer) -> bool:
 def everything_seen(client: TestClient, headers: dict[str, str]) -> str:
     """Every answer of every GET route (pages, their JSON, files) as one viewer gets them, as one text."""
     seen = []
+    alpha = client.get("/api/teams/alpha", headers=headers).json()["own"]  # alpha's scrimmages: 404 to others
     for path in every_route(client):
         answer = client.get(path, headers=headers)
-        assert answer.status_code == 200 or path.endswith("/replay") or _taken_home(path, answer), (path, answer.text)
+        mine = "/scrimmages/" not in path or alpha
+        assert answer.status_code == (200 if mine else 404) or path.endswith("/replay") or _taken_home(path, answer), (
+            path,
+            answer.text,
+        )
         seen.append(answer.text)
     return "\n".join(seen)
 
@@ -166,12 +177,14 @@ def test_what_each_template_receives_is_pinned(league, client):
         "/matches": ("matches.html", board.MatchList, set()),
         "/matches/1": ("match.html", board.MatchPage, set()),
         "/queue": ("queue.html", board.Queue, set()),
+        "/teams/alpha": ("team.html", team_page.TeamPage, {"alphabot v1"}),  # hostile was never rated
+        "/scrimmages/1": ("scrimmage.html", scrimmage_page.ScrimmagePage, set()),
     }
     alpha = Viewer("alpha", frozenset({"alphabot", "hostile"}))
     for path, (template, model, plotted) in expected.items():
         page = client.get(path, headers=auth(league, "alpha"))
         assert page.template.name == template
-        assert set(page.context) == PAGE_KEYS
+        assert set(page.context) == PAGE_KEYS | ({"scrimmage"} if path == "/names/alphabot" else set())  # its form
         assert type(page.context["page"]) is model and page.context["viewer"] == alpha
         assert set(page.context["plots"]) == plotted and all(
             svg.startswith("<svg") for svg in page.context["plots"].values()

@@ -328,6 +328,8 @@ def show_standings(console: Console, standings: board.Standings) -> None:
         if row.latest is not None:
             why = f": {first_line(row.latest.reason, WHOLE_REASON)}" if row.latest.reason else ""
             console.print(shown(f"{row.name} v{row.latest.version} is {row.latest.state}{why}", "yellow"))
+        if row.team_best is not None:  # --one-per-team
+            console.print(shown(f"{row.name} is unranked: its team's best name, {row.team_best}, is ranked", "dim"))
 
 
 def _reward(reward: Reward | None) -> str:

@@ -336,6 +336,28 @@ final_matches = Table(
 )
 FINALS_TABLES = [finals, final_matches]
 
+# Schema version 8: scrimmages. A team asks for unrated matches of one of its names against a name it
+# chooses (``policybox.league.ladder.scrimmage``); each is stored when asked for, with its seed and
+# seats (so a killed run plays it again), then played by ``ladder run`` beside the rated matches. It
+# is never rated and never counted on the board: its own table, apart from ``matches``.
+scrimmages = Table(
+    "scrimmages",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("team_id", ForeignKey("teams.id"), nullable=False),  # who asked (its hourly cap counts these)
+    Column("version_id", ForeignKey("versions.id"), nullable=False),  # the asking team's version
+    Column("opponent_id", ForeignKey("versions.id"), nullable=False),  # the version it chose to meet
+    Column("requested_at", String(32), nullable=False),
+    Column("seed", Integer, nullable=False),
+    Column("seats", JSON, nullable=False),  # the version id in each seat
+    Column("state", String(16), nullable=False),  # MatchState
+    Column("reason", PolicyText),  # why it is void
+    Column("result", PolicyJSON),  # its EpisodeResult (secrets masked)
+    Column("played_at", String(32)),
+)
+Index("scrimmages_by_team", scrimmages.c.team_id, scrimmages.c.requested_at)
+Index("scrimmages_by_state", scrimmages.c.state, scrimmages.c.id)
+
 
 def _create_v1(connection: Connection) -> None:
     metadata.create_all(connection, tables=V1_TABLES)
@@ -392,6 +414,11 @@ def _add_streaks_v7(connection: Connection) -> None:
         connection.exec_driver_sql("ALTER TABLE versions ADD COLUMN played_digest VARCHAR(64)")
 
 
+def _add_scrimmages_v8(connection: Connection) -> None:
+    """Schema version 8: scrimmages, a team's unrated matches against a name it chooses."""
+    metadata.create_all(connection, tables=[scrimmages])
+
+
 # MIGRATIONS[n] brings a database from schema version n to n + 1. A migration never changes: a new
 # schema is a new function appended here (and a test that opens a database of the version before).
 MIGRATIONS: list[Callable[[Connection], None]] = [
@@ -402,6 +429,7 @@ MIGRATIONS: list[Callable[[Connection], None]] = [
     _add_stamp_v5,
     _add_finals_v6,
     _add_streaks_v7,
+    _add_scrimmages_v8,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -21,8 +21,11 @@ from policybox.league.ladder.database import (
     match_seats,
     matches,
     names,
+    owners,
     qualifications,
     ratings,
+    scrimmages,
+    teams,
     versions,
 )
 from policybox.league.ladder.life import VersionState
@@ -259,3 +262,42 @@ def version_id(connection: Connection, name: str, number: int) -> int | None:
         .join(names, names.c.id == versions.c.name_id)
         .where(and_(names.c.name == name, versions.c.number == number))
     ).scalar()
+
+
+# ---------------------------------------------------------------------------------------------
+# Teams and their scrimmages (``policybox.league.views.team_page``)
+
+
+def teams_of_names(connection: Connection) -> dict[str, str]:
+    """Each name a team owns, with its team (the organiser's names are in none)."""
+    query = select(names.c.name, teams.c.name.label("team")).join(owners, owners.c.name_id == names.c.id)
+    return {row.name: row.team for row in connection.execute(query.join(teams, teams.c.id == owners.c.team_id))}
+
+
+def team_id(connection: Connection, team: str) -> int | None:
+    return connection.execute(select(teams.c.id).where(teams.c.name == team)).scalar()
+
+
+def team_names(connection: Connection, team_id: int) -> Sequence[Any]:
+    """The names ``team_id`` owns, in the order they first arrived: id, name, retired."""
+    return connection.execute(
+        select(names.c.id, names.c.name, names.c.retired)
+        .join(owners, owners.c.name_id == names.c.id)
+        .where(owners.c.team_id == team_id)
+        .order_by(names.c.id)
+    ).all()
+
+
+def team_scrimmages(connection: Connection, team_id: int, limit: int) -> Sequence[Any]:
+    """The latest scrimmages ``team_id`` asked for, newest first (every column)."""
+    query = select(scrimmages).where(scrimmages.c.team_id == team_id)
+    return connection.execute(query.order_by(scrimmages.c.id.desc()).limit(limit)).all()
+
+
+def scrimmage(connection: Connection, scrimmage_id: int) -> Any:
+    """A scrimmage's row with the team that asked for it, or None."""
+    return connection.execute(
+        select(scrimmages, teams.c.name.label("team"))
+        .join(teams, teams.c.id == scrimmages.c.team_id)
+        .where(scrimmages.c.id == scrimmage_id)
+    ).first()

@@ -39,6 +39,14 @@ The loop, until stopped (or until ``matches`` have been played):
    (``database.storable``). Still, a version with ``suspend_after`` void matches in a row is suspended
    (``life.void_suspension``): one that is in every void match is the likeliest cause.
 
+**Scrimmages** (``policybox.league.ladder.scrimmage``: unrated matches a team asked for) are played
+beside the rated ones, oldest first, one at a time, in a slot of their own: the rated matches keep
+every other slot (a worker takes ``IN_FLIGHT_PER_WORKER`` in flight, so at least one), and so never
+wait behind more than one scrimmage. A scrimmage's result is stored alone -- no rating, counter or
+streak changes, and ``max_matches_per_hour`` and ``--matches`` count rated matches only (a run with
+``--matches`` plays the scrimmages waiting before it ends). One that seats a retired name is void, as
+is one the machinery fails ``MAX_ATTEMPTS`` times. While a final is open, they wait too.
+
 Submissions that arrive while it runs (``ladder submit`` from another process) are picked up at the
 next turn of the loop.
 
@@ -66,7 +74,7 @@ from policybox.files.setup_scripts import SetupOutcome
 from policybox.files.version_files import Stored
 from policybox.league import ranking
 from policybox.league.choices import Backend
-from policybox.league.ladder import life, matchmaking, retention, stamp, store
+from policybox.league.ladder import life, matchmaking, retention, scrimmage, stamp, store
 from policybox.league.ladder.database import LadderError, transaction
 from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder
 from policybox.league.ladder.settings import LadderSettings
@@ -109,6 +117,14 @@ class Progress:
 
 @dataclass
 class _Match:
+    id: int
+    seed: int
+    seats: list[int]
+    attempts: int = 0
+
+
+@dataclass
+class _Scrimmage:
     id: int
     seed: int
     seats: list[int]
@@ -180,7 +196,7 @@ class _Loop:
         self.ladder, self.runner, self.limit, self.report = ladder, runner, limit, report
         self.settings = ladder.settings
         self.progress = Progress()
-        self.in_flight: dict[Future[str], _Match | _Qualification] = {}
+        self.in_flight: dict[Future[str], _Match | _Qualification | _Scrimmage] = {}
         self.order: deque[int] = deque()  # matches in flight or waiting to be stored, in id order
         self.finished: dict[int, EpisodeResult | _Void] = {}  # played (the result) or void, not yet stored
         self.matches: dict[int, _Match] = {}
@@ -219,6 +235,7 @@ class _Loop:
             self._play(_Match(match_id, seed, seats))
         while not self._done():
             self._qualify()
+            self._scrimmage()
             self._schedule()
             self._wait()
             self.report(self.progress)
@@ -228,6 +245,8 @@ class _Loop:
             return False
         if self.limit is not None and self._in_final():
             return True
+        if self.limit is not None and self._next_scrimmage() is not None:
+            return False
         if self.limit is not None and self.scheduled >= self.limit:  # each one played or void
             return True
         if self.limit is not None and not self._waiting_for_more():
@@ -330,20 +349,53 @@ class _Loop:
             self.progress.note = ""
             self._play(_Match(match_id, seed, seats))
 
+    def _scrimmage(self) -> None:
+        """Start the oldest scrimmage waiting, unless one is in flight already or no slot is free (see
+        the module's docstring); one that seats a retired name is void instead."""
+        if any(isinstance(work, _Scrimmage) for work in self.in_flight.values()) or self._in_final():
+            return
+        if len(self.in_flight) >= self.capacity or (found := self._next_scrimmage()) is None:
+            return
+        work = _Scrimmage(*found)
+        with transaction(self.ladder.engine) as connection:
+            if why := _retired_in(connection, work.seats):
+                store.void_scrimmage(connection, work.id, why)
+                return
+        self._submit(work)
+
+    def _next_scrimmage(self) -> tuple[int, int, list[int]] | None:
+        playing = [work.id for work in self.in_flight.values() if isinstance(work, _Scrimmage)]
+        with transaction(self.ladder.engine) as connection:
+            return store.next_scrimmage(connection, playing)
+
+    def _scrimmage_played(self, work: _Scrimmage, result: EpisodeResult | None, why: str = "") -> None:
+        """Store a scrimmage's result (or why it is void): nothing else changes. Data the database
+        refuses makes it void, as a rated match's does."""
+        try:
+            with transaction(self.ladder.engine) as connection:
+                if result is None:
+                    store.void_scrimmage(connection, work.id, why)
+                else:
+                    store.record_scrimmage(connection, work.id, result)
+        except REFUSALS as exc:
+            with transaction(self.ladder.engine) as connection:
+                store.void_scrimmage(connection, work.id, _refused("this scrimmage's data", exc))
+
     def _play(self, match: _Match) -> None:
         self.matches[match.id] = match
         self.order.append(match.id)
         self._submit(match)
 
-    def _submit(self, work: _Match | _Qualification) -> None:
+    def _submit(self, work: _Match | _Qualification | _Scrimmage) -> None:
         work.attempts += 1
         self.in_flight[self.runner.submit(self._job(work))] = work
         self.progress.in_flight = len(self.in_flight)
 
-    def _job(self, work: _Match | _Qualification) -> EpisodeJob:
-        if isinstance(work, _Match):
+    def _job(self, work: _Match | _Qualification | _Scrimmage) -> EpisodeJob:
+        if isinstance(work, _Match | _Scrimmage):
             seats = [(version_id, self.ladder.stored(version_id).spec) for version_id in work.seats]
-            return episode_job(self.ladder, f"match-{work.id:06d}", work.seed, seats, replay=True)
+            name = f"match-{work.id:06d}" if isinstance(work, _Match) else scrimmage.episode_name(work.id)
+            return episode_job(self.ladder, name, work.seed, seats, replay=True)
         name = f"qualify-{work.version.name}-v{work.version.number}-{work.attempts}"
         seed = draw_seed()
         seats = [(work.version.id, work.stored.spec)] * self.settings.agents
@@ -370,6 +422,8 @@ class _Loop:
                 continue
             if isinstance(work, _Match):
                 self.finished[work.id] = result
+            elif isinstance(work, _Scrimmage):
+                self._scrimmage_played(work, result)
             else:
                 self._qualification_played(work, result)
         played = self.progress.played
@@ -378,7 +432,7 @@ class _Loop:
             retention.prune(self.ladder)  # the files of matches older than the latest kept ones
         self.progress.in_flight = len(self.in_flight)
 
-    def _failed(self, work: _Match | _Qualification, exc: Exception) -> None:
+    def _failed(self, work: _Match | _Qualification | _Scrimmage, exc: Exception) -> None:
         """Its future raised ``exc``: the user's error is raised (``play_again``); the machinery's (a
         lost worker, a zygote that died) plays it again, or after ``MAX_ATTEMPTS`` makes a void match
         -- rated for nobody, and counted in its versions' void streaks -- or rejects the version
@@ -387,6 +441,8 @@ class _Loop:
             self._submit(work)
         elif isinstance(work, _Match):
             self.finished[work.id] = _Void(failure(exc))
+        elif isinstance(work, _Scrimmage):
+            self._scrimmage_played(work, None, failure(exc))
         else:
             self._given_up(work.version, "validation episode", exc)
 

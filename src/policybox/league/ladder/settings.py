@@ -70,6 +70,17 @@ class LadderSettings(BaseModel):
         description="Submissions a team may make in any hour (over it: HTTP 429); the organiser's are not limited",
     )
     names_per_team: int = Field(default=5, ge=1, description="Names a team may own, retired ones not counted")
+    scrimmages_per_hour: int = Field(
+        default=20,
+        ge=0,
+        description="Unrated matches (scrimmages) a team may ask for in any hour, against a name it chooses "
+        "(over it: HTTP 429); 0: none",
+    )
+    one_per_team: bool = Field(
+        default=False,
+        description="Rank each team's best name only, as Kaggle does (best: highest by the ladder's rank order); "
+        "its other names still play and have pages, unranked",
+    )
     max_matches_per_hour: int | None = Field(
         default=None,
         ge=1,

@@ -78,11 +78,18 @@ class Standing(BaseModel):
     reason: str | None = Field(default=None, description="Why it is not active: rejected, suspended, retired, ...")
     latest: Latest | None = None
     superseded: list[int] = Field(default_factory=list, description="Its versions replaced by a newer qualified one")
+    team: str | None = Field(default=None, description="The team that owns it (None: the organiser's)")
+    team_best: str | None = Field(
+        default=None,
+        description="On a ladder made with --one-per-team, its team's best name, ranked in its place (this one "
+        "plays on, unranked); None otherwise",
+    )
 
     @property
     def entry(self) -> ranking.Entry:
-        """What placing it reads (``ranking.placed``): ranked only in a state ``life.ranked`` allows."""
-        return ranking.Entry(self.name, self.rating, self.reward, life.ranked(self.state))
+        """What placing it reads (``ranking.placed``): ranked only in a state ``life.ranked`` allows, and
+        only as its team's best name on a ladder that ranks one per team."""
+        return ranking.Entry(self.name, self.rating, self.reward, life.ranked(self.state) and self.team_best is None)
 
 
 class Standings(BaseModel):
@@ -101,11 +108,30 @@ def standings(ladder: LadderFolder, private_for: set[str] | None = None) -> Stan
             _standing(connection, name, current.get(name), _visible(name, private_for))
             for name in reads.names_in_order(connection)
         ]
+        teams = reads.teams_of_names(connection)
         played = reads.played(connection)
+    for row in rows:
+        row.team = teams.get(row.name)
     settings = ladder.settings
-    return Standings(
-        rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=ranking.placed(rows)
-    )
+    placed = ranking.placed(rows)
+    if settings.one_per_team:
+        placed = ranking.placed(_best_of_each_team(placed))
+    return Standings(rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=placed)
+
+
+def _best_of_each_team(placed: list[Standing]) -> list[Standing]:
+    """``--one-per-team``: in each team, the ranked name placed highest (the ladder's rank order: its
+    ordinal, then its mean reward, then its name) stays ranked; every other ranked name of its team is
+    marked with it (``team_best``), to be placed unranked. The organiser's names are each their own."""
+    best: dict[str, str] = {}
+    for row in placed:
+        if row.rank is None or row.team is None:
+            continue
+        if row.team in best:
+            row.team_best = best[row.team]
+        else:
+            best[row.team] = row.name
+    return placed
 
 
 def _visible(name: str, private_for: set[str] | None) -> bool:
@@ -344,8 +370,8 @@ def name_page(ladder: LadderFolder, name: str, private: bool = False) -> NamePag
         return NamePage(
             name=name,
             standing=standing,
-            versions=[_version_info(v, private) for v in own],
-            history=_history(connection, ids),
+            versions=[version_info(v, private) for v in own],
+            history=rating_points(connection, ids),
             head_to_head=(opponents := _opponents(connection, ids)),
             problems=_problems(name, opponents, store.current_versions(connection)),
             cycles=_cycles_of(connection, name),
@@ -357,7 +383,8 @@ def name_page(ladder: LadderFolder, name: str, private: bool = False) -> NamePag
         )
 
 
-def _version_info(row: Any, private: bool) -> VersionInfo:
+def version_info(row: Any, private: bool) -> VersionInfo:
+    """A version's row (``reads.versions_of``) as a page shows it; ``private``: its reason whole."""
     rated = row.mu is not None
     return VersionInfo(
         version=row.number,
@@ -372,7 +399,8 @@ def _version_info(row: Any, private: bool) -> VersionInfo:
     )
 
 
-def _history(connection: Connection, ids: dict[int, int]) -> list[RatingPoint]:
+def rating_points(connection: Connection, ids: dict[int, int]) -> list[RatingPoint]:
+    """The rating of each version of ``ids`` (id: number) after each match that rated it, by match."""
     return [
         RatingPoint(
             match=r.match_id,

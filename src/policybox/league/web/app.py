@@ -14,7 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from policybox.errors import NotFound
 from policybox.league.ladder.database import LadderError
-from policybox.league.web import UPLOAD_CAP, pages, render, take_home, upload, viewer
+from policybox.league.web import UPLOAD_CAP, pages, render, scrimmages, take_home, upload, viewer
 from policybox.league.web.headers import SecurityHeaders
 from policybox.league.web.site import Site
 
@@ -43,6 +43,9 @@ def make_app(folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Starlette:
         Route("/submit", upload.submit_page, name="submit"),
         Route("/submit", upload.submit_form, methods=["POST"]),
         Route("/api/submit", upload.submit_api, methods=["POST"], name="api:submit"),
+        Route("/scrimmage", scrimmages.scrimmage_form, methods=["POST"], name="ask_scrimmage"),
+        Route("/api/scrimmage", scrimmages.scrimmage_api, methods=["POST"], name="api:ask_scrimmage"),
+        Route("/scrimmages/{scrimmage:int}/replay", scrimmages.scrimmage_replay, name="scrimmage_replay"),
         Route("/login", viewer.login_page, name="login"),
         Route("/login", viewer.login, methods=["POST"]),
         Route("/logout", viewer.logout, methods=["POST"], name="logout"),

@@ -22,8 +22,8 @@ from starlette.routing import Route
 
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ranking import Reward
-from policybox.league.views import board, final_page, plots, rules
-from policybox.league.web import render
+from policybox.league.views import board, final_page, plots, rules, scrimmage_page, team_page
+from policybox.league.web import render, scrimmages
 from policybox.league.web.viewer import Viewer, viewer
 
 MATCHES_SHOWN = 50
@@ -31,9 +31,14 @@ MATCHES_QUERY = frozenset({"before", "name", "opponent"})
 ASCII_NUMBER = re.compile(r"[0-9]{1,19}")
 
 Data = Callable[[LadderFolder, Request, Viewer], BaseModel]
+Context = Callable[[LadderFolder, Any, Viewer], dict[str, Any]]  # what a page's template gets besides its model
 
 
 def _no_plots(model: Any) -> dict[str, str]:
+    return {}
+
+
+def _no_context(ladder: LadderFolder, model: Any, who: Viewer) -> dict[str, Any]:
     return {}
 
 
@@ -47,6 +52,7 @@ class Page:
     template: str
     data: Data
     plots: Callable[[Any], dict[str, str]] = _no_plots
+    context: Context = _no_context  # e.g. a form for the viewer's team: never in the JSON
 
     def routes(self) -> list[Route]:
         return [Route(self.path, self.html, name=self.name), Route(self.api, self.json, name=f"api:{self.name}")]
@@ -69,6 +75,7 @@ class Page:
             "json_url": f"{api}?{request.url.query}" if request.url.query else str(api),
             "plots": self.plots(model),
             "has_final": final_page.has_final(request.app.state.site.reader),
+            **self.context(request.app.state.site.reader, model, who),
         }
         return render.page(request, self.template, context)
 
@@ -117,6 +124,15 @@ def _final(ladder: LadderFolder, request: Request, who: Viewer) -> final_page.Fi
     return final_page.final_page(ladder)
 
 
+def _team(ladder: LadderFolder, request: Request, who: Viewer) -> team_page.TeamPage:
+    team = request.path_params["team"]
+    return team_page.team_page(ladder, team, own=team == who.team)
+
+
+def _scrimmage(ladder: LadderFolder, request: Request, who: Viewer) -> scrimmage_page.ScrimmagePage:
+    return scrimmage_page.scrimmage_page(ladder, request.path_params["scrimmage"], who.team, set(who.owned))
+
+
 # ---------------------------------------------------------------------------------------------
 # Plots, drawn from the page's model
 
@@ -140,14 +156,31 @@ def _name_plots(page: board.NamePage) -> dict[str, str]:
     }
 
 
+def _team_plots(page: team_page.TeamPage) -> dict[str, str]:
+    """Each version's rating history, by ``NAME vN``: a version that was never rated has none."""
+    return {
+        f"{name.name} v{version.version}": plots.rating_history(
+            [(p.match, p.rating.mu, p.rating.sigma) for p in version.history],
+            f"{name.name} v{version.version}: rating, mu and ±sigma, per match",
+        )
+        for name in page.names
+        for version in name.versions
+        if version.history
+    }
+
+
 STANDINGS = Page("standings", "/", "/api/standings", "standings.html", _standings, _standings_plots)
-NAME = Page("name", "/names/{name}", "/api/names/{name}", "name.html", _name, _name_plots)
+NAME = Page("name", "/names/{name}", "/api/names/{name}", "name.html", _name, _name_plots, scrimmages.name_context)
 MATCHES = Page("matches", "/matches", "/api/matches", "matches.html", _matches)
 MATCH = Page("match", "/matches/{match:int}", "/api/matches/{match:int}", "match.html", _match)
 QUEUE = Page("queue", "/queue", "/api/queue", "queue.html", _queue)
 RULES = Page("rules", "/rules", "/api/rules", "rules.html", _rules)
 FINAL = Page("final", "/final", "/api/final", "final.html", _final)
-PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES, FINAL]
+TEAM = Page("team", "/teams/{team}", "/api/teams/{team}", "team.html", _team, _team_plots)
+SCRIMMAGE = Page(
+    "scrimmage", "/scrimmages/{scrimmage:int}", "/api/scrimmages/{scrimmage:int}", "scrimmage.html", _scrimmage
+)
+PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES, FINAL, TEAM, SCRIMMAGE]
 
 
 def replay_frames(request: Request) -> Response:

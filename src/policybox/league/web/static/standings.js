@@ -29,6 +29,7 @@
   function note(row) {
     const parts = [];
     if (row.reason) parts.push(firstLine(row.reason));
+    if (row.team_best) parts.push(`ranked as its team's best name, ${row.team_best}`);
     if (row.latest) {
       const why = row.latest.reason ? `: ${firstLine(row.latest.reason)}` : "";
       parts.push(`v${row.latest.version} ${row.latest.state}${why}`);
@@ -43,12 +44,23 @@
     return td;
   }
 
-  function nameCell(name) {
+  function link(href, text, className) {
+    const a = document.createElement("a");
+    a.href = href;
+    a.textContent = text;
+    if (className) a.className = className;
+    return a;
+  }
+
+  function nameCell(name, team) {
     const td = document.createElement("td");
-    const link = document.createElement("a");
-    link.href = `/names/${encodeURIComponent(name)}`;
-    link.textContent = name;
-    td.append(link);
+    td.append(link(`/names/${encodeURIComponent(name)}`, name));
+    if (team) {
+      const of = document.createElement("span");
+      of.className = "team-of";
+      of.append("(", link(`/teams/${encodeURIComponent(team)}`, team, "team"), ")");
+      td.append(" ", of);
+    }
     return td;
   }
 
@@ -57,7 +69,7 @@
     if (row.rank === null) tr.className = "unranked";
     tr.append(
       cell(row.rank === null ? "—" : String(row.rank), "number"),
-      nameCell(row.name),
+      nameCell(row.name, row.team),
       cell(`v${row.version}`, "number"),
       cell(row.state, `state ${row.state}`),
       cell(rating(row.rating), "number"),
