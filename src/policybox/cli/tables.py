@@ -294,6 +294,8 @@ def show_standings(console: Console, standings: board.Standings) -> None:
     not active is so, and each name's newer version that does not play."""
     from policybox.league.ladder.life import VersionState
 
+    style = {"playing": "", "idle": "yellow", "stopped": "bold red"}[standings.pulse.state]
+    console.print(shown(f"ladder {standings.pulse.line}", style))
     names = _Names(LADDER_NAME_WIDTH)
     table = _table(f"ladder · {standings.matches} matches")
     _number_column(table, "#")

@@ -20,6 +20,7 @@ from policybox.league.ladder.database import (
     final_matches,
     match_seats,
     matches,
+    meta,
     names,
     qualifications,
     ratings,
@@ -243,3 +244,9 @@ def version_id(connection: Connection, name: str, number: int) -> int | None:
         .join(names, names.c.id == versions.c.name_id)
         .where(and_(names.c.name == name, versions.c.number == number))
     ).scalar()
+
+
+def beat(connection: Connection) -> str | None:
+    """The run's latest heartbeat as stored (``heartbeat.read`` parses it), or None: no run has beaten."""
+    found: str | None = connection.execute(select(meta.c.value).where(meta.c.key == store.BEAT_KEY)).scalar()
+    return found
