@@ -33,6 +33,7 @@ from starlette.testclient import TestClient
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import names, owners, versions
 from policybox.league.views import board, plots
+from policybox.league.views.pulse import STOPPED_ETA
 from policybox.league.views.templating import fixed
 from policybox.league.web.app import make_app
 from policybox.league.web.headers import CSP
@@ -169,7 +170,7 @@ def test_what_each_template_receives_is_pinned(league, client):
             svg.startswith("<svg") for svg in page.context["plots"].values()
         )
     forms = {
-        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap", "game"}),
+        "/submit": ("submit.html", {"request", "viewer", "json_url", "message", "cap", "game", "submitted"}),
         "/login": ("login.html", {"request", "viewer", "json_url", "message"}),
         "/names/nobody": ("error.html", {"request", "viewer", "json_url", "status", "message"}),
     }
@@ -439,6 +440,7 @@ def test_submitting_over_the_api(fresh, tmp_path):
             "state": "qualifying",
             "team": "gamma",
             "page": "/names/walker",
+            "queue": {"place": 1, "minutes": None, "line": STOPPED_ETA},  # no ladder run: it says so
         }
         assert client.get("/api/queue").json()["qualifying"][0]["name"] == "walker"
         assert client.get("/api/names/walker").json()["versions"][0]["source"] == "walker.zip"
@@ -512,7 +514,9 @@ def test_logging_in_and_submitting_through_the_form(fresh, tmp_path):
             headers={"Sec-Fetch-Site": "same-origin", "Origin": "null"},  # a browser's own form under no-referrer
             follow_redirects=False,
         )
-        assert made.status_code == 303 and made.headers["location"] == "/names/walker"
+        assert made.status_code == 303 and made.headers["location"] == "/submit?submitted=walker&version=1"
+        answer = client.get(made.headers["location"]).context["submitted"]
+        assert answer["page"] == "/names/walker" and answer["eta"].line == STOPPED_ETA
         with Ladder.open(folder, read_only=True) as ladder:
             assert ladder.owner_of("walker") == "gamma"
 

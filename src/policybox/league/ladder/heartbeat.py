@@ -102,11 +102,12 @@ class Heart:
         self.finish_times.extend([self.busy] * episodes)
 
     def rate(self) -> float | None:
-        """Episodes finished per minute of playing, over the last ``RATE_WINDOW_S`` of it."""
+        """Episodes finished per minute of playing, over the last ``RATE_WINDOW_S`` of it (0: none finished
+        in that long); None until it has played ``RATE_AFTER_S`` and finished one."""
         while self.finish_times and self.finish_times[0] < self.busy - RATE_WINDOW_S:
             self.finish_times.popleft()
-        if not self.finish_times or self.busy < RATE_AFTER_S:
-            return None
+        if self.busy < RATE_AFTER_S or (not self.finish_times and self.busy < RATE_WINDOW_S):
+            return None  # too soon to tell
         return len(self.finish_times) * 60 / min(self.busy, RATE_WINDOW_S)
 
     def beat(

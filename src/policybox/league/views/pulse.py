@@ -100,6 +100,7 @@ def eta(place: int, now_playing: Pulse, placement: int) -> Eta:
     placed = f"; then it plays its {_count(placement, 'placement match')} first" if placement else ""
     if not now_playing.rate:
         why = "it has not played long enough to measure its rate"
+        why = "no match finished in its last 10 minutes of play" if now_playing.rate == 0 else why
         why = why if now_playing.state == "playing" else f"the ladder is idle ({now_playing.note})"
         return Eta(place=place, line=f"place {place} in the queue; no ETA yet: {why}{placed}")
     minutes = place / now_playing.rate
