@@ -129,8 +129,9 @@ def test_a_killed_run_reads_as_stopped_since_its_last_beat_once_that_is_stale(th
 def test_the_queue_gives_each_version_its_place_and_an_eta_from_the_measured_rate(tmp_path):
     folder = tmp_path / "cup"
     with api_ladder(folder, placement_matches=3) as ladder:
-        for name, spec in NAMES:
+        for name, spec in [*NAMES, ("seeded", policy("seeded_random.py:SeededRandom"))]:
             ladder.submit(name, spec)
+        ladder.retire("noop")  # its version waits in the queue until the name is back: no place, no ETA
     now = datetime.now(UTC).isoformat(timespec="seconds")
     beat = heartbeat.Beat(
         pid=1,
@@ -149,13 +150,15 @@ def test_the_queue_gives_each_version_its_place_and_an_eta_from_the_measured_rat
         queue = client.get("/api/queue").json()
         page = client.get("/queue").text
     rows = queue["qualifying"]
-    assert [(row["name"], row["eta"]["place"], row["eta"]["minutes"]) for row in rows] == [
-        ("wanderer", 1, 0.5),
-        ("random", 2, 1.0),
-        ("noop", 3, 1.5),
+    assert [(row["name"], row["eta"] and (row["eta"]["place"], row["eta"]["minutes"])) for row in rows] == [
+        ("wanderer", (1, 0.5)),
+        ("random", (2, 1.0)),
+        ("noop", None),
+        ("seeded", (3, 1.5)),
     ]
-    assert [row["under_way"] for row in rows] == [True, False, False]
-    assert rows[2]["eta"]["line"] == (
+    assert [row["under_way"] for row in rows] == [True, False, False, False]
+    assert "waits: its name is retired" in page
+    assert rows[3]["eta"]["line"] == (
         "place 3 in the queue: qualifies in about 2 minutes, placed in about 3 minutes (at 2.0 matches a minute)"
     )
     assert queue["pulse"]["in_flight"] == [{"match": 7, "seats": ["wanderer v1", "random v1"] * 2}]

@@ -227,9 +227,10 @@ def version_refs(connection: Connection, version_ids: Iterable[int]) -> dict[int
 
 
 def queued(connection: Connection) -> Sequence[Any]:
-    """The versions qualifying or rejected, oldest first, each with its name and its setup's output."""
+    """The versions qualifying or rejected, oldest first, each with its name (and whether it is retired)
+    and its setup's output."""
     return connection.execute(
-        select(*store.SUMMARY, names.c.name, qualifications.c.setup_output)
+        select(*store.SUMMARY, names.c.name, names.c.retired, qualifications.c.setup_output)
         .join(names, names.c.id == versions.c.name_id)
         .outerjoin(qualifications, qualifications.c.version_id == versions.c.id)
         .where(versions.c.state.in_([VersionState.QUALIFYING, VersionState.REJECTED]))

@@ -713,7 +713,11 @@ class QueueRow(BaseModel):
     submitted_at: str
     reason: str | None = None
     setup_output: str | None = Field(default=None, description="Only for its own team (private views)")
-    eta: Eta | None = Field(default=None, description="A qualifying version's place in the queue and ETA")
+    eta: Eta | None = Field(
+        default=None,
+        description="A qualifying version's place in the queue and ETA; None: its name is retired, and it waits "
+        "until the name is reinstated",
+    )
     under_way: bool = Field(default=False, description="Its qualification (setup, build or episode) is running")
 
 
@@ -742,7 +746,9 @@ def queue(ladder: LadderFolder, private_for: set[str] | None = None) -> Queue:
         )
 
     qualifying = [shown(r) for r in rows if r.state == VersionState.QUALIFYING]
-    for place, row in enumerate(qualifying, 1):
+    retired = {(r.name, r.number) for r in rows if r.retired}
+    waiting = [row for row in qualifying if (row.name, row.version) not in retired]  # a retired name's waits
+    for place, row in enumerate(waiting, 1):
         row.eta = pulse.eta(place, now_playing, ladder.settings.placement_matches)
         row.under_way = f"{row.name} v{row.version}" in now_playing.qualifying
     return Queue(
