@@ -32,6 +32,7 @@ from policybox.league.ladder import store
 from policybox.league.ladder.database import transaction
 
 BEAT_S = 5.0  # a live run beats at least this often
+CHANGE_S = 1.0  # and at most this often for a change in what it plays (a stored match: at once)
 STALE_S = 3 * BEAT_S + 15  # a beat older than this is a dead run's: three beats missed, and slack for a busy machine
 RATE_WINDOW_S = 600.0  # the rate is measured over this much of the latest playing time
 RATE_AFTER_S = 10.0  # and only once the run has played this long, an episode finished
@@ -113,11 +114,13 @@ class Heart:
     def beat(
         self, state: State, note: str, matches: list[InFlight], qualifying: list[int], force: bool = False
     ) -> None:
-        """Write a beat if one is due: ``BEAT_S`` since the last, ``force`` (a match was stored), or
-        what it says changed."""
+        """Write a beat if one is due: ``force`` (a match was stored), ``BEAT_S`` since the last, or
+        ``CHANGE_S`` since the last when what it says changed (a run of quick qualifications writes
+        what they are once a second, not at each)."""
         self._tick(state == "playing")
         said = (state, note, matches, qualifying)
-        if not force and said == self.shown and time.monotonic() - self.written < BEAT_S:
+        since_written = time.monotonic() - self.written
+        if not force and since_written < (BEAT_S if said == self.shown else CHANGE_S):
             return
         if not self.shown or state != self.shown[0]:
             self.since = store.now()
