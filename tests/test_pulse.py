@@ -121,7 +121,8 @@ def test_a_killed_run_reads_as_stopped_since_its_last_beat_once_that_is_stale(th
         queued = client.get("/api/queue").json()["qualifying"]
         assert queued[-1]["name"] == "seeded"  # behind any the kill left qualifying
         assert [row["eta"] for row in queued] == [
-            {"place": place, "minutes": None, "line": STOPPED_ETA} for place in range(1, len(queued) + 1)
+            {"place": place, "minutes": None, "line": f"place {place} in the queue; {STOPPED_ETA}"}
+            for place in range(1, len(queued) + 1)
         ]
         assert "No match is in flight: the ladder is stopped." in client.get("/queue").text
 

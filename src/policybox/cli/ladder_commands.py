@@ -120,14 +120,18 @@ def submit(
     ] = True,
 ) -> None:
     """Submit SPEC as NAME's next version: its policy is built in a cell (no step played), then its
-    files are copied into the ladder; it qualifies at the next `ladder run`. A policy that cannot be
+    files are copied into the ladder; it qualifies at the next `ladder run` (it says its place in the
+    queue, and an ETA while one runs). A policy that cannot be
     built, or the same content as NAME's latest version, is refused (exit 2)."""
     from policybox.cli.common import console, guarded
     from policybox.inert import shown
+    from policybox.league.views import board
 
     with guarded("nothing was submitted"), _open(folder) as ladder:
         version = ladder.submit(name, spec, team=team, check=check)
-        console.print(shown(f"{version.label} submitted ({version.digest[:12]}); it qualifies at the next ladder run"))
+        eta = board.queue_eta(ladder, version.name, version.number)
+        when = eta.line if eta is not None else "it qualifies when its name is reinstated"
+        console.print(shown(f"{version.label} submitted ({version.digest[:12]}); {when}"))
 
 
 @ladder_app.command()

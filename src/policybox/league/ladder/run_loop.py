@@ -40,7 +40,8 @@ The loop, until stopped (or until ``matches`` have been played):
    (``life.void_suspension``): one that is in every void match is the likeliest cause.
 
 Submissions that arrive while it runs (``ladder submit`` from another process) are picked up at the
-next turn of the loop.
+next turn of the loop. At every turn the run tells the others what it does -- playing or idle, the
+matches in flight, its rate -- through its heartbeat (``heartbeat``), which also says when it stopped.
 
 **While a final is open** (``ladder final``, ``policybox.league.ladder.final``: opened, not yet
 finished), the run neither qualifies nor schedules: no rated match is played and new submissions
@@ -239,7 +240,7 @@ class _Loop:
         """Tell readers what the run does (``heartbeat``): playing while anything is under way, else idle."""
         works = list(self.in_flight.values())
         matches = [heartbeat.InFlight(match=w.id, seats=w.seats) for w in works if isinstance(w, _Match)]
-        qualifying = [w.version.id for w in [*works, *self.setups.values()] if not isinstance(w, _Match)]
+        qualifying = [w.version.id for w in [*works, *self.setups.values()] if isinstance(w, _Qualification | _Setup)]
         state: heartbeat.State = "playing" if works or self.setups else "idle"
         note = self.progress.note or ("" if state == "playing" else "nothing to play: waiting for submissions")
         self.heart.beat(state, note, matches, qualifying, force)

@@ -96,7 +96,7 @@ def eta(place: int, now_playing: Pulse, placement: int) -> Eta:
     before it (one each), at the rate the run plays -- qualifications go first at every turn -- then its
     ``placement`` placement matches, which it plays before the others pick."""
     if now_playing.state == "stopped":
-        return Eta(place=place, line=STOPPED_ETA)
+        return Eta(place=place, line=f"place {place} in the queue; {STOPPED_ETA}")
     placed = f"; then it plays its {_count(placement, 'placement match')} first" if placement else ""
     if not now_playing.rate:
         why = "it has not played long enough to measure its rate"
