@@ -24,6 +24,7 @@ import pytest
 from conftest import policy
 from helpers.ladders import WANDERER, api_ladder, ladder_command, process_tree, start_run, wait_until
 from starlette.testclient import TestClient
+from test_web import bot_zip, upload
 from test_web_browser import stop
 
 from policybox.cli.ladder_commands import progress_line
@@ -165,6 +166,22 @@ def test_the_queue_gives_each_version_its_place_and_an_eta_from_the_measured_rat
     assert queue["pulse"]["in_flight"] == [{"match": 7, "seats": ["wanderer v1", "random v1"] * 2}]
     assert queue["pulse"]["line"] == "playing: 1 match in flight, 1 qualifying, 2.0 matches a minute"
     assert "qualifying now · place 1 in the queue" in page
+    # A team's submission hears its place and ETA, from the API and through the form.
+    with Ladder.open(folder) as ladder:
+        token = {"Authorization": f"Bearer {ladder.token('gamma')}"}
+    with TestClient(make_app(folder)) as client:
+        made = upload(client, bot_zip(tmp_path / "walker.zip"), "walker", token)
+        assert made.status_code == 201, made.text
+        assert made.json()["queue"] == {
+            "place": 4,
+            "minutes": 2.0,
+            "line": "place 4 in the queue: qualifies in about 2 minutes, placed in about 4 minutes "
+            "(at 2.0 matches a minute)",
+        }
+        answer = client.get("/submit?submitted=walker&version=1").text
+        assert "place 4 in the queue: qualifies in about 2 minutes" in answer and 'href="/names/walker"' in answer
+        for made_up in ("nobody&version=1", "walker&version=7", "%3Cscript%3E&version=1", "walker&version=x"):
+            assert 'id="submitted"' not in client.get(f"/submit?submitted={made_up}").text  # says nothing of it
     # Idle, and no rate measured: no ETA, and why.
     write_beat(
         folder, beat.model_copy(update={"state": "idle", "rate": None, "note": "final 1 is open", "matches": []})

@@ -758,6 +758,11 @@ def queue(ladder: LadderFolder, private_for: set[str] | None = None) -> Queue:
     )
 
 
+def has_version(ladder: LadderFolder, name: str, version: int) -> bool:
+    with reading(ladder.engine) as connection:
+        return reads.version_id(connection, name, version) is not None
+
+
 def queue_eta(ladder: LadderFolder, name: str, version: int) -> Eta | None:
     """When version ``version`` of ``name`` qualifies, by its place in the queue; None: it is not queued."""
     rows = queue(ladder, set()).qualifying

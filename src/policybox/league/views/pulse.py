@@ -44,9 +44,9 @@ class Pulse(BaseModel):
     qualifying: list[str] = Field(default_factory=list, description="The versions whose qualification is under way")
 
 
-def read(connection: Connection, now: datetime | None = None) -> Pulse:
-    """The ladder's pulse now (``now``: a test's clock)."""
-    now = now or datetime.now(UTC)
+def read(connection: Connection) -> Pulse:
+    """The ladder's pulse now."""
+    now = datetime.now(UTC)
     beat = heartbeat.read(reads.beat(connection))
     if beat is None:
         return Pulse(state="stopped", line="stopped: no ladder run is playing it")

@@ -112,10 +112,12 @@ def submit_page(request: Request) -> Response:
 
 def _submitted(site: Site, name: str | None, version: str | None) -> dict[str, object] | None:
     """What the submit page says of a version just submitted: its label, its page and when it qualifies
-    (nothing for what is not a name and a version number)."""
+    (nothing for what is not a version of this ladder)."""
     if not (name and version and NAME_PATTERN.fullmatch(name) and version.isascii() and version.isdigit()):
         return None
     number = int(version[:9])  # no name has a billion versions
+    if not board.has_version(site.reader, name, number):
+        return None
     return {"label": f"{name} v{number}", "page": f"/names/{name}", "eta": board.queue_eta(site.reader, name, number)}
 
 
