@@ -57,28 +57,30 @@ def read(connection: Connection) -> Pulse:
         return Pulse(state="stopped", line=line, since=stopped, last_beat=beat.beat_at, rate=beat.rate)
     labels = reads.version_refs(connection, {v for m in beat.matches for v in m.seats} | set(beat.qualifying))
     label = {version_id: f"{name} v{number}" for version_id, (name, number) in labels.items()}
-    in_flight = [InFlightMatch(match=m.match, seats=[label.get(v, "?") for v in m.seats]) for m in beat.matches]
-    if beat.state == "playing":
-        doing = [f"{_count(len(in_flight), 'match')} in flight"]
-        doing += [f"{len(beat.qualifying)} qualifying"] if beat.qualifying else []
-        doing += [f"{beat.rate:.1f} matches a minute"] if beat.rate is not None else []
-        line = "playing: " + ", ".join(doing)
-    else:
-        line = (
-            f"idle for {ago(beat.since, now, suffix='')}: {beat.note}"
-            if beat.note
-            else f"idle since {clock(beat.since)}"
-        )
     return Pulse(
         state=beat.state,
-        line=line,
+        line=_live_line(beat, now),
         since=beat.since,
         last_beat=beat.beat_at,
         note=beat.note,
         rate=beat.rate,
-        in_flight=in_flight,
+        in_flight=[InFlightMatch(match=m.match, seats=[label.get(v, "?") for v in m.seats]) for m in beat.matches],
         qualifying=[label.get(v, "?") for v in beat.qualifying],
     )
+
+
+def _live_line(beat: heartbeat.Beat, now: datetime) -> str:
+    """What a live run does, in words: what it plays and how fast, or for how long it has waited, and why."""
+    if beat.state == "idle":
+        return (
+            f"idle for {ago(beat.since, now, suffix='')}: {beat.note}"
+            if beat.note
+            else f"idle since {clock(beat.since)}"
+        )
+    doing = [f"{_count(len(beat.matches), 'match')} in flight"]
+    doing += [f"{len(beat.qualifying)} qualifying"] if beat.qualifying else []
+    doing += [f"{beat.rate:.1f} matches a minute"] if beat.rate is not None else []
+    return "playing: " + ", ".join(doing)
 
 
 class Eta(BaseModel):
