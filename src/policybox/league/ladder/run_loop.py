@@ -186,9 +186,10 @@ class _Loop:
         runner: EpisodeRunner,
         limit: int | None,
         report: Callable[[Progress], None],
-        heart: heartbeat.Heart,
+        heart: heartbeat.Heart | None = None,
     ) -> None:
-        self.ladder, self.runner, self.limit, self.report, self.heart = ladder, runner, limit, report, heart
+        self.ladder, self.runner, self.limit, self.report = ladder, runner, limit, report
+        self.heart = heart or heartbeat.Heart(ladder.engine, COMMAND)  # a loop driven alone beats as a run's does
         self.settings = ladder.settings
         self.progress = Progress()
         self.in_flight: dict[Future[str], _Match | _Qualification] = {}
