@@ -159,8 +159,8 @@ def run(
         )
     with (
         ladder.running(COMMAND),
-        heartbeat.beating(ladder.engine, COMMAND) as heart,
         open_runner(backend, workers, ray_address, ladder.settings.settings) as runner,
+        heartbeat.beating(ladder.engine, COMMAND) as heart,  # once its workers are up: a Ray cluster's may take long
     ):
         loop = _Loop(ladder, runner, matches, on_progress or (lambda progress: None), heart)
         with loop.setup_workers():
