@@ -69,7 +69,7 @@ def test_a_ladder_plays_qualifies_rejects_survives_a_kill_and_rerates_exactly(la
     try:
         wait_until(lambda: played(folder) >= 4, what="4 matches")
         second = ladder_command("run", str(folder), "--matches", "1")
-        assert second.returncode == 2 and "is being run already" in second.stderr  # one run at a time
+        assert second.returncode == 2 and "a policybox ladder run (pid " in second.stderr  # one run at a time
         # Submissions while it runs: a fifth name, and a v2 of random.
         assert ladder_command("submit", str(folder), "seeded", policy("seeded_random.py:SeededRandom")).returncode == 0
         assert ladder_command("submit", str(folder), "random", policy("stateful.py:Stateful")).returncode == 0

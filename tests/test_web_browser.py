@@ -16,6 +16,7 @@ import contextlib
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -225,6 +226,9 @@ def upload_through_the_form(live: Live, page: Page, name: str, zip_path: Path) -
     page.locator("input[name=name]").fill(name)
     page.locator("input[name=file]").set_input_files(zip_path)
     page.get_by_role("button", name="submit").click()
+    expect(page).to_have_url(re.compile(rf"/submit\?submitted={name}&version=\d+$"))
+    expect(page.locator("#submitted")).to_contain_text(f"{name} v")  # and when it qualifies (test_pulse)
+    page.locator("#submitted").get_by_role("link", name=re.compile(f"^{name} v")).click()
     expect(page).to_have_url(f"{live.url}/names/{name}")
     expect(page.locator("#versions")).to_contain_text(zip_path.name)
     live.shot(page, f"submitted-{name}")

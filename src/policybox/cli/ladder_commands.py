@@ -120,14 +120,18 @@ def submit(
     ] = True,
 ) -> None:
     """Submit SPEC as NAME's next version: its policy is built in a cell (no step played), then its
-    files are copied into the ladder; it qualifies at the next `ladder run`. A policy that cannot be
+    files are copied into the ladder; it qualifies at the next `ladder run` (it says its place in the
+    queue, and an ETA while one runs). A policy that cannot be
     built, or the same content as NAME's latest version, is refused (exit 2)."""
     from policybox.cli.common import console, guarded
     from policybox.inert import shown
+    from policybox.league.views import board
 
     with guarded("nothing was submitted"), _open(folder) as ladder:
         version = ladder.submit(name, spec, team=team, check=check)
-        console.print(shown(f"{version.label} submitted ({version.digest[:12]}); it qualifies at the next ladder run"))
+        eta = board.queue_eta(ladder, version.name, version.number)
+        when = eta.line if eta is not None else "it qualifies when its name is reinstated"
+        console.print(shown(f"{version.label} submitted ({version.digest[:12]}); {when}"))
 
 
 @ladder_app.command()
@@ -194,17 +198,23 @@ def _run_with_progress(
     with Live(Text(""), console=console, transient=True, auto_refresh=False) as live:
 
         def show(progress: run_loop.Progress) -> None:
-            if not console.is_terminal:
-                return
-            minutes = (time.monotonic() - progress.started) / 60
-            rate = f"{progress.played / minutes:.1f}/min" if minutes > 0 else "-"
-            line = (
-                f"ladder: {progress.played} matches played ({rate}) · {progress.in_flight} in flight · "
-                f"{progress.qualified} qualified · {progress.rejected} rejected · {progress.suspended} suspended"
-            )
-            live.update(shown(line + (f" · {progress.note}" if progress.note else "")), refresh=True)
+            if console.is_terminal:
+                live.update(shown(progress_line(progress, time.monotonic())), refresh=True)
 
         return run_loop.run(ladder, matches, workers, backend, ray_address, show)
+
+
+def progress_line(progress: run_loop.Progress, now: float) -> str:
+    """``ladder run``'s progress line: the run's state first, then what it did. Its counts of versions
+    say "versions", so that "suspended" is never read as the ladder's state."""
+    minutes = (now - progress.started) / 60
+    rate = f", {progress.played / minutes:.1f} a minute" if minutes > 0 else ""
+    state = "playing" if progress.in_flight else "idle"
+    line = (
+        f"ladder run {state}: {progress.played} matches played{rate}, {progress.in_flight} in flight · versions: "
+        f"{progress.qualified} qualified, {progress.rejected} rejected, {progress.suspended} suspended"
+    )
+    return line + (f" · {progress.note}" if progress.note else "")
 
 
 @ladder_app.command()
@@ -273,7 +283,8 @@ def final(
 
 @ladder_app.command()
 def status(folder: DIR, json: JSON = False) -> None:
-    """The standings: one row per name (its playing version), best first."""
+    """Whether `ladder run` is playing the ladder (playing, idle, or stopped since when), then the
+    standings: one row per name (its playing version), best first."""
     from policybox.cli import tables
     from policybox.cli.common import console, guarded
     from policybox.league.views import board

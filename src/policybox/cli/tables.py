@@ -7,12 +7,15 @@ than cut. Every text that a policy, a game or a spec file controls goes through 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
+from rich.segment import Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -41,6 +44,7 @@ STAT_WIDTH = 28
 LOG_LINES_SHOWN = 10  # of a crashed agent's log
 STATS_SHOWN = 5
 INCOMPLETE_SHOWN = 5
+UNFITTED = 100_000  # columns: a table printed to a file is as wide as its widest row
 
 
 def _table(title: str | Text | None = None) -> Table:
@@ -50,6 +54,24 @@ def _table(title: str | Text | None = None) -> Table:
         title = Text(title) if isinstance(title, str) else title.copy()
         title.no_wrap, title.overflow = True, "ignore"
     return Table(title=title, box=box.SIMPLE_HEAD, padding=0, show_edge=False, title_justify="left")
+
+
+def print_table(console: Console, table: Table) -> None:
+    """A ladder's table, its title a line of its own above it, never cut: fitted to the terminal's width,
+    or to COLUMNS when that is set; printed to a file or a pipe otherwise (where no width applies), at
+    the width it needs, so that no heading or cell is cut at an assumed 80 columns."""
+    title, table.title = table.title, None
+    fitted = console.is_terminal or bool(os.environ.get("COLUMNS"))
+    if title is not None:
+        console.print(Text(title) if isinstance(title, str) else title, style="italic", soft_wrap=not fitted)
+    if fitted:
+        for column in table.columns:  # a narrow terminal squeezes a column's cells, never its heading's words
+            words = str(column.header).split()
+            column.min_width = max([column.min_width or 0, *(len(word) for word in words)])
+        console.print(table)
+        return
+    natural = Measurement.get(console, console.options.update(max_width=UNFITTED), table).maximum
+    console.print(Segments(console.render(table, console.options.update(width=natural))), crop=False)
 
 
 def _number_column(table: Table, header: str) -> None:
@@ -294,6 +316,8 @@ def show_standings(console: Console, standings: board.Standings) -> None:
     not active is so, and each name's newer version that does not play."""
     from policybox.league.ladder.life import VersionState
 
+    style = {"playing": "", "idle": "yellow", "stopped": "bold red"}[standings.pulse.state]
+    console.print(shown(f"ladder {standings.pulse.line}", style))
     names = _Names(LADDER_NAME_WIDTH)
     table = _table(f"ladder · {standings.matches} matches")
     _number_column(table, "#")
@@ -317,7 +341,7 @@ def show_standings(console: Console, standings: board.Standings) -> None:
             str(row.matches),
             Text(str(row.forfeits), style="red" if row.forfeits else ""),
         )
-    console.print(table)
+    print_table(console, table)
     names.show_full(console)
     console.print(shown(f"ranked by {standings.rank_by}: {standings.rule}", "dim"))
     console.print(shown(RATING_NOTE, "dim"))
@@ -349,7 +373,7 @@ def show_name(console: Console, page: board.NamePage) -> None:
         reason = first_line(v.reason, WHOLE_REASON) if v.reason else ""
         cells = (str(v.version), shown(v.state), str(v.matches), rating(v.rating), v.submitted_at, shown(reason))
         versions.add_row(*cells)
-    console.print(versions)
+    print_table(console, versions)
     names = _Names()
     opponents = _table("head-to-head: W-D-L and mean score margin")
     opponents.add_column("opponent", no_wrap=True)
@@ -357,7 +381,7 @@ def show_name(console: Console, page: board.NamePage) -> None:
         _number_column(opponents, header)
     for o in page.head_to_head:
         opponents.add_row(names.cell(o.name), str(o.matches), o.record, f"{o.margin:+.3g}")
-    console.print(opponents)
+    print_table(console, opponents)
     for cycle in page.cycles:
         console.print(shown(cycle_line(cycle), "yellow"))
     if page.problems:
@@ -368,13 +392,13 @@ def show_name(console: Console, page: board.NamePage) -> None:
         for p in page.problems:
             shares = (str(p.matches), f"{p.actual:.2f}", f"{p.expected:.2f}", f"{p.problem:+.2f}")
             problems.add_row(names.cell(p.name), *shares)
-        console.print(problems)
+        print_table(console, problems)
     seats = _table("per seat")
     for header in ("seat", "plays", "mean reward"):
         _number_column(seats, header)
     for s in page.seats:
         seats.add_row(str(s.seat), str(s.plays), "—" if s.mean_reward is None else number(s.mean_reward))
-    console.print(seats)
+    print_table(console, seats)
     if page.history:
         last = page.history[-1]
         console.print(
@@ -405,7 +429,7 @@ def show_matches(console: Console, found: board.MatchList, title: str = "matches
     table.add_column("versions: mean reward, placing, statuses", overflow="fold")
     for match in found.matches:
         table.add_row(str(match.id), (match.played_at or "")[11:19], Text(" · ").join(_seated(match, names)))
-    console.print(table)
+    print_table(console, table)
     names.show_full(console)
 
 
@@ -439,7 +463,7 @@ def show_tokens(console: Console, found: board.Tokens) -> None:
     _number_column(table, "sessions")
     for row in found.tokens:
         table.add_row(shown(row.team), str(row.token), row.created_at, row.last_used or "never", str(row.sessions))
-    console.print(table)
+    print_table(console, table)
 
 
 TOP_PLACES = 3  # the most likely places a final's table shows for each name
@@ -466,7 +490,7 @@ def show_final(console: Console, final: FinalRanking) -> None:
             f"{entry.rank_probabilities[entry.rank - 1]:.0%}",
             likely_places(entry.rank_probabilities),
         )
-    console.print(table)
+    print_table(console, table)
     names.show_full(console)
     console.print(shown(f"groups: {final.rule}", "dim"))
 

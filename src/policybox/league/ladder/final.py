@@ -98,7 +98,7 @@ def play_final(
 ) -> FinalState:
     """Open a final (or continue the open one), play it to its end and close it; its state.
     ``on_match(n)`` is told how many of its matches are stored, after each."""
-    with ladder.running():
+    with ladder.running("ladder final"):
         final = _open(ladder, rounds)
         with open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
             _play_scheduled(ladder, runner, final, on_match)

@@ -270,9 +270,11 @@ class LadderFolder:
     # The one runner
 
     @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        """Hold the ladder's run lock: one ``ladder run`` at a time. The kernel releases it when the
-        process dies, however it dies, so a killed run never blocks the next.
+    def running(self, command: str) -> Iterator[None]:
+        """Hold the ladder's run lock as ``command`` (``ladder run``, ``ladder final``): one at a time.
+        The kernel releases it when the process dies, however it dies, so a killed run never blocks the
+        next. The lock file says who holds it -- its pid, its command and since when -- so that the
+        command refused names the one to stop.
 
         Then make the folder private again, warning about each path other users could read: the run
         is what starts cells, so it closes what an older policybox (0755 and 0644) or a ``chmod`` left
@@ -284,12 +286,10 @@ class LadderFolder:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(handle, 32, 0).decode(errors="replace").strip() or "another process"
-                raise LadderError(
-                    f"{self.folder} is being run already (by pid {holder}): one ladder run at a time"
-                ) from None
+                raise LadderError(_held(os.pread(handle, 4096, 0).decode(errors="replace"))) from None
             os.ftruncate(handle, 0)
-            os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+            since = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            os.pwrite(handle, f"{os.getpid()}\n{command}\n{since}\n".encode(), 0)
             private.make_private(self.folder, tell=True)
             yield
         finally:
@@ -309,6 +309,19 @@ class LadderFolder:
                 for version_id in sorted(set(live) | set(replayed))
                 if live.get(version_id) != replayed.get(version_id)
             ]
+
+
+def _held(lock: str) -> str:
+    """Why the run lock cannot be had, from what its holder wrote in it: its pid, command and start
+    (an older policybox's holder wrote its pid alone)."""
+    pid, command, since = (part.strip() for part in [*lock.split("\n"), "", "", ""][:3])
+    known = pid.isascii() and pid.isdigit()
+    who = ", ".join(([f"pid {pid}"] if known else []) + ([f"since {since}"] if since else []))
+    how = f"Ctrl-C where it runs, or kill {pid}" if known else "Ctrl-C where it runs"
+    return (
+        f"a policybox {command or 'ladder run or ladder final'}{f' ({who})' if who else ''} is playing this "
+        f"ladder: one at a time -- stop it first ({how}), then run this again"
+    )
 
 
 def _check_retired(connection: Any, name: str) -> None:

@@ -20,6 +20,7 @@ from policybox.league.ladder.database import (
     final_matches,
     match_seats,
     matches,
+    meta,
     names,
     owners,
     qualifications,
@@ -245,9 +246,10 @@ def version_refs(connection: Connection, version_ids: Iterable[int]) -> dict[int
 
 
 def queued(connection: Connection) -> Sequence[Any]:
-    """The versions qualifying or rejected, oldest first, each with its name and its setup's output."""
+    """The versions qualifying or rejected, oldest first, each with its name (and whether it is retired)
+    and its setup's output."""
     return connection.execute(
-        select(*store.SUMMARY, names.c.name, qualifications.c.setup_output)
+        select(*store.SUMMARY, names.c.name, names.c.retired, qualifications.c.setup_output)
         .join(names, names.c.id == versions.c.name_id)
         .outerjoin(qualifications, qualifications.c.version_id == versions.c.id)
         .where(versions.c.state.in_([VersionState.QUALIFYING, VersionState.REJECTED]))
@@ -301,3 +303,9 @@ def scrimmage(connection: Connection, scrimmage_id: int) -> Any:
         .join(teams, teams.c.id == scrimmages.c.team_id)
         .where(scrimmages.c.id == scrimmage_id)
     ).first()
+
+
+def beat(connection: Connection) -> str | None:
+    """The run's latest heartbeat as stored (``heartbeat.read`` parses it), or None: no run has beaten."""
+    found: str | None = connection.execute(select(meta.c.value).where(meta.c.key == store.BEAT_KEY)).scalar()
+    return found

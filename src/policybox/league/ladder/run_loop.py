@@ -48,7 +48,8 @@ streak changes, and ``max_matches_per_hour`` and ``--matches`` count rated match
 is one the machinery fails ``MAX_ATTEMPTS`` times. While a final is open, they wait too.
 
 Submissions that arrive while it runs (``ladder submit`` from another process) are picked up at the
-next turn of the loop.
+next turn of the loop. At every turn the run tells the others what it does -- playing or idle, the
+matches in flight, its rate -- through its heartbeat (``heartbeat``), which also says when it stopped.
 
 **While a final is open** (``ladder final``, ``policybox.league.ladder.final``: opened, not yet
 finished), the run neither qualifies nor schedules: no rated match is played and new submissions
@@ -74,7 +75,7 @@ from policybox.files.setup_scripts import SetupOutcome
 from policybox.files.version_files import Stored
 from policybox.league import ranking
 from policybox.league.choices import Backend
-from policybox.league.ladder import life, matchmaking, retention, scrimmage, stamp, store
+from policybox.league.ladder import heartbeat, life, matchmaking, retention, scrimmage, stamp, store
 from policybox.league.ladder.database import LadderError, transaction
 from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder
 from policybox.league.ladder.settings import LadderSettings
@@ -99,6 +100,7 @@ from policybox.spec import PolicySpec
 # it raises (a lost server, a read-only file, a full disk) stops the run.
 REFUSALS = (DataError, IntegrityError)
 POLL_S = 1.0  # how often an idle run looks for new submissions
+COMMAND = "ladder run"  # what its lock and its heartbeat say runs
 
 
 @dataclass
@@ -171,8 +173,12 @@ def run(
             "this ladder writes replays, which --backend ray cannot: they would be written on the nodes "
             "(a ladder made with --no-replays writes none)"
         )
-    with ladder.running(), open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
-        loop = _Loop(ladder, runner, matches, on_progress or (lambda progress: None))
+    with (
+        ladder.running(COMMAND),
+        open_runner(backend, workers, ray_address, ladder.settings.settings) as runner,
+        heartbeat.beating(ladder.engine, COMMAND) as heart,  # once its workers are up: a Ray cluster's may take long
+    ):
+        loop = _Loop(ladder, runner, matches, on_progress or (lambda progress: None), heart)
         with loop.setup_workers():
             loop.run()
         return loop.progress
@@ -191,9 +197,15 @@ def matchmaking_rules(settings: LadderSettings) -> matchmaking.Rules:
 
 class _Loop:
     def __init__(
-        self, ladder: LadderFolder, runner: EpisodeRunner, limit: int | None, report: Callable[[Progress], None]
+        self,
+        ladder: LadderFolder,
+        runner: EpisodeRunner,
+        limit: int | None,
+        report: Callable[[Progress], None],
+        heart: heartbeat.Heart | None = None,
     ) -> None:
         self.ladder, self.runner, self.limit, self.report = ladder, runner, limit, report
+        self.heart = heart or heartbeat.Heart(ladder.engine, COMMAND)  # a loop driven alone beats as a run's does
         self.settings = ladder.settings
         self.progress = Progress()
         self.in_flight: dict[Future[str], _Match | _Qualification | _Scrimmage] = {}
@@ -237,8 +249,19 @@ class _Loop:
             self._qualify()
             self._scrimmage()
             self._schedule()
+            stored = self.progress.played + self.progress.void
             self._wait()
+            self._beat(force=self.progress.played + self.progress.void > stored)
             self.report(self.progress)
+
+    def _beat(self, force: bool) -> None:
+        """Tell readers what the run does (``heartbeat``): playing while anything is under way, else idle."""
+        works = list(self.in_flight.values())
+        matches = [heartbeat.InFlight(match=w.id, seats=w.seats) for w in works if isinstance(w, _Match)]
+        qualifying = [w.version.id for w in [*works, *self.setups.values()] if isinstance(w, _Qualification | _Setup)]
+        state: heartbeat.State = "playing" if works or self.setups else "idle"
+        note = self.progress.note or ("" if state == "playing" else "nothing to play: waiting for submissions")
+        self.heart.beat(state, note, matches, qualifying, force)
 
     def _done(self) -> bool:
         if self.in_flight or self.order:
@@ -410,6 +433,7 @@ class _Loop:
             return
         futures: list[Future[Any]] = [*self.in_flight, *self.setups]
         done, _ = wait(futures, timeout=POLL_S, return_when=FIRST_COMPLETED)
+        self.heart.finished(sum(future in self.in_flight for future in done))  # the rate it plays at
         for future in done:
             if future in self.setups:
                 self._set_up_done(self.setups.pop(future), future)

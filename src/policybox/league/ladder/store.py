@@ -36,6 +36,7 @@ from policybox.league.ladder.database import (
     scrimmages,
     seat_counts,
     sessions,
+    storable,
     teams,
     token_uses,
     tokens,
@@ -821,3 +822,17 @@ def void_scrimmage(connection: Connection, scrimmage_id: int, reason: str) -> No
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's heartbeat (``policybox.league.ladder.heartbeat``)
+
+BEAT_KEY = "heartbeat"  # its row of meta: the latest beat, as JSON
+
+
+def write_beat(connection: Connection, beat: str) -> None:
+    """Store the run's latest beat, in place of the one before."""
+    beat = storable(beat)  # its note may quote a worker's error
+    updated = connection.execute(meta.update().where(meta.c.key == BEAT_KEY).values(value=beat))
+    if not updated.rowcount:
+        connection.execute(meta.insert().values(key=BEAT_KEY, value=beat))

@@ -33,7 +33,8 @@ from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ladder.life import VersionState
 from policybox.league.ranking import Rating, Reward
-from policybox.league.views import own_code, replays
+from policybox.league.views import own_code, pulse, replays
+from policybox.league.views.pulse import Eta, Pulse
 from policybox.league.views.summary import FailureCause, LatencySummary, failure_causes, latency
 from policybox.lines import FULL_TEXT, first_line
 from policybox.results import EpisodeResult, Failure, GameFault
@@ -97,6 +98,7 @@ class Standings(BaseModel):
     rule: str
     matches: int = Field(description="Matches played")
     rows: list[Standing] = Field(description="The ranked rows, best first, then the unranked ones (``ranking.place``)")
+    pulse: Pulse = Field(description="Whether ladder run is playing it: playing, idle or stopped since when")
 
 
 def standings(ladder: LadderFolder, private_for: set[str] | None = None) -> Standings:
@@ -110,13 +112,16 @@ def standings(ladder: LadderFolder, private_for: set[str] | None = None) -> Stan
         ]
         teams = reads.teams_of_names(connection)
         played = reads.played(connection)
+        now_playing = pulse.read(connection)
     for row in rows:
         row.team = teams.get(row.name)
     settings = ladder.settings
     placed = ranking.placed(rows)
     if settings.one_per_team:
         placed = ranking.placed(_best_of_each_team(placed))
-    return Standings(rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=placed)
+    return Standings(
+        rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=placed, pulse=now_playing
+    )
 
 
 def _best_of_each_team(placed: list[Standing]) -> list[Standing]:
@@ -757,10 +762,17 @@ class QueueRow(BaseModel):
     submitted_at: str
     reason: str | None = None
     setup_output: str | None = Field(default=None, description="Only for its own team (private views)")
+    eta: Eta | None = Field(
+        default=None,
+        description="A qualifying version's place in the queue and ETA; None: its name is retired, and it waits "
+        "until the name is reinstated",
+    )
+    under_way: bool = Field(default=False, description="Its qualification (setup, build or episode) is running")
 
 
 class Queue(BaseModel):
-    qualifying: list[QueueRow]
+    pulse: Pulse = Field(description="Whether ladder run is playing: with the matches in flight")
+    qualifying: list[QueueRow] = Field(description="Oldest first: the order they qualify in")
     rejected: list[QueueRow]
 
 
@@ -769,6 +781,7 @@ def queue(ladder: LadderFolder, private_for: set[str] | None = None) -> Queue:
     output are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with reading(ladder.engine) as connection:
         rows = reads.queued(connection)
+        now_playing = pulse.read(connection)
 
     def shown(r: Any) -> QueueRow:
         private = _visible(r.name, private_for)
@@ -781,10 +794,28 @@ def queue(ladder: LadderFolder, private_for: set[str] | None = None) -> Queue:
             setup_output=own(r.setup_output, private),
         )
 
+    qualifying = [shown(r) for r in rows if r.state == VersionState.QUALIFYING]
+    retired = {(r.name, r.number) for r in rows if r.retired}
+    waiting = [row for row in qualifying if (row.name, row.version) not in retired]  # a retired name's waits
+    for place, row in enumerate(waiting, 1):
+        row.eta = pulse.eta(place, now_playing, ladder.settings.placement_matches)
+        row.under_way = f"{row.name} v{row.version}" in now_playing.qualifying
     return Queue(
-        qualifying=[shown(r) for r in rows if r.state == VersionState.QUALIFYING],
+        pulse=now_playing,
+        qualifying=qualifying,
         rejected=[shown(r) for r in rows if r.state == VersionState.REJECTED],
     )
+
+
+def has_version(ladder: LadderFolder, name: str, version: int) -> bool:
+    with reading(ladder.engine) as connection:
+        return reads.version_id(connection, name, version) is not None
+
+
+def queue_eta(ladder: LadderFolder, name: str, version: int) -> Eta | None:
+    """When version ``version`` of ``name`` qualifies, by its place in the queue; None: it is not queued."""
+    rows = queue(ladder, set()).qualifying
+    return next((row.eta for row in rows if (row.name, row.version) == (name, version)), None)
 
 
 # ---------------------------------------------------------------------------------------------

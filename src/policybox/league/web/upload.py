@@ -27,6 +27,7 @@ import shutil
 import tempfile
 import zipfile
 from pathlib import Path, PurePath
+from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
@@ -37,9 +38,12 @@ from starlette.responses import RedirectResponse, Response
 
 from policybox.envs import split_env
 from policybox.errors import PolicyboxError
+from policybox.files.version_files import NAME_PATTERN
 from policybox.league.ladder.folder import NotOwner, TeamLimit, Version
 from policybox.league.ladder.life import Retired
 from policybox.league.ladder.settings import LadderSettings
+from policybox.league.views import board
+from policybox.league.views.pulse import Eta
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
 from policybox.league.web.checks import ChecksBusy
@@ -82,6 +86,11 @@ class Submitted(BaseModel):
     state: str
     team: str = Field(description="The team that submitted it, and owns the name")
     page: str = Field(description="The name's page")
+    queue: Eta | None = Field(
+        default=None,
+        description="Its place in the queue and when it qualifies (an ETA from the rate the ladder plays at, or "
+        "when the ladder runs again if it is stopped); None: it is out of the queue already",
+    )
 
 
 async def submit_api(request: Request) -> Response:
@@ -93,8 +102,23 @@ async def submit_api(request: Request) -> Response:
 
 
 def submit_page(request: Request) -> Response:
+    """The form; after a submission through it (``?submitted=NAME&version=N``), with when that version
+    qualifies -- read now, so that a reload tells it anew."""
     site = request.app.state.site
-    return render.page(request, "submit.html", _form_context(site, viewer(site, request), None))
+    context = _form_context(site, viewer(site, request), None)
+    context["submitted"] = _submitted(site, request.query_params.get("submitted"), request.query_params.get("version"))
+    return render.page(request, "submit.html", context)
+
+
+def _submitted(site: Site, name: str | None, version: str | None) -> dict[str, object] | None:
+    """What the submit page says of a version just submitted: its label, its page and when it qualifies
+    (nothing for what is not a version of this ladder)."""
+    if not (name and version and NAME_PATTERN.fullmatch(name) and version.isascii() and version.isdigit()):
+        return None
+    number = int(version[:9])  # no name has a billion versions
+    if not board.has_version(site.reader, name, number):
+        return None
+    return {"label": f"{name} v{number}", "page": f"/names/{name}", "eta": board.queue_eta(site.reader, name, number)}
 
 
 async def submit_form(request: Request) -> Response:
@@ -112,7 +136,8 @@ async def submit_form(request: Request) -> Response:
         page = render.page(request, "submit.html", context, exc.status_code)
         page.headers.update(exc.headers or {})  # a limit's Retry-After
         return page
-    return RedirectResponse(submitted.page, 303)
+    query = urlencode({"submitted": submitted.name, "version": submitted.version})
+    return RedirectResponse(f"{request.app.url_path_for('submit')}?{query}", 303)  # the page says when it qualifies
 
 
 def _form_context(site: Site, who: Viewer, message: str | None, name: str = "") -> dict[str, object]:
@@ -124,6 +149,7 @@ def _form_context(site: Site, who: Viewer, message: str | None, name: str = "") 
         "cap": size(site.upload_cap),
         "game": game,
         "name": name[:NAME_KEPT],
+        "submitted": None,
     }
 
 
@@ -142,8 +168,15 @@ async def _receive(request: Request, site: Site, team: str, sent: dict[str, str]
         except PolicyboxError as exc:
             raise _refusal(exc) from None
     page = str(request.app.url_path_for("name", name=version.name))
+    eta = await run_in_threadpool(board.queue_eta, site.reader, version.name, version.number)
     return Submitted(
-        name=version.name, version=version.number, digest=version.digest, state=version.state, team=team, page=page
+        name=version.name,
+        version=version.number,
+        digest=version.digest,
+        state=version.state,
+        team=team,
+        page=page,
+        queue=eta,
     )
 
 

@@ -8,6 +8,7 @@
   const PERIOD_MS = 2000;
   const table = document.getElementById("standings");
   const played = document.getElementById("played");
+  const pulse = document.getElementById("pulse");
   if (!table || !table.dataset.source) return;
 
   // toFixed rounds a tie away from zero, as the page's `fixed` filter does; 0 for -0, as it does.
@@ -83,6 +84,12 @@
     return tr;
   }
 
+  // The ladder's pulse line, as the macro pulse (macros.html) writes it.
+  function showPulse(now) {
+    pulse.className = `pulse ${now.state}`;
+    document.getElementById("pulse-line").textContent = now.line;
+  }
+
   async function refresh() {
     try {
       const answer = await fetch(table.dataset.source, { cache: "no-store", credentials: "same-origin" });
@@ -90,6 +97,7 @@
         const standings = await answer.json();
         table.tBodies[0].replaceChildren(...standings.rows.map(tableRow));
         if (played) played.textContent = String(standings.matches);
+        if (pulse) showPulse(standings.pulse);
       }
     } catch (error) {
       // The server is restarting or the network dropped: the next turn tries again.
