@@ -22,6 +22,7 @@ from policybox.league import ranking
 from policybox.league.ladder.database import LadderError
 from policybox.league.views import board
 from policybox.league.web.app import make_app
+from policybox.league.web.upload import game_of
 from policybox.results import EpisodeResult
 
 GAMES = Path(__file__).parent / "games"
@@ -197,3 +198,16 @@ def test_the_moves_file_is_capped(tmp_path):
     assert len(first["board"]) == moves_file.BOARD_MAX and first["board"].endswith("[cut]")
     assert isinstance(second["action"], str) and len(second["action"]) == moves_file.ACTION_MAX
     assert len(unpacked) <= moves_file.MOVES_MAX + 1000
+
+
+def test_a_game_in_a_file_of_the_organisers_is_named_as_the_rules_download_names_it(zoo):
+    """The match page names connect-four's file as /rules/game serves it (game.py), never where the
+    organiser keeps it; so do the submit form and its refusals."""
+    with TestClient(make_app(zoo)) as client:
+        page, api = client.get("/matches/1").text, client.get("/api/matches/1").json()
+        form = client.get("/submit").text
+    with PublicLadder.open(zoo, read_only=True) as ladder:
+        named = game_of(ladder.settings)  # as the submit form and its refusals name it
+    assert api["env"]["label"] == "game.py:env" and named == "PettingZoo game game.py:env"
+    for shown in (page, json.dumps(api), form):
+        assert str(GAMES) not in shown

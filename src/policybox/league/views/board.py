@@ -33,7 +33,7 @@ from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ladder.life import VersionState
 from policybox.league.ranking import Rating, Reward
-from policybox.league.views import own_code, pulse, replays
+from policybox.league.views import game_facts, own_code, pulse, replays
 from policybox.league.views.pulse import Eta, Pulse
 from policybox.league.views.summary import FailureCause, LatencySummary, failure_causes, latency
 from policybox.lines import FULL_TEXT, first_line
@@ -724,7 +724,7 @@ def match_page(ladder: LadderFolder, match_id: int, private_for: set[str] | None
         played_at=row.played_at,
         seed=row.seed,
         steps=result.steps,
-        env=result.env,
+        env=game_facts.public_env(result.env),
         aborted=result.aborted,
         game_fault=result.game_fault.one_line() if result.game_fault else None,
         sandbox=result.sandbox,

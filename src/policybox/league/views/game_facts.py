@@ -25,6 +25,7 @@ from policybox.envs import split_env
 POLICYBOX = "policybox"
 FAMILY_PACKAGES = {"mettagrid": "mettagrid", "pettingzoo": "pettingzoo", "kaggle": "kaggle-environments"}
 KWARGS_FILE = "env_kwargs.json"
+GAME_FILE = "game.py"  # a PettingZoo game in a file of the organiser's, as /rules/game serves it
 SCORE = "a version's episode score is the mean of its agents' rewards"
 
 
@@ -144,8 +145,8 @@ def _pettingzoo(target: str, kwargs: dict[str, Any], agents: int) -> GameFacts:
 
     module, _, factory = target.rpartition(":")
     if module.endswith(".py"):  # a game file of the organiser's: downloaded as game.py
-        download = Download(name="game.py", body=Path(module).read_bytes())
-        env = f"pettingzoo:{download.name}:{factory}"
+        download = Download(name=GAME_FILE, body=Path(module).read_bytes())
+        env = f"pettingzoo:{public_target(target)}"
         option = f"--env-kwargs {_quoted(kwargs)}" if kwargs else None
         extra: tuple[str, ...] = ()
     else:
@@ -175,6 +176,21 @@ def _pettingzoo(target: str, kwargs: dict[str, Any], agents: int) -> GameFacts:
         ],
         action_names=[],
     )
+
+
+def public_target(target: str) -> str:
+    """A PettingZoo game's target as pages show it: one in a file of the organiser's by the name
+    ``/rules/game`` downloads it under (``game.py:env``), never the organiser's path; a module's as it is."""
+    module, _, factory = target.rpartition(":")
+    return f"{GAME_FILE}:{factory}" if module.endswith(".py") else target
+
+
+def public_env(described: dict[str, Any]) -> dict[str, Any]:
+    """A played game's description (an episode result's ``env``) as a match page shows it: a PettingZoo
+    game's file named as ``/rules/game`` names it."""
+    if described.get("family") != "pettingzoo" or not isinstance(described.get("label"), str):
+        return described
+    return described | {"label": public_target(described["label"])}
 
 
 def _kaggle(target: str, kwargs: dict[str, Any], agents: int) -> GameFacts:

@@ -42,7 +42,7 @@ from policybox.files.version_files import NAME_PATTERN
 from policybox.league.ladder.folder import NotOwner, TeamLimit, Version
 from policybox.league.ladder.life import Retired
 from policybox.league.ladder.settings import LadderSettings
-from policybox.league.views import board
+from policybox.league.views import board, game_facts
 from policybox.league.views.pulse import Eta
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
@@ -66,7 +66,10 @@ def game_of(settings: LadderSettings) -> str:
     """The ladder's game as its pages name it: its family and the game (a config file by its name
     alone, never its path on the organiser's machine)."""
     family, target = split_env(settings.settings.env)
-    game = PurePath(target).name if family == "mettagrid" and target.endswith((".yaml", ".yml", ".json")) else target
+    if family == "mettagrid" and target.endswith((".yaml", ".yml", ".json")):
+        game = PurePath(target).name
+    else:
+        game = game_facts.public_target(target) if family == "pettingzoo" else target
     return f"{FAMILY_NAMES.get(family, family)} game {game}"
 
 
