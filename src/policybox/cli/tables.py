@@ -18,7 +18,7 @@ from rich.text import Text
 
 from policybox.inert import shown
 from policybox.lines import first_line
-from policybox.results import AgentStatus, EpisodeResult
+from policybox.results import AgentStatus, EpisodeResult, step_number
 from policybox.sandbox import SandboxLevel
 
 if TYPE_CHECKING:  # a leaderboard's modules (OpenSkill, numpy) are imported by the commands that show one
@@ -293,6 +293,7 @@ def show_standings(console: Console, standings: board.Standings) -> None:
     """The ladder's standings table -- the ranked rows, then the unranked -- then why each row that is
     not active is so, and each name's newer version that does not play."""
     from policybox.league.ladder.life import VersionState
+    from policybox.league.ranking import OVERLAPS
 
     names = _Names(LADDER_NAME_WIDTH)
     table = _table(f"ladder · {standings.matches} matches")
@@ -328,6 +329,10 @@ def show_standings(console: Console, standings: board.Standings) -> None:
         if row.latest is not None:
             why = f": {first_line(row.latest.reason, WHOLE_REASON)}" if row.latest.reason else ""
             console.print(shown(f"{row.name} v{row.latest.version} is {row.latest.state}{why}", "yellow"))
+        if row.forfeit_note:
+            console.print(shown(f"{row.name}: {row.forfeit_note}", "dim"))
+        if row.versus_next == OVERLAPS and row.versus_why:  # why the order of two rows is not shown
+            console.print(shown(f"{row.name} vs next, overlaps: {row.versus_why}", "dim"))
 
 
 def _reward(reward: Reward | None) -> str:
@@ -384,7 +389,8 @@ def show_name(console: Console, page: board.NamePage) -> None:
     show_matches(console, MatchList(matches=page.recent), title="recent matches")
     for failure in page.failures:
         head = f"match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
-        console.print(shown(f"{head}: {failure.cause} at step {failure.step}: {failure.message}", "yellow"))
+        where = "start-up" if failure.step is None else f"step {step_number(failure.step)}"
+        console.print(shown(f"{head}: {failure.cause} at {where}: {failure.message}", "yellow"))
         if failure.traceback:  # its own frames; policybox's counted
             folded = failure.traceback.folded_frames
             note = f"({folded} frame{'s' if folded != 1 else ''} of policybox folded)"
