@@ -269,6 +269,8 @@ def final(
             shown(f"retired since it opened (still in its ranking: the field is frozen): {', '.join(result.retired)}")
         )
     tables.show_final(console, result.ranking)
+    if result.separate:
+        console.print(shown(f"{result.separate}: policybox ladder final {folder} --until-separated N", "yellow"))
 
 
 @ladder_app.command()

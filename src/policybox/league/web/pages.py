@@ -159,6 +159,18 @@ def replay(request: Request) -> Response:
     return FileResponse(path, media_type="application/octet-stream", filename=page.replay_file)
 
 
+def final_replay(request: Request) -> Response:
+    """The replay of a match of the latest final, as a download, where the ladder kept one (``/final`` says)."""
+    ladder = request.app.state.site.reader
+    number = request.path_params["number"]
+    final = final_page.final_page(ladder).final
+    found = next((match for match in final.matches if match.number == number), None) if final else None
+    if found is None or found.replay is None:
+        raise HTTPException(404, f"the latest final has no replay of its match {number}")
+    path = ladder.folder / REPLAYS / found.replay
+    return FileResponse(path, media_type="application/octet-stream", filename=found.replay)
+
+
 def starter(request: Request) -> Response:
     """A minimal submission for this ladder's game, which qualifies as it is (``views.rules``)."""
     body = rules.starter_zip(request.app.state.site.reader)
