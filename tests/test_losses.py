@@ -238,6 +238,7 @@ def test_steps_are_counted_from_1_wherever_people_read_them(cup, client):
     assert fault.one_line() == "the game raised IllegalMove at step 1 applying agent 1's action: no"
     shown = ladder_command("show", str(cup.folder), "crasher")
     assert "ValueError at step 3:" in shown.stdout, shown.stdout
+    assert "score" in shown.stdout and "expected" in shown.stdout  # its head-to-head beside the ratings
 
 
 def test_empty_logs_are_not_listed(cup, client):
@@ -283,3 +284,4 @@ def test_the_final_lists_its_matches_with_their_replays(cup, client):
     assert client.get("/final/matches/999/replay").status_code == 404
     shown = ladder_command("final", str(cup.folder), "--show")
     assert shown.returncode == 0 and ("--until-separated" in shown.stdout) == (final["separate"] is not None)
+    assert (final["until_separated"] is None) == (final["separate"] is None)

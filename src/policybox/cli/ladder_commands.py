@@ -270,7 +270,8 @@ def final(
         )
     tables.show_final(console, result.ranking)
     if result.separate:
-        console.print(shown(f"{result.separate}: policybox ladder final {folder} --until-separated N", "yellow"))
+        command = f"policybox ladder final {folder} --until-separated {result.until_separated}"
+        console.print(shown(f"{result.separate}: {command}", "yellow"))
 
 
 @ladder_app.command()

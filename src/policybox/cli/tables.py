@@ -354,15 +354,21 @@ def show_name(console: Console, page: board.NamePage) -> None:
         versions.add_row(*cells)
     console.print(versions)
     names = _Names()
-    opponents = _table("head-to-head: W-D-L and mean score margin")
+    opponents = _table("head-to-head: W-D-L, score per match and what the ratings expect, mean score margin")
     opponents.add_column("opponent", no_wrap=True)
-    for header in ("matches", "W-D-L", "margin"):
+    for header in ("matches", "W-D-L", "score", "expected", "margin"):
         _number_column(opponents, header)
     for o in page.head_to_head:
-        opponents.add_row(names.cell(o.name), str(o.matches), o.record, f"{o.margin:+.3g}")
+        expected = "—" if o.expected is None else f"{o.expected:.2f}" + (" ≠" if o.disagrees else "")
+        opponents.add_row(names.cell(o.name), str(o.matches), o.record, f"{o.share:.2f}", expected, f"{o.margin:+.3g}")
     console.print(opponents)
+    for o in page.head_to_head:
+        if o.why:
+            console.print(shown(f"{o.record} against {o.name} disagrees with the ratings: {o.why}", "yellow"))
     for cycle in page.cycles:
         console.print(shown(cycle_line(cycle), "yellow"))
+    if not page.problems and any(o.expected is not None for o in page.head_to_head):
+        console.print(shown(f"problem opponents: none: {page.name} does at least as well as expected against each"))
     if page.problems:
         problems = _table("problem opponents: actual score per match minus what the ratings expect, worst first")
         problems.add_column("opponent", no_wrap=True)

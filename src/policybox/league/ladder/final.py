@@ -96,6 +96,7 @@ class FinalState(BaseModel):
         description="When a group holds several names: the --until-separated N that a final played with would "
         "spend on the pairs it could not order, in words",
     )
+    until_separated: int | None = Field(default=None, description="That N (SEPARATING_PER_PAIR for each pair)")
     matches: list[FinalMatch] = Field(default_factory=list, description="Its matches, in schedule order")
 
 
@@ -361,6 +362,7 @@ def latest_final(ladder: LadderFolder) -> FinalState | None:
         void=states.get(MatchState.VOID, 0),
         ranking=ranked,
         separate=separate(ranked),
+        until_separated=separating_budget(ranked) or None,
         matches=[_final_match(ladder, row.id, match) for match in stored],
     )
 
@@ -386,6 +388,11 @@ def _final_match(ladder: LadderFolder, final_id: int, row: Any) -> FinalMatch:
     )
 
 
+def separating_budget(ranking: FinalRanking) -> int:
+    """The ``--until-separated`` N to suggest: ``SEPARATING_PER_PAIR`` for each pair the ranking could not order."""
+    return SEPARATING_PER_PAIR * len(uncertain_pairs(ranking))
+
+
 def separate(ranking: FinalRanking) -> str | None:
     """What to do when a group of the ranking holds several names: ``--until-separated N``,
     ``SEPARATING_PER_PAIR`` matches for each adjacent pair it could not order; None when every name
@@ -393,7 +400,7 @@ def separate(ranking: FinalRanking) -> str | None:
     pairs = uncertain_pairs(ranking)
     if not pairs:
         return None
-    budget = SEPARATING_PER_PAIR * len(pairs)
+    budget = separating_budget(ranking)
     shared = sorted({entry.group for entry in ranking.names if any(entry.name in pair for pair in pairs)})
     groups = ", ".join(str(group) for group in shared)
     plural = "s" if len(shared) != 1 else ""
