@@ -285,3 +285,13 @@ def test_the_final_lists_its_matches_with_their_replays(cup, client):
     shown = ladder_command("final", str(cup.folder), "--show")
     assert shown.returncode == 0 and ("--until-separated" in shown.stdout) == (final["separate"] is not None)
     assert (final["until_separated"] is None) == (final["separate"] is None)
+
+
+def test_the_report_says_what_the_board_says(cup, tmp_path):
+    from conftest import policybox
+
+    made = policybox("report", cup.folder, "--out", tmp_path / "report.html")
+    assert made.returncode == 0, made.stdout + made.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert "forfeits: placed below every name without one in those matches" in html
+    assert "its rating interval (μ ± 2σ) [" in html and SCRIPT not in html
