@@ -32,8 +32,9 @@ LADDER_NAME_WIDTH = 12  # in the ladder's standings, so that every column fits 8
 RATING = "rating\nμ−3σ"  # the ordinal: the number standings are sorted by
 VERSUS_NEXT = "vs next\n(rating)"
 RATING_NOTE = (
-    "rating: μ−3σ, the number the rows are sorted by; vs next: rating intervals μ±2σ, clear (apart, reward agrees), "
-    "overlaps, or mixed (apart, the next row's reward higher); unranked rows follow the ranked"
+    "rating: μ−3σ, the number the rows are sorted by; vs next: rating intervals μ±2σ, clear (apart, reward agrees; "
+    "on a ladder also overlapping, with a one-sided head-to-head), overlaps, or mixed (apart, the next row's reward "
+    "higher); unranked rows follow the ranked"
 )
 WHOLE_REASON = "(full text: policybox ladder status --json)"
 SHORT_NAME_WIDTH = 10  # in the columns of the head-to-head and behaviour tables
