@@ -239,6 +239,7 @@ def test_steps_are_counted_from_1_wherever_people_read_them(cup, client):
     shown = ladder_command("show", str(cup.folder), "crasher")
     assert "ValueError at step 3:" in shown.stdout, shown.stdout
     assert "score" in shown.stdout and "expected" in shown.stdout  # its head-to-head beside the ratings
+    assert f"×{failure['count']}, last in match {failure['match']}" in shown.stdout
 
 
 def test_empty_logs_are_not_listed(cup, client):

@@ -395,7 +395,8 @@ def show_name(console: Console, page: board.NamePage) -> None:
 
     show_matches(console, MatchList(matches=page.recent), title="recent matches")
     for failure in page.failures:
-        head = f"match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
+        times = f"×{failure.count}, last in " if failure.count > 1 else ""
+        head = f"{times}match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
         where = "start-up" if failure.step is None else f"step {step_number(failure.step)}"
         console.print(shown(f"{head}: {failure.cause} at {where}: {failure.message}", "yellow"))
         if failure.traceback:  # its own frames; policybox's counted
