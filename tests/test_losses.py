@@ -296,3 +296,27 @@ def test_the_report_says_what_the_board_says(cup, tmp_path):
     html = (tmp_path / "report.html").read_text()
     assert "forfeits: placed below every name without one in those matches" in html
     assert "its rating interval (μ ± 2σ) [" in html and SCRIPT not in html
+
+
+def test_a_moves_replay_marks_where_an_agent_failed_and_numbers_its_steps_from_1(tmp_path):
+    """A connect-four match whose crasher dies on its third turn: the match page's moves player has a
+    button naming it, its status and the step it failed at, counted from 1, whose data-step is the step
+    index the moves' rows hold; the moves' table numbers its steps from 1."""
+    from test_match_page import TEXT_CONNECT_FOUR
+
+    game = EpisodeSettings(env=TEXT_CONNECT_FOUR, env_kwargs={"render_mode": "ansi"}, steps=60)
+    with Ladder.create(tmp_path / "cup", LadderSettings(settings=game, agents=2, placement_matches=0)) as ladder:
+        ladder.submit("crasher", policy("pettingzoo_bots.py:CrashAt", **{"kw.at_step": "3"}))
+        ladder.submit("yellow", "random")
+        activate(ladder, "crasher")
+        assert ladder.run(matches=1, workers=1).played == 1
+    with TestClient(make_app(tmp_path / "cup")) as client:
+        page = client.get("/api/matches/1").json()
+        (crashed,) = [agent for agent in page["agents"] if agent["name"] == "crasher"]
+        assert crashed["status"] == "crashed" and crashed["step"] is not None
+        html = client.get("/matches/1").text
+    step = crashed["step"]
+    assert f'data-step="{step}" data-seat="{crashed["seat"]}" data-status="crashed">' in html
+    assert f"(crasher) crashed, {crashed['cause']} at step {step + 1}</button>" in html
+    assert any(move["step"] == step for move in page["moves"])  # the jump lands on a row of the moves
+    assert '<tr data-step="0"><td class="number">1</td>' in html
