@@ -475,8 +475,8 @@ def _why_it_disagrees(played: int, others: int, matches: int, per_match: int) ->
     disagrees with the ratings, of a version that played ``matches``: what each counts."""
     reasons = [
         f"the ratings come from all {matches} matches of its playing version, against every opponent, and "
-        "place the names on one scale: a name that does better than this one against the others is rated "
-        f"above it, whatever their {played} meetings say"
+        "place the names on one scale: how each of the two does against the others counts as much as their "
+        f"{played} meetings"
     ]
     if others:
         reasons.append(
