@@ -14,6 +14,7 @@ line it logs; team beta's silent, which plays noop and never writes a line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES, policy
-from helpers.ladders import WANDERER, activate, ladder_command
+from helpers.ladders import GAME, WANDERER, activate, ladder_command
 from starlette.testclient import TestClient
 
 from policybox import EpisodeSettings, LadderSettings
@@ -56,11 +57,9 @@ def crasher_zip(path: Path) -> Path:
 
 def make_cup(root: Path) -> Cup:
     """The ladder of this module, having played ``MATCHES`` rated matches and a final of one round."""
-    import hashlib
-
     folder = root / "cup"
     bot = crasher_zip(root / "crasher.zip")
-    episodes = EpisodeSettings(env=str(Path(__file__).parents[1] / "examples" / "moves.yaml"), steps=30)
+    episodes = EpisodeSettings(env=GAME, steps=30)
     made = LadderSettings(settings=episodes, agents=4, placement_matches=0, suspend_after=100, replays=True)
     with Ladder.create(folder, made) as ladder:
         tokens = {team: ladder.token(team) for team in ("alpha", "beta")}
