@@ -319,3 +319,21 @@ def test_a_moves_replay_marks_where_an_agent_failed_and_numbers_its_steps_from_1
     assert f"(crasher) crashed, {crashed['cause']} at step {step + 1}</button>" in html
     assert any(move["step"] == step for move in page["moves"])  # the jump lands on a row of the moves
     assert '<tr data-step="0"><td class="number">1</td>' in html
+
+
+def test_a_finals_match_has_its_page_with_its_replay_played(cup, client):
+    final = client.get("/api/final").json()["final"]
+    number = next(m["number"] for m in final["matches"] if any("crasher" in group for group in m["placing"]))
+    page = client.get(f"/api/final/matches/{number}").json()
+    assert page["final"] == final["id"] and page["state"] == "played" and page["family"] == "mettagrid"
+    crashed = [seat for seat in page["seats"] if seat["name"] == "crasher"]
+    assert crashed and all(seat["status"] == "error" and seat["step"] == 2 for seat in crashed)
+    assert all(seat["message"] == f"{SCRIPT} gave up on its step 3" for seat in crashed)  # its first line, for all
+    frames = client.get(f"/api/final/matches/{number}/replay").json()
+    assert [agent["name"] for agent in frames["agents"]] == [seat["name"] for seat in page["seats"]]
+    html = client.get(f"/final/matches/{number}").text
+    assert f'data-src="/api/final/matches/{number}/replay"' in html and "ValueError at step 3</button>" in html
+    assert SCRIPT not in html and "&lt;script&gt;" in html
+    assert f'href="/final/matches/{number}"' in client.get("/final").text
+    assert client.get("/final/matches/999").status_code == 404
+    assert client.get("/api/final/matches/999/replay").status_code == 404

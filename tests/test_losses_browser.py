@@ -128,11 +128,19 @@ def _no_problem_opponent(page: Page, width: int) -> None:
 
 
 def _the_final_and_its_replays(page: Page, width: int) -> None:
+    """Its matches' list: a replay downloads; a match with crasher opens its page, whose player marks
+    where crasher failed; then back to /final."""
     rows = page.locator("#final-matches tbody tr")
     expect(rows.first).to_contain_text("played")
     with page.expect_download() as download:
         rows.first.get_by_role("link", name="replay").click()
     assert download.value.suggested_filename.startswith("final-") and download.value.failure() is None
+    rows.filter(has_text="crasher").first.locator("td").first.get_by_role("link").click()
+    expect(page.locator("h1")).to_contain_text("Final 1, match")
+    _the_replay_marks_the_failure(page, width)
+    scroll_width, inner_width = page.evaluate(FITS)
+    assert scroll_width <= inner_width, ("a final's match", width, scroll_width)
+    page.goto(page.url.split("/final/")[0] + "/final")
 
 
 def _the_replay_marks_the_failure(page: Page, width: int) -> None:

@@ -410,3 +410,34 @@ def separate(ranking: FinalRanking) -> str | None:
         f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} next to each other in one group "
         "(it stops once none is uncertain)"
     )
+
+
+@dataclass(frozen=True)
+class StoredFinalMatch:
+    """One stored match of the latest final: its row, and each seat's name and version number."""
+
+    final_id: int
+    row: Any
+    seats: list[tuple[str, int]]
+
+
+def latest_final_match(ladder: LadderFolder, number: int) -> StoredFinalMatch | None:
+    """Match ``number`` of the latest final, as stored; None when there is no such match."""
+    with reading(ladder.engine) as connection:
+        final_id = connection.execute(select(func.max(finals.c.id))).scalar()
+        if final_id is None:
+            return None
+        row = connection.execute(
+            select(final_matches).where(final_matches.c.final_id == final_id, final_matches.c.number == number)
+        ).first()
+        if row is None:
+            return None
+        labels = {
+            label.id: (label.name, label.number)
+            for label in connection.execute(
+                select(versions.c.id, names.c.name, versions.c.number)
+                .join(names, names.c.id == versions.c.name_id)
+                .where(versions.c.id.in_(list(row.seats)))
+            )
+        }
+    return StoredFinalMatch(final_id, row, [labels[version_id] for version_id in row.seats])

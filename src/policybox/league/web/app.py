@@ -38,6 +38,7 @@ def make_app(folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Starlette:
         Route("/matches/{match:int}/replay", pages.replay, name="replay"),
         Route("/api/matches/{match:int}/replay", pages.replay_frames, name="api:replay"),
         Route("/final/matches/{number:int}/replay", pages.final_replay, name="final-replay"),
+        Route("/api/final/matches/{number:int}/replay", pages.final_replay_frames, name="api:final-replay"),
         Route("/rules/starter.zip", pages.starter, name="starter"),
         Route("/submit", upload.submit_page, name="submit"),
         Route("/submit", upload.submit_form, methods=["POST"]),

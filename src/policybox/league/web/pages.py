@@ -111,6 +111,10 @@ def _final(ladder: LadderFolder, request: Request, who: Viewer) -> final_page.Fi
     return final_page.final_page(ladder)
 
 
+def _final_match(ladder: LadderFolder, request: Request, who: Viewer) -> final_page.FinalMatchPage:
+    return final_page.final_match(ladder, request.path_params["number"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Plots, drawn from the page's model
 
@@ -141,7 +145,10 @@ MATCH = Page("match", "/matches/{match:int}", "/api/matches/{match:int}", "match
 QUEUE = Page("queue", "/queue", "/api/queue", "queue.html", _queue)
 RULES = Page("rules", "/rules", "/api/rules", "rules.html", _rules)
 FINAL = Page("final", "/final", "/api/final", "final.html", _final)
-PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES, FINAL]
+FINAL_MATCH = Page(
+    "final-match", "/final/matches/{number:int}", "/api/final/matches/{number:int}", "final_match.html", _final_match
+)
+PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES, FINAL, FINAL_MATCH]
 
 
 def replay_frames(request: Request) -> Response:
@@ -157,6 +164,12 @@ def replay(request: Request) -> Response:
         raise HTTPException(404, f"match {page.id} has no replay: this ladder wrote none for it")
     path = request.app.state.site.reader.folder / REPLAYS / page.replay_file
     return FileResponse(path, media_type="application/octet-stream", filename=page.replay_file)
+
+
+def final_replay_frames(request: Request) -> Response:
+    """A final's kept MettaGrid replay as its match page's player draws it: 404 without one."""
+    ladder = request.app.state.site.reader
+    return JSONResponse(final_page.final_match_replay(ladder, request.path_params["number"]))
 
 
 def final_replay(request: Request) -> Response:
