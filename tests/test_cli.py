@@ -69,7 +69,7 @@ def test_failed_agent_shows_its_cause_and_exits_1(tmp_path):
         str(tmp_path),
     )
     assert run.returncode == 1
-    assert "agent 0 (RaiseInStep) error: RuntimeError at step 10: policy gave up at step 10" in run.stdout
+    assert "agent 0 (RaiseInStep) error: RuntimeError at step 11: policy gave up at step 10" in run.stdout
     assert 'faults.py", line' in run.stdout  # the traceback is shown
 
 

@@ -184,9 +184,9 @@ def test_abort_ends_the_episode_at_the_failure(tmp_path):
     args = ["-n", "2", "-p", exit_policy, "-p", "random", "--steps", "100", "--on-agent-failure", "abort"]
     result, exit_code, output = policybox_run(tmp_path, *args)
     assert exit_code == 1
-    assert result.steps == 11  # steps 0..10 were played; the failure at step 10 stopped the episode
+    assert result.steps == 11  # step indices 0..10 were played; the failure at index 10 (step 11) stopped the episode
     assert (
-        result.aborted == "agent 0 (ExitInStep) crashed: Crashed at step 10: cell exited with code 3 "
+        result.aborted == "agent 0 (ExitInStep) crashed: Crashed at step 11: cell exited with code 3 "
         "(the cell closed its connection)"
     )
     assert "episode aborted" in output

@@ -73,7 +73,7 @@ def test_an_illegal_move_in_a_game_without_a_mask_ends_the_episode_blamed_on_the
         tmp_path, "--env", COLUMNS, "--env-kwargs", '{"mask_in": "none"}', "-p", ONE_COLUMN, "-p", "noop"
     )
     assert code == 1 and "Traceback" not in output
-    assert "episode aborted: the game raised IllegalMove at step 2 applying agent 0's action" in output
+    assert "episode aborted: the game raised IllegalMove at step 3 applying agent 0's action" in output
     fault = result.game_fault
     assert (fault.phase, fault.step, fault.kind, fault.agent, fault.blamed) == ("step", 2, "IllegalMove", 0, True)
     assert fault.message == "column 0 is full" and "IllegalMove" in fault.traceback

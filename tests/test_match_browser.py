@@ -93,7 +93,7 @@ def _text(page: Page, selector: str) -> str:
 
 def _slide(page: Page, box: str, step: int) -> None:
     page.locator(f"{box} input.step").fill(str(step))
-    expect(page.locator(f"{box} output.step-shown")).to_have_text(str(step))
+    expect(page.locator(f"{box} output.step-shown")).to_have_text(str(step + 1))  # a step index, shown from 1
 
 
 def _rewrite(path: Path, change) -> None:
@@ -138,7 +138,7 @@ def test_a_mettagrid_replay_plays_in_the_match_page(browser, arena, screenshots)
         page.screenshot(path=screenshots / "match-replay-mettagrid.png", full_page=True)
         _fits_a_phone(page, "#replay-player", screenshots / "match-replay-mettagrid-390.png")
         page.locator("#replay-player button.play").click()
-        expect(page.locator("#replay-player output.step-shown")).not_to_have_text("20", timeout=LONG_MS)
+        expect(page.locator("#replay-player output.step-shown")).not_to_have_text("21", timeout=LONG_MS)
         page.locator("#replay-player button.play").click()  # pause
 
         replay = arena.folder / "replays" / "match-000001.json.z"
@@ -171,7 +171,7 @@ def test_a_connect_four_matchs_moves_and_board_follow_the_slider(browser, zoo, s
         _fits_a_phone(page, "#moves-player", screenshots / "match-moves-connect-four-390.png")
         _slide(page, "#moves-player", 0)
         page.locator("#moves-player button.play").click()
-        expect(page.locator("#moves-player output.step-shown")).not_to_have_text("0", timeout=LONG_MS)
+        expect(page.locator("#moves-player output.step-shown")).not_to_have_text("1", timeout=LONG_MS)
 
         def hostile(document: dict) -> None:
             document["moves"][0].update(action=PAYLOAD, board=PAYLOAD)

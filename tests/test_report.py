@@ -154,7 +154,7 @@ def test_the_report_of_a_tournament_is_one_self_contained_page_in_standings_orde
     assert [row[1:] for row in page.rows("seats")] == [["1", "1", "1", "1"]] * 4  # every seat once each
     (failure,) = page.rows("failures")
     assert failure[:4] == [HOSTILE, "error", "RuntimeError", "4"]
-    assert failure[4].startswith("RuntimeError at step 1: policy says: </td></tr></table><script>")
+    assert failure[4].startswith("RuntimeError at step 2: policy says: </td></tr></table><script>")
     assert "onerror=\"document.title='PWNED-ONERROR'\"" in failure[4]  # shown whole, as text
     assert HOSTILE not in html and "&lt;script&gt;" in html
     assert html.count("<svg") == 4  # intervals, head-to-head, p50 and p99 latency
@@ -291,7 +291,7 @@ def test_the_report_of_a_ladder(tmp_path, browser, database_url, screenshots):
     rejected = {row[0]: row[2] for row in page.rows("rejections")}
     broken = "agent 0 ended error: RuntimeError at start-up: this bot was submitted with a bug: it cannot even be built"
     assert rejected["broken"] == f"{broken} … {FULL_TEXT}"  # its first line, saying where the rest is
-    assert rejected["injector"].startswith("agent 0 ended error: RuntimeError at step 1: policy says: </td>")
+    assert rejected["injector"].startswith("agent 0 ended error: RuntimeError at step 2: policy says: </td>")
     assert "Traceback" not in html  # first lines only: the rest is the teams'
     assert any(row[0] == "trickster" and row[1] == "error" for row in page.rows("failures"))
     played = [row[1] for row in standings if row[0] != "—"]

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -325,7 +326,7 @@ def _on_disk(folder: Path) -> tuple[list[str], list[str]]:
 
 
 def test_a_run_keeps_only_the_latest_matches_logs_and_replays(tmp_path):
-    with api_ladder(tmp_path / "cup", replays=True, keep_logs=3, keep_replays=3) as ladder:
+    with api_ladder(tmp_path / "cup", replays=True, keep_logs=3, keep_replays=3, keep_logs_hours=0) as ladder:
         ladder.submit("walker", WANDERER)
         ladder.submit("noop", "noop")
         assert ladder.run(matches=6, workers=1).played == 6
@@ -348,18 +349,40 @@ def test_ladder_prune_frees_what_a_ladder_kept_and_says_how_much(tmp_path):
         assert ladder.run(matches=6, workers=1).played == 6
     before = _size(tmp_path / "cup" / "logs") + _size(tmp_path / "cup" / "replays")
     assert _on_disk(tmp_path / "cup")[0] == [f"match-{i:06d}" for i in range(1, 7)]
-    pruned = ladder_command("prune", str(tmp_path / "cup"), "--keep-logs", "2", "--keep-replays", "2")
+    young = ladder_command("prune", str(tmp_path / "cup"), "--keep-logs", "0", "--keep-replays", "6")
+    assert young.returncode == 0 and "0 log folders" in young.stdout  # a day's logs are kept, past the count
+    pruned = ladder_command(
+        "prune", str(tmp_path / "cup"), "--keep-logs", "2", "--keep-replays", "2", "--keep-logs-hours", "0"
+    )
     assert pruned.returncode == 0, pruned.stderr
     logs, replays = _on_disk(tmp_path / "cup")
     assert logs == ["match-000005", "match-000006"] and replays == ["match-000005.json.z", "match-000006.json.z"]
     assert "4 log folders and 4 replays deleted" in pruned.stdout  # the two qualifications' are the latest 2
     freed = before - _size(tmp_path / "cup" / "logs") - _size(tmp_path / "cup" / "replays")
     assert freed > 0 and f"{freed / 1024 / 1024:.1f} MiB freed" in pruned.stdout
-    everything = ladder_command("prune", str(tmp_path / "cup"), "--keep-logs", "0", "--keep-replays", "0")
+    everything = ladder_command(
+        "prune", str(tmp_path / "cup"), "--keep-logs", "0", "--keep-replays", "0", "--keep-logs-hours", "0"
+    )
     assert everything.returncode == 0 and "4 log folders and 2 replays deleted" in everything.stdout
     assert not any((tmp_path / "cup" / "logs").iterdir())
     with Ladder.open(tmp_path / "cup", read_only=True) as ladder:
         assert len(board.match_list(ladder, 50).matches) == 6  # every result is kept
+
+
+def test_logs_are_kept_a_day_past_the_count_then_deleted(tmp_path):
+    """Retention by age: a run that keeps 1 match's logs by count keeps every log folder younger than its
+    keep_logs_hours (a day by default); once a folder is older than that, the next prune deletes it."""
+    with api_ladder(tmp_path / "cup", keep_logs=1) as ladder:
+        assert ladder.settings.keep_logs_hours == 24
+        ladder.submit("walker", WANDERER)
+        ladder.submit("noop", "noop")
+        assert ladder.run(matches=3, workers=1).played == 3
+        assert _on_disk(ladder.folder)[0] == [f"match-{i:06d}" for i in (1, 2, 3)]  # all younger than a day
+        day_ago = time.time() - 25 * 3600
+        os.utime(ladder.folder / "logs" / "match-000001", (day_ago, day_ago))
+        assert ladder.prune().logs == 1
+        assert _on_disk(ladder.folder)[0] == ["match-000002", "match-000003"]
+        assert "and those of the last 24 hours" in board.match_page(ladder, 1).logs_note
 
 
 def _size(folder: Path) -> int:

@@ -108,7 +108,7 @@ def test_a_terminal_shows_the_table_the_host_printed(tmp_path):
     lines = [line.rstrip() for line in screen.display]
     assert screen.title == ""
     assert any("ForgeTerminal" in line and " error " in line for line in lines)  # its row of the table
-    assert any(r"error: RuntimeError at step 1: policy says: \x1b[2J" in line for line in lines)
+    assert any(r"error: RuntimeError at step 2: policy says: \x1b[2J" in line for line in lines)
     squeezed = "".join(re.sub(r"\s", "", line) for line in lines)
     assert r"\x1b[1A\x1b[2KFORGED-STATUSok" in squeezed
     assert any(" noop " in line and " ok " in line for line in lines)

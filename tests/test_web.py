@@ -112,7 +112,7 @@ def every_page(client: TestClient) -> list[str]:
 def every_route(client: TestClient) -> list[str]:
     """A path for every GET route of the app, taken from ``app.routes`` (so that a new route is walked
     too) and filled with every value of its parameters the ladder has: each name, each match, each team. The
-    static files (the package's own) are left out."""
+    static files (the package's own) are left out; a final's matches by their number, when it had one."""
     played = client.get("/api/matches").json()["matches"]
     rows = client.get("/api/standings").json()["rows"]
     values = {
@@ -122,6 +122,7 @@ def every_route(client: TestClient) -> list[str]:
         "version": [1],  # and every name a version 1
         "team": sorted({row["team"] for row in rows if row["team"]}),
         "scrimmage": [1, 2],
+        "number": [match["number"] for match in (client.get("/api/final").json()["final"] or {}).get("matches", [])],
     }
     paths = []
     for route in client.app.routes:

@@ -57,10 +57,13 @@ class Ladder(LadderFolder):
         """``ladder matches``: the matches played, newest first."""
         return board.match_list(self, limit)
 
-    def prune(self, keep_logs: int | None = None, keep_replays: int | None = None) -> retention.Freed:
-        """``ladder prune``: delete the log folders and replays of all but the latest matches (the
-        ladder's settings, or these counts), and the environments no version uses; what it freed."""
-        return retention.prune(self, keep_logs, keep_replays, environments=True)
+    def prune(
+        self, keep_logs: int | None = None, keep_replays: int | None = None, keep_logs_hours: float | None = None
+    ) -> retention.Freed:
+        """``ladder prune``: delete the log folders and replays of all but the latest matches, the logs
+        younger than ``keep_logs_hours`` kept (the ladder's settings, or these), and the environments no
+        version uses; what it freed."""
+        return retention.prune(self, keep_logs, keep_replays, environments=True, keep_logs_hours=keep_logs_hours)
 
     def test(self, name: str, base: str | int | None = None, **options: Any) -> VersusResult:
         """``ladder test``: is ``name``'s playing version better than ``base`` (``"v1"``; None: its

@@ -14,6 +14,12 @@ from policybox.spec import PolicySpec
 ONE_LINE = 200  # characters of a failure's one line (cut at a word, marked)
 
 
+def step_number(index: int) -> int:
+    """A step as people count it, from 1 -- what every message and page shows -- for a step index, from 0
+    (what results and the database store): an agent that failed on its 50th step failed at step 50."""
+    return index + 1
+
+
 class AgentStatus(StrEnum):
     """How an agent's episode went. The first three keep the agent playing; the rest end its policy."""
 
@@ -33,7 +39,10 @@ class AgentStatus(StrEnum):
 class Failure(BaseModel):
     """The first thing that went wrong for an agent, with enough detail to act on it."""
 
-    step: int | None = Field(description="Step index it happened at; None during start-up")
+    step: int | None = Field(
+        description="Step index it happened at, from 0 (``one_line`` and the pages number steps from 1: "
+        "``step_number``); None during start-up"
+    )
     phase: str = Field(description="init, step or stop")
     kind: str = Field(description="Exception type name, or a host-side cause such as ProtocolError")
     message: str
@@ -54,7 +63,7 @@ class Failure(BaseModel):
         )
 
     def one_line(self) -> str:
-        where = "start-up" if self.step is None else f"step {self.step}"
+        where = "start-up" if self.step is None else f"step {step_number(self.step)}"
         return clip(first_line(f"{self.kind} at {where}: {self.message}"), ONE_LINE)
 
 
@@ -62,7 +71,7 @@ class GameFault(BaseModel):
     """The game itself raised, so the episode ended there: where, what, and whose action it was applying."""
 
     phase: str = Field(description="observe (building an observation or a turn) or step (applying actions)")
-    step: int = Field(description="The step it happened at")
+    step: int = Field(description="The step index it happened at, from 0 (``one_line`` says ``step_number``)")
     kind: str = Field(description="The exception's type name")
     message: str
     traceback: str | None = None
@@ -80,7 +89,9 @@ class GameFault(BaseModel):
 
     def one_line(self) -> str:
         whose = "" if self.agent is None else f" applying agent {self.agent}'s action"
-        return clip(first_line(f"the game raised {self.kind} at step {self.step}{whose}: {self.message}"), 300)
+        return clip(
+            first_line(f"the game raised {self.kind} at step {step_number(self.step)}{whose}: {self.message}"), 300
+        )
 
 
 class Latency(BaseModel):

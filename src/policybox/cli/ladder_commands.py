@@ -279,6 +279,9 @@ def final(
             shown(f"retired since it opened (still in its ranking: the field is frozen): {', '.join(result.retired)}")
         )
     tables.show_final(console, result.ranking)
+    if result.separate:
+        command = f"policybox ladder final {folder} --until-separated {result.until_separated}"
+        console.print(shown(f"{result.separate}: {command}", "yellow"))
 
 
 @ladder_app.command()
@@ -399,16 +402,22 @@ def prune(
         int | None,
         typer.Option(min=0, metavar="N", help="Keep the latest N matches' replays (default: the ladder's)."),
     ] = None,
+    keep_logs_hours: Annotated[
+        float | None,
+        typer.Option(
+            min=0, metavar="H", help="Also keep the log folders younger than H hours (default: the ladder's, 24)."
+        ),
+    ] = None,
 ) -> None:
-    """Delete the log folders and replays of all but the latest matches (the ladder's --keep-logs and
-    --keep-replays, or these, this once), as `ladder run` does as it plays, and the environments no
-    version uses; say what it freed. The database keeps every result and log tail."""
+    """Delete the log folders and replays of all but the latest matches (the ladder's --keep-logs,
+    --keep-logs-hours and --keep-replays, or these, this once), as `ladder run` does as it plays, and
+    the environments no version uses; say what it freed. The database keeps every result and log tail."""
     from policybox.cli.common import console, guarded
     from policybox.inert import shown
     from policybox.league.ladder import retention
 
     with guarded("what was deleted is gone; the rest is kept"), _open(folder) as ladder:
-        freed = retention.prune(ladder, keep_logs, keep_replays, environments=True)
+        freed = retention.prune(ladder, keep_logs, keep_replays, environments=True, keep_logs_hours=keep_logs_hours)
     console.print(shown(f"prune: {freed}"))
 
 

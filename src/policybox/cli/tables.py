@@ -21,7 +21,7 @@ from rich.text import Text
 
 from policybox.inert import shown
 from policybox.lines import first_line
-from policybox.results import AgentStatus, EpisodeResult
+from policybox.results import AgentStatus, EpisodeResult, step_number
 from policybox.sandbox import SandboxLevel
 
 if TYPE_CHECKING:  # a leaderboard's modules (OpenSkill, numpy) are imported by the commands that show one
@@ -35,8 +35,9 @@ LADDER_NAME_WIDTH = 12  # in the ladder's standings, so that every column fits 8
 RATING = "rating\nμ−3σ"  # the ordinal: the number standings are sorted by
 VERSUS_NEXT = "vs next\n(rating)"
 RATING_NOTE = (
-    "rating: μ−3σ, the number the rows are sorted by; vs next: rating intervals μ±2σ, clear (apart, reward agrees), "
-    "overlaps, or mixed (apart, the next row's reward higher); unranked rows follow the ranked"
+    "rating: μ−3σ, the number the rows are sorted by; vs next: rating intervals μ±2σ, clear (apart, reward agrees; "
+    "on a ladder also overlapping, with a one-sided head-to-head), overlaps, or mixed (apart, the next row's reward "
+    "higher); unranked rows follow the ranked"
 )
 WHOLE_REASON = "(full text: policybox ladder status --json)"
 SHORT_NAME_WIDTH = 10  # in the columns of the head-to-head and behaviour tables
@@ -315,6 +316,7 @@ def show_standings(console: Console, standings: board.Standings) -> None:
     """The ladder's standings table -- the ranked rows, then the unranked -- then why each row that is
     not active is so, and each name's newer version that does not play."""
     from policybox.league.ladder.life import VersionState
+    from policybox.league.ranking import OVERLAPS
 
     style = {"playing": "", "idle": "yellow", "stopped": "bold red"}[standings.pulse.state]
     console.print(shown(f"ladder {standings.pulse.line}", style))
@@ -354,6 +356,10 @@ def show_standings(console: Console, standings: board.Standings) -> None:
             console.print(shown(f"{row.name} v{row.latest.version} is {row.latest.state}{why}", "yellow"))
         if row.team_best is not None:  # --one-per-team
             console.print(shown(f"{row.name} is unranked: its team's best name, {row.team_best}, is ranked", "dim"))
+        if row.forfeit_note:
+            console.print(shown(f"{row.name}: {row.forfeit_note}", "dim"))
+        if row.versus_next == OVERLAPS and row.versus_why:  # why the order of two rows is not shown
+            console.print(shown(f"{row.name} vs next, overlaps: {row.versus_why}", "dim"))
 
 
 def _reward(reward: Reward | None) -> str:
@@ -375,15 +381,21 @@ def show_name(console: Console, page: board.NamePage) -> None:
         versions.add_row(*cells)
     print_table(console, versions)
     names = _Names()
-    opponents = _table("head-to-head: W-D-L and mean score margin")
+    opponents = _table("head-to-head: W-D-L, score per match and what the ratings expect, mean score margin")
     opponents.add_column("opponent", no_wrap=True)
-    for header in ("matches", "W-D-L", "margin"):
+    for header in ("matches", "W-D-L", "score", "expected", "margin"):
         _number_column(opponents, header)
     for o in page.head_to_head:
-        opponents.add_row(names.cell(o.name), str(o.matches), o.record, f"{o.margin:+.3g}")
+        expected = "—" if o.expected is None else f"{o.expected:.2f}" + (" ≠" if o.disagrees else "")
+        opponents.add_row(names.cell(o.name), str(o.matches), o.record, f"{o.share:.2f}", expected, f"{o.margin:+.3g}")
     print_table(console, opponents)
+    for o in page.head_to_head:
+        if o.why:
+            console.print(shown(f"{o.record} against {o.name} disagrees with the ratings: {o.why}", "yellow"))
     for cycle in page.cycles:
         console.print(shown(cycle_line(cycle), "yellow"))
+    if not page.problems and any(o.expected is not None for o in page.head_to_head):
+        console.print(shown(f"problem opponents: none: {page.name} does at least as well as expected against each"))
     if page.problems:
         problems = _table("problem opponents: actual score per match minus what the ratings expect, worst first")
         problems.add_column("opponent", no_wrap=True)
@@ -409,8 +421,10 @@ def show_name(console: Console, page: board.NamePage) -> None:
 
     show_matches(console, MatchList(matches=page.recent), title="recent matches")
     for failure in page.failures:
-        head = f"match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
-        console.print(shown(f"{head}: {failure.cause} at step {failure.step}: {failure.message}", "yellow"))
+        times = f"×{failure.count}, last in " if failure.count > 1 else ""
+        head = f"{times}match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
+        where = "start-up" if failure.step is None else f"step {step_number(failure.step)}"
+        console.print(shown(f"{head}: {failure.cause} at {where}: {failure.message}", "yellow"))
         if failure.traceback:  # its own frames; policybox's counted
             folded = failure.traceback.folded_frames
             note = f"({folded} frame{'s' if folded != 1 else ''} of policybox folded)"

@@ -20,7 +20,8 @@ these functions; none recomputes a rule of its own.
   ½. **Cycles** (``cycles``): three sides each clearly beating the next, the last the first -- rock,
   paper, scissors -- which no rating can order.
 - **Expected score** (``expected_share``): OpenSkill's predicted probability that one rating wins
-  against another; a name's problem opponents are those it scores against below it.
+  against another; a name's problem opponents are those it scores against below it. A record
+  ``disagrees`` with it when the expected share lies outside the Wilson 95% interval of the record's.
 - **Ratings**: OpenSkill's Plackett-Luce model (default parameters), one update per episode with
   every policy present as a team of one, placed as above. An episode with one policy present tells
   nothing about skill and changes nothing.
@@ -40,7 +41,9 @@ these functions; none recomputes a rule of its own.
   row's mean reward is not below the lower's; ``overlaps`` when they overlap (the two are not shown
   to be ordered by their play); ``mixed`` when they are separated but the lower row's mean reward is
   higher -- a forfeit ranking places a policy that forfeits below one that played, whatever reward
-  the game gave it.
+  the game gave it. A ladder's standings (``versus_meetings``) also read the two rows' own matches
+  where their intervals overlap: ``clear`` when the upper one clearly beats the lower one there and
+  its mean reward is not below it; each verdict comes with its reason in words (``versus_why``).
 """
 
 from __future__ import annotations
@@ -203,6 +206,11 @@ def wilson_low(share: float, count: int, z: float = Z95) -> float:
     return (centre - spread) / (1 + z * z / count)
 
 
+def wilson_high(share: float, count: int, z: float = Z95) -> float:
+    """The high end of the Wilson score interval (``wilson_low`` of the complement, mirrored)."""
+    return 1 - wilson_low(1 - share, count, z)
+
+
 def clearly_beats(tally: Tally) -> bool:
     """Whether a side clearly beats the other, its ``tally`` against it: the Wilson 95% interval of its
     score share (a win 1, a draw ½, a loss 0; ``Tally.share``) lies above ½. All won, that takes 4
@@ -238,6 +246,29 @@ def expected_share(mine: PlackettLuceRating, theirs: PlackettLuceRating) -> floa
     """The score per meeting (a win 1, a draw ½) a side of rating ``mine`` is expected to make against
     one of rating ``theirs``: OpenSkill's predicted probability that it wins."""
     return float(MODEL.predict_win([[mine], [theirs]])[0])
+
+
+def disagrees(tally: Tally, expected: float) -> bool:
+    """Whether a record disagrees with what the ratings expect of it: ``expected`` lies outside the Wilson
+    95% interval of its score share (``Tally.share``) -- more than chance over that many meetings explains."""
+    return tally.played > 0 and not wilson_low(tally.share, tally.played) <= expected <= wilson_high(
+        tally.share, tally.played
+    )
+
+
+def forfeit_note(forfeits: int, matches: int, above: Sequence[str] = ()) -> str | None:
+    """What the forfeit rule did to a standings row with ``forfeits`` of its ``matches`` forfeited (None for
+    none): ``above``, the names without a forfeit ranked below it, which its other matches explain."""
+    if not forfeits:
+        return None
+    plural = "s" if forfeits != 1 else ""
+    note = f"{forfeits} forfeit{plural}: placed below every name without one in those matches, whatever its reward"
+    if not above:
+        return note
+    return (
+        f"{note}; it still ranks above {', '.join(above)}, without forfeits: its rating counts its places in all "
+        f"{matches} of its matches"
+    )
 
 
 def rate(ratings: Mapping[Key, PlackettLuceRating], outcomes: dict[Key, Outcome]) -> dict[Key, PlackettLuceRating]:
@@ -298,7 +329,8 @@ VERSUS_NEXT = (
     "its rating interval (mu ± 2 sigma) against the next ranked row's: clear -- separated, and its mean reward "
     "not below the next row's; overlaps -- the intervals overlap (the two are not shown to be ordered); mixed -- "
     "separated, but the next row's mean reward is higher (a forfeit ranking can do that); None for the last "
-    "ranked row and every unranked one"
+    "ranked row and every unranked one. A ladder's standings also read the two rows' head-to-head where the "
+    "intervals overlap: clear when it clearly beats the next row in their own matches (versus_meetings)"
 )
 
 
@@ -387,3 +419,36 @@ def versus_next(upper: Entry, lower: Entry) -> str:
     if bottom <= top:
         return OVERLAPS
     return CLEAR if upper.reward.mean >= lower.reward.mean else MIXED
+
+
+def _interval(rating: Rated) -> str:
+    return f"[{rating.mu - INTERVAL_SIGMAS * rating.sigma:.2f}, {rating.mu + INTERVAL_SIGMAS * rating.sigma:.2f}]"
+
+
+def versus_meetings(upper: Entry, lower: Entry, tally: Tally | None) -> tuple[str, str]:
+    """``versus_next`` of ``upper`` over ``lower`` with their head-to-head taken into account, and why, in
+    words. ``tally``: upper's record against lower in the matches both played (None: they never met).
+    Where the rating intervals overlap, a one-sided record makes it ``clear`` after all: upper clearly
+    beats lower (``clearly_beats``: its score share's 95% interval above ½), and its mean reward is not
+    below lower's -- the order then rests on their own meetings. Else it stays ``overlaps``, and the
+    reason says what the record shows."""
+    verdict = versus_next(upper, lower)
+    assert upper.rating is not None and lower.rating is not None and upper.reward and lower.reward
+    intervals = f"its rating interval (μ ± 2σ) {_interval(upper.rating)} and the next row's {_interval(lower.rating)}"
+    if verdict == CLEAR:
+        return CLEAR, f"{intervals} are apart"
+    if verdict == MIXED:
+        rewards = f"{lower.reward.mean:.3f} against its {upper.reward.mean:.3f}"
+        return MIXED, f"{intervals} are apart, but the next row's mean reward is higher ({rewards})"
+    if tally is None or not tally.played:
+        return OVERLAPS, f"{intervals} overlap, and the two have not met head-to-head"
+    record = f"head-to-head {tally.record} (W-D-L) against {lower.name}"
+    interval_holds = "its score share's 95% interval holds ½"
+    if clearly_beats(tally):
+        if upper.reward.mean >= lower.reward.mean:
+            why = f"{intervals} overlap, but it clearly beats the next row {record}: its score share's 95% interval "
+            return CLEAR, why + "lies above ½"
+        return OVERLAPS, f"{intervals} overlap; it clearly beats the next row {record}, but its mean reward is lower"
+    if clearly_beats(Tally(wins=tally.losses, draws=tally.draws, losses=tally.wins)):
+        return OVERLAPS, f"{intervals} overlap, and the next row clearly beats it {record}"
+    return OVERLAPS, f"{intervals} overlap, and {record} is not one-sided enough to tell ({interval_holds})"

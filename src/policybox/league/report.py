@@ -54,8 +54,10 @@ class Row(BaseModel):
     rating: Rating | None
     reward: Reward | None
     versus_next: str | None = Field(description=ranking.VERSUS_NEXT)
+    versus_why: str | None = Field(default=None, description="A ladder's: why vs next says what it says")
     played: int = Field(description="Its episodes (a ladder: the matches of the version that plays)")
     forfeits: int
+    forfeit_note: str | None = Field(default=None, description="A ladder's: what the forfeit rule did to it")
     statuses: dict[str, int] = Field(description="Its agent results per status")
     latency: LatencySummary | None
     failures: list[FailureCause] = Field(description="How its agents failed; each example is one line")
@@ -234,8 +236,10 @@ def _standing_row(row: board.Standing, conduct: board.Conduct | None, page: boar
         rating=row.rating if row.matches else None,
         reward=row.reward,
         versus_next=row.versus_next,
+        versus_why=row.versus_why,
         played=row.matches,
         forfeits=row.forfeits,
+        forfeit_note=row.forfeit_note,
         statuses=row.statuses,
         latency=conduct.latency if conduct else None,
         failures=conduct.failures if conduct else [],

@@ -49,7 +49,7 @@ from policybox.league.ladder.database import (
     transaction,
     versions,
 )
-from policybox.league.ladder.folder import LadderFolder
+from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ladder.run_loop import episode_job
 from policybox.league.play.backends import open_runner
 from policybox.league.play.runner import EpisodeRunner, play_all
@@ -58,8 +58,21 @@ from policybox.league.play.tournament import draw_seed
 from policybox.league.stats.final_placings import Placing, placing, rank_placings
 from policybox.league.stats.plackett_luce import FinalRanking, uncertain_pairs
 from policybox.results import EpisodeResult
+from policybox.settings import REPLAY_SUFFIX
 
 ROUNDS = 2  # cycles of the balanced schedule a final plays by default
+SEPARATING_PER_PAIR = 20  # matches ``separate`` suggests for each adjacent pair a final could not order
+
+
+class FinalMatch(BaseModel):
+    """One match of a final: its place in the schedule, and how it ended."""
+
+    number: int = Field(description="Its place in the final's schedule, from 0; the separating matches follow")
+    state: str = Field(description="scheduled, played or void")
+    placing: list[list[str]] | None = Field(default=None, description="Groups of names, best first (played only)")
+    reason: str | None = Field(default=None, description="Why it is void")
+    played_at: str | None = None
+    replay: str | None = Field(default=None, description="Its replay's file name, when the ladder kept one")
 
 
 class FinalState(BaseModel):
@@ -78,6 +91,13 @@ class FinalState(BaseModel):
     played: int
     void: int = Field(description="Matches the machinery failed every time: they count for nobody")
     ranking: FinalRanking
+    separate: str | None = Field(
+        default=None,
+        description="When a group holds several names: the --until-separated N that a final played with would "
+        "spend on the pairs it could not order, in words",
+    )
+    until_separated: int | None = Field(default=None, description="That N (SEPARATING_PER_PAIR for each pair)")
+    matches: list[FinalMatch] = Field(default_factory=list, description="Its matches, in schedule order")
 
 
 @dataclass(frozen=True)
@@ -185,7 +205,7 @@ def _play_scheduled(
     jobs = {
         row.number: episode_job(
             ladder,
-            f"final-{final.id}-{row.number:05d}",
+            _job_name(final.id, row.number),
             row.seed,
             [(version_id, ladder.stored(version_id).spec) for version_id in row.seats],
             replay=True,
@@ -326,6 +346,10 @@ def latest_final(ladder: LadderFolder) -> FinalState | None:
             .order_by(names.c.name)
         ).all()
         placings = _placings(connection, row.id)
+        stored = connection.execute(
+            select(final_matches).where(final_matches.c.final_id == row.id).order_by(final_matches.c.number)
+        ).all()
+    ranked = rank_placings(placings)
     return FinalState(
         id=row.id,
         state=row.state,
@@ -336,5 +360,84 @@ def latest_final(ladder: LadderFolder) -> FinalState | None:
         scheduled=sum(states.values()),
         played=states.get(MatchState.PLAYED, 0),
         void=states.get(MatchState.VOID, 0),
-        ranking=rank_placings(placings),
+        ranking=ranked,
+        separate=separate(ranked),
+        until_separated=separating_budget(ranked) or None,
+        matches=[_final_match(ladder, row.id, match) for match in stored],
     )
+
+
+def replay_name(final_id: int, number: int) -> str:
+    """The file name of a final match's replay in the ladder's replays folder (``episode_job``'s)."""
+    return f"{_job_name(final_id, number)}{REPLAY_SUFFIX}"
+
+
+def _job_name(final_id: int, number: int) -> str:
+    return f"final-{final_id}-{number:05d}"
+
+
+def _final_match(ladder: LadderFolder, final_id: int, row: Any) -> FinalMatch:
+    replay = replay_name(final_id, row.number)
+    return FinalMatch(
+        number=row.number,
+        state=row.state,
+        placing=row.placing,
+        reason=row.reason,
+        played_at=row.played_at,
+        replay=replay if (ladder.folder / REPLAYS / replay).is_file() else None,
+    )
+
+
+def separating_budget(ranking: FinalRanking) -> int:
+    """The ``--until-separated`` N to suggest: ``SEPARATING_PER_PAIR`` for each pair the ranking could not order."""
+    return SEPARATING_PER_PAIR * len(uncertain_pairs(ranking))
+
+
+def separate(ranking: FinalRanking) -> str | None:
+    """What to do when a group of the ranking holds several names: ``--until-separated N``,
+    ``SEPARATING_PER_PAIR`` matches for each adjacent pair it could not order; None when every name
+    is a group of its own."""
+    pairs = uncertain_pairs(ranking)
+    if not pairs:
+        return None
+    budget = separating_budget(ranking)
+    shared = sorted({entry.group for entry in ranking.names if any(entry.name in pair for pair in pairs)})
+    groups = ", ".join(str(group) for group in shared)
+    plural = "s" if len(shared) != 1 else ""
+    return (
+        f"group{plural} {groups} hold{'' if plural else 's'} several names, whose order these matches do not settle: "
+        f"a final played with --until-separated {budget} spends up to {budget} more matches on the "
+        f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''} next to each other in one group "
+        "(it stops once none is uncertain)"
+    )
+
+
+@dataclass(frozen=True)
+class StoredFinalMatch:
+    """One stored match of the latest final: its row, and each seat's name and version number."""
+
+    final_id: int
+    row: Any
+    seats: list[tuple[str, int]]
+
+
+def latest_final_match(ladder: LadderFolder, number: int) -> StoredFinalMatch | None:
+    """Match ``number`` of the latest final, as stored; None when there is no such match."""
+    with reading(ladder.engine) as connection:
+        final_id = connection.execute(select(func.max(finals.c.id))).scalar()
+        if final_id is None:
+            return None
+        row = connection.execute(
+            select(final_matches).where(final_matches.c.final_id == final_id, final_matches.c.number == number)
+        ).first()
+        if row is None:
+            return None
+        labels = {
+            label.id: (label.name, label.number)
+            for label in connection.execute(
+                select(versions.c.id, names.c.name, versions.c.number)
+                .join(names, names.c.id == versions.c.name_id)
+                .where(versions.c.id.in_(list(row.seats)))
+            )
+        }
+    return StoredFinalMatch(final_id, row, [labels[version_id] for version_id in row.seats])

@@ -97,7 +97,8 @@ def rating_history(connection: Connection, version_ids: Iterable[int]) -> Sequen
 
 def meetings(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any]:
     """Each rated meeting of these versions with another name's: the outcomes (``score``, ``forfeited``)
-    of both sides (``their_score``, ``their_forfeit``) and the other side's ``name``."""
+    of both sides (``their_score``, ``their_forfeit``), the other side's ``name``, and both versions
+    (``version_id``, ``their_version_id``)."""
     ids = list(version_ids)
     mine = ratings.alias("mine")
     theirs = ratings.alias("theirs")
@@ -108,6 +109,8 @@ def meetings(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any
             theirs.c.score.label("their_score"),
             theirs.c.forfeited.label("their_forfeit"),
             names.c.name,
+            mine.c.version_id,
+            theirs.c.version_id.label("their_version_id"),
         )
         .join(theirs, and_(theirs.c.match_id == mine.c.match_id, theirs.c.version_id != mine.c.version_id))
         .join(versions, versions.c.id == theirs.c.version_id)
@@ -175,12 +178,16 @@ def setup_outputs(connection: Connection, version_ids: Iterable[int]) -> Sequenc
     ).all()
 
 
-def latest_seats(connection: Connection, version_ids: Iterable[int], limit: int) -> Sequence[Any]:
-    """These versions' latest ``limit`` seats in played matches, newest match first."""
+def latest_logs(connection: Connection, version_ids: Iterable[int], limit: int) -> Sequence[Any]:
+    """These versions' latest ``limit`` seats in played matches whose log tail is not empty, newest match first."""
     return connection.execute(
         select(match_seats)
         .join(matches, matches.c.id == match_seats.c.match_id)
-        .where(match_seats.c.version_id.in_(list(version_ids)), matches.c.state == MatchState.PLAYED)
+        .where(
+            match_seats.c.version_id.in_(list(version_ids)),
+            matches.c.state == MatchState.PLAYED,
+            func.length(match_seats.c.log_tail) > 0,
+        )
         .order_by(match_seats.c.match_id.desc(), match_seats.c.seat)
         .limit(limit)
     ).all()

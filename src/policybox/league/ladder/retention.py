@@ -4,7 +4,9 @@ The rule: the latest ``keep_logs`` stored matches keep their agents' log folders
 (``DIR/logs/match-NNNNNN/``) and the latest ``keep_replays`` stored matches their replays
 (``DIR/replays/match-NNNNNN.json.z``); the files of older matches are deleted. Qualification log
 folders (``DIR/logs/qualify-NAME-vN-ATTEMPT/``) follow the same count: the newest ``keep_logs`` of
-them are kept. A match that is scheduled but not stored yet, or a version still qualifying, is never
+them are kept. Logs are also kept by age: a log folder modified less than ``keep_logs_hours`` ago (a
+day by default) is kept past the count, so a fast ladder does not delete a match's logs minutes
+after it was played. A match that is scheduled but not stored yet, or a version still qualifying, is never
 touched. The database keeps what the pages show whatever is deleted: every match's result, each
 failed agent's log tail (its last 4 KiB).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,12 +55,19 @@ class Freed:
 
 
 def prune(
-    ladder: LadderFolder, keep_logs: int | None = None, keep_replays: int | None = None, environments: bool = False
+    ladder: LadderFolder,
+    keep_logs: int | None = None,
+    keep_replays: int | None = None,
+    environments: bool = False,
+    keep_logs_hours: float | None = None,
 ) -> Freed:
     """Delete what the rule does not keep: the files of all but the latest ``keep_logs`` /
-    ``keep_replays`` stored matches (default: the ladder's settings); with ``environments``, also the
-    environments no version uses (``ladder prune``, not ``ladder run``'s pruning as it plays)."""
+    ``keep_replays`` stored matches, the log folders younger than ``keep_logs_hours`` kept too (default:
+    the ladder's settings); with ``environments``, also the environments no version uses (``ladder
+    prune``, not ``ladder run``'s pruning as it plays)."""
     keep_logs = ladder.settings.keep_logs if keep_logs is None else keep_logs
+    hours = ladder.settings.keep_logs_hours if keep_logs_hours is None else keep_logs_hours
+    young = time.time() - hours * 3600  # a log folder modified after this is kept
     keep_replays = ladder.settings.keep_replays if keep_replays is None else keep_replays
     with transaction(ladder.engine) as connection:
         logs_from, replays_from = store.oldest_kept(connection, keep_logs), store.oldest_kept(connection, keep_replays)
@@ -68,13 +78,14 @@ def prune(
     for path in _entries(ladder.folder / LOGS):
         if (match := MATCH_FILE.fullmatch(path.name)) and path.is_dir():
             match_id = int(match[1])
-            if match_id < logs_from and match_id not in playing:
+            if match_id < logs_from and match_id not in playing and _modified(path) < young:
                 _delete(path, freed, "logs")
         elif (found := QUALIFY_FOLDER.fullmatch(path.name)) and (found[1], int(found[2])) not in qualifying:
             qualifications.append(path)
     qualifications.sort(key=_modified, reverse=True)
     for path in qualifications[keep_logs:]:
-        _delete(path, freed, "logs")
+        if _modified(path) < young:
+            _delete(path, freed, "logs")
     for path in _entries(ladder.folder / REPLAYS):
         if (match := MATCH_FILE.fullmatch(path.name)) and int(match[1]) < replays_from and int(match[1]) not in playing:
             _delete(path, freed, "replays")
@@ -110,7 +121,10 @@ def missing(ladder: LadderFolder, match_id: int) -> tuple[str | None, str | None
             replay = f"no longer kept: this ladder keeps the latest {settings.keep_replays} matches' replays"
     logs = None
     if not (ladder.folder / LOGS / f"match-{match_id:06d}").is_dir():
-        logs = f"no longer kept: this ladder keeps the latest {settings.keep_logs} matches' logs (the tails shown stay)"
+        logs = (
+            f"no longer kept: this ladder keeps the latest {settings.keep_logs} matches' logs, and those of the last "
+            f"{settings.keep_logs_hours:g} hours (the tails shown stay)"
+        )
     return replay, logs
 
 

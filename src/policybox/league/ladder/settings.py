@@ -91,6 +91,12 @@ class LadderSettings(BaseModel):
         ge=0,
         description="Keep the latest N matches' log folders (older ones are deleted; their log tails stay)",
     )
+    keep_logs_hours: float = Field(
+        default=24.0,
+        ge=0,
+        description="Also keep every log folder younger than this many hours, past --keep-logs (a day by default: "
+        "a match's logs stay at least that long however fast the ladder plays)",
+    )
     keep_replays: int = Field(
         default=1000, ge=0, description="Keep the latest N matches' replays (older ones are deleted)"
     )

@@ -42,7 +42,8 @@ from policybox.settings import REPLAY_SUFFIX
 
 RECENT = 20
 ID_MAX = 2**63 - 1  # the largest id SQLite and PostgreSQL can compare: none above it exists
-FAILURES_SHOWN = 10
+FAILURES_SHOWN = 10  # groups of identical failures a name page lists
+FAILURES_READ = 200  # of its latest failed seats, grouped into those
 PLACING = (
     "Its policy's place in this match by the ladder's ranking rule (a forfeit below every policy that did "
     "not forfeit): win, draw or loss between two policies, else 1st, 2nd, ... (=2nd: a shared place)"
@@ -72,8 +73,14 @@ class Standing(BaseModel):
     matches: int = 0
     reward: Reward | None = None
     versus_next: str | None = Field(default=None, description=ranking.VERSUS_NEXT)
+    versus_why: str | None = Field(
+        default=None, description="Why vs next says what it says: the two intervals, and their head-to-head"
+    )
     statuses: dict[str, int] = Field(default_factory=dict)
     forfeits: int = 0
+    forfeit_note: str | None = Field(
+        default=None, description="What the forfeit rule did to its ranking, when it forfeited (ranking.forfeit_note)"
+    )
     timeouts: int = 0
     invalid_actions: int = 0
     reason: str | None = Field(default=None, description="Why it is not active: rejected, suspended, retired, ...")
@@ -113,15 +120,45 @@ def standings(ladder: LadderFolder, private_for: set[str] | None = None) -> Stan
         teams = reads.teams_of_names(connection)
         played = reads.played(connection)
         now_playing = pulse.read(connection)
-    for row in rows:
-        row.team = teams.get(row.name)
+        for row in rows:
+            row.team = teams.get(row.name)
+        placed = ranking.placed(rows)
+        if ladder.settings.one_per_team:
+            placed = ranking.placed(_best_of_each_team(placed))
+        placed = _explained(connection, placed, current)
     settings = ladder.settings
-    placed = ranking.placed(rows)
-    if settings.one_per_team:
-        placed = ranking.placed(_best_of_each_team(placed))
     return Standings(
         rank_by=settings.rank_by, rule=ranking.RULES[settings.rank_by], matches=played, rows=placed, pulse=now_playing
     )
+
+
+def _explained(connection: Connection, rows: list[Standing], current: dict[str, Any]) -> list[Standing]:
+    """``rows``, placed, each ranked one with what the forfeit rule did to it (``ranking.forfeit_note``),
+    and its ``vs next`` read again with the two rows' head-to-head (``ranking.versus_meetings``) -- their
+    playing versions' meetings, read only where the intervals overlap."""
+    ranked = [row for row in rows if row.rank is not None]
+    for at, row in enumerate(ranked):
+        above = [other.name for other in ranked[at + 1 :] if not other.forfeits and other.rank != row.rank]
+        row.forfeit_note = ranking.forfeit_note(row.forfeits, row.matches, above)
+    for upper, lower in zip(ranked, ranked[1:], strict=False):
+        tally = None
+        if upper.versus_next == ranking.OVERLAPS:
+            theirs = current[lower.name].id
+            tally = ranking.head_to_head(
+                (r.their_version_id, _outcome(r), _their_outcome(r))
+                for r in reads.meetings(connection, [current[upper.name].id])
+                if r.their_version_id == theirs
+            ).get(theirs)
+        upper.versus_next, upper.versus_why = ranking.versus_meetings(upper.entry, lower.entry, tally)
+    return rows
+
+
+def _outcome(meeting: Any) -> ranking.Outcome:
+    return ranking.Outcome(meeting.score, meeting.forfeited)
+
+
+def _their_outcome(meeting: Any) -> ranking.Outcome:
+    return ranking.Outcome(meeting.their_score, meeting.their_forfeit)
 
 
 def _best_of_each_team(placed: list[Standing]) -> list[Standing]:
@@ -265,10 +302,20 @@ class RatingPoint(BaseModel):
 
 
 class Opponent(ranking.Tally):
-    """A name's record against another name, over their matches (``ranking.head_to_head``)."""
+    """A name's record against another name, over their matches (``ranking.head_to_head``), beside what
+    their ratings expect of it."""
 
     name: str
     matches: int = 0
+    expected: float | None = Field(
+        default=None,
+        description="The score per match (a win 1, a draw ½) the two playing versions' current ratings expect of "
+        "it (ranking.expected_share); None unless both are rated",
+    )
+    disagrees: bool = Field(
+        default=False, description="expected lies outside the 95% interval of its record's score share"
+    )
+    why: str | None = Field(default=None, description="When it disagrees: what the record and the ratings count")
 
 
 class ProblemOpponent(BaseModel):
@@ -307,7 +354,12 @@ class MatchRow(BaseModel):
 
 
 class FailureRow(BaseModel):
-    match: int
+    match: int = Field(description="The latest match it failed in this way")
+    count: int = Field(
+        default=1,
+        description="How many of its latest failed seats failed this same way: the same version, status, cause, "
+        "message and traceback (the step and log tail shown are the latest one's)",
+    )
     version: int
     seat: int
     status: str
@@ -350,12 +402,16 @@ class NamePage(BaseModel):
     )
     problems: list[ProblemOpponent] = Field(
         default_factory=list,
-        description="Each opponent's actual score minus the expected, worst first: both rated names' only",
+        description="The opponents it scores less against than the ratings expect (actual - expected below 0), "
+        "worst first: both rated names' only; empty when it does at least as well as expected against each",
     )
     seats: list[SeatRecord]
     recent: list[MatchRow]
     failures: list[FailureRow]
-    logs: list[SeatLog] = Field(default_factory=list, description="Its recent matches' log tails: its own team's only")
+    logs: list[SeatLog] = Field(
+        default_factory=list,
+        description="Its recent matches' log tails, the empty ones left out: its own team's only",
+    )
     setups: list[SetupOutput] = Field(default_factory=list, description="Its setup scripts' output: its team's only")
 
 
@@ -377,8 +433,8 @@ def name_page(ladder: LadderFolder, name: str, private: bool = False) -> NamePag
             standing=standing,
             versions=[version_info(v, private) for v in own],
             history=rating_points(connection, ids),
-            head_to_head=(opponents := _opponents(connection, ids)),
-            problems=_problems(name, opponents, store.current_versions(connection)),
+            head_to_head=(opponents := _opponents(connection, name, ids, ladder.settings.versions_per_match)),
+            problems=_problems(opponents),
             cycles=_cycles_of(connection, name),
             seats=_seat_records(connection, ids),
             recent=match_rows(connection, ladder.settings.rank_by, ids, RECENT),
@@ -417,13 +473,57 @@ def rating_points(connection: Connection, ids: dict[int, int]) -> list[RatingPoi
     ]
 
 
-def _opponents(connection: Connection, ids: dict[int, int]) -> list[Opponent]:
-    """Its record against each other name it met, by name (``ranking.head_to_head``)."""
-    tallies = ranking.head_to_head(
-        (r.name, ranking.Outcome(r.score, r.forfeited), ranking.Outcome(r.their_score, r.their_forfeit))
-        for r in reads.meetings(connection, ids)
-    )
-    return [Opponent(name=name, matches=t.played, **t.model_dump()) for name, t in sorted(tallies.items())]
+def _opponents(connection: Connection, name: str, ids: dict[int, int], per_match: int) -> list[Opponent]:
+    """Its record against each other name it met, by name (``ranking.head_to_head``), each beside what
+    the two playing versions' ratings expect of it, and why when the record disagrees (``per_match``:
+    the ladder's versions per match)."""
+    meetings = reads.meetings(connection, ids)
+    tallies = ranking.head_to_head((r.name, _outcome(r), _their_outcome(r)) for r in meetings)
+    current = store.current_versions(connection)
+    mine = current.get(name)
+    opponents = []
+    for other, tally in sorted(tallies.items()):
+        opponent = Opponent(name=other, matches=tally.played, **tally.model_dump())
+        theirs = current.get(other)
+        if mine is not None and theirs is not None and _rated(mine) and _rated(theirs):
+            opponent.expected = ranking.expected_share(_openskill(mine), _openskill(theirs))
+            opponent.disagrees = ranking.disagrees(tally, opponent.expected)
+            if opponent.disagrees:
+                others = sum(
+                    r.name == other and (r.version_id != mine.id or r.their_version_id != theirs.id) for r in meetings
+                )
+                opponent.why = _why_it_disagrees(tally.played, others, mine.matches, per_match)
+        opponents.append(opponent)
+    return opponents
+
+
+def _rated(version: Any) -> bool:
+    return version.mu is not None
+
+
+def _openskill(version: Any) -> Any:
+    return ranking.MODEL.rating(mu=version.mu, sigma=version.sigma)
+
+
+def _why_it_disagrees(played: int, others: int, matches: int, per_match: int) -> str:
+    """Why a record of ``played`` matches (``others`` of them by versions other than the two playing now)
+    disagrees with the ratings, of a version that played ``matches``: what each counts."""
+    reasons = [
+        f"the ratings come from all {matches} matches of its playing version, against every opponent, and "
+        "place the names on one scale: how each of the two does against the others counts as much as their "
+        f"{played} meetings"
+    ]
+    if others:
+        reasons.append(
+            f"{others} of these {played} matches were played by other versions than the two playing now, whose "
+            "ratings the expectation is from"
+        )
+    if per_match > 2:
+        reasons.append(
+            f"a match holds {per_match} policies: the ratings count its place among all of them, this record only "
+            "which of these two placed higher"
+        )
+    return "; ".join(reasons)
 
 
 def _cycles_of(connection: Connection, name: str) -> list[list[str]]:
@@ -444,26 +544,15 @@ def _cycles_of(connection: Connection, name: str) -> list[list[str]]:
     return found
 
 
-def _problems(name: str, opponents: list[Opponent], current: dict[str, Any]) -> list[ProblemOpponent]:
-    """Its opponents by how much worse it does against each than the two names' current ratings expect."""
-
-    def rated(who: str) -> Any:
-        row = current.get(who)
-        return None if row is None or row.mu is None else ranking.MODEL.rating(mu=row.mu, sigma=row.sigma)
-
-    mine = rated(name)
-    found = []
-    for opponent in opponents:
-        theirs = rated(opponent.name)
-        if mine is None or theirs is None or not opponent.played:
-            continue
-        expected = ranking.expected_share(mine, theirs)
-        problem = opponent.share - expected
-        found.append(
-            ProblemOpponent(
-                name=opponent.name, matches=opponent.matches, actual=opponent.share, expected=expected, problem=problem
-            )
+def _problems(opponents: list[Opponent]) -> list[ProblemOpponent]:
+    """The opponents it does worse against than the two names' current ratings expect, worst first."""
+    found = [
+        ProblemOpponent(
+            name=o.name, matches=o.matches, actual=o.share, expected=o.expected, problem=o.share - o.expected
         )
+        for o in opponents
+        if o.expected is not None and o.played and o.share < o.expected
+    ]
     return sorted(found, key=lambda p: (p.problem, p.name))
 
 
@@ -477,10 +566,12 @@ def _seat_records(connection: Connection, ids: dict[int, int]) -> list[SeatRecor
 
 
 def _failures(connection: Connection, ids: dict[int, int], private: bool) -> list[FailureRow]:
-    """Its latest failures; for its own team with the log tail and the traceback (which the match's
-    stored result holds, up to ``Failure``'s 8000 characters)."""
-    return [
-        FailureRow(
+    """Its latest failures, the identical ones grouped and counted (``FailureRow.count``), newest first;
+    for its own team with the log tail and the traceback (which the match's stored result holds, up to
+    ``Failure``'s 8000 characters)."""
+    groups: dict[tuple[Any, ...], FailureRow] = {}
+    for r in reads.failed_seats(connection, ids, FAILURES_READ):
+        row = FailureRow(
             match=r.match_id,
             version=ids[r.version_id],
             seat=r.seat,
@@ -491,8 +582,12 @@ def _failures(connection: Connection, ids: dict[int, int], private: bool) -> lis
             log_tail=own(r.log_tail, private),
             traceback=_traceback(r.result, r.seat) if private else None,
         )
-        for r in reads.failed_seats(connection, ids, FAILURES_SHOWN)
-    ]
+        key = (row.version, row.status, row.cause, row.message, row.traceback and row.traceback.model_dump_json())
+        if key in groups:
+            groups[key].count += 1
+        elif len(groups) < FAILURES_SHOWN:
+            groups[key] = row
+    return list(groups.values())
 
 
 def _traceback(result: dict[str, Any] | None, seat: int) -> own_code.Traceback | None:
@@ -510,11 +605,13 @@ def _setups(connection: Connection, ids: dict[int, int]) -> list[SetupOutput]:
 
 
 def _logs(connection: Connection, ids: dict[int, int]) -> list[SeatLog]:
+    """Its latest seats' log tails, the empty ones (nothing or white space only) left out."""
     return [
         SeatLog(
             match=r.match_id, version=ids[r.version_id], seat=r.seat, status=r.status, log_tail=own(r.log_tail, True)
         )
-        for r in reads.latest_seats(connection, ids, RECENT)
+        for r in reads.latest_logs(connection, ids, RECENT)
+        if r.log_tail.strip()
     ]
 
 

@@ -3,9 +3,11 @@ traceback with the frames in its own files first and policybox's (and any librar
 
 **No host path.** A version's files live at ``DIR/versions/files/<sha256>/<root>/...`` on the
 organiser's machine, and a message or traceback a policy raised names them. ``relative`` cuts that
-prefix (``policies/bot.py``), and the folders of policybox and of this Python's libraries
-(``policybox/cell/runtime.py``, ``mettagrid/...``), so that no view shows where the organiser keeps
-anything. ``board.public`` and ``board.own`` apply it to every text a policy controls, for every view.
+prefix (``policies/bot.py``) -- and, for a zip's, the folder it was unpacked to, named by the zip's
+content hash (``policybox.submission``): ``224c2f2ac3fdeb36/bot.py`` is ``bot.py``, as the zip holds
+it -- and the folders of policybox and of this Python's libraries (``policybox/cell/runtime.py``,
+``mettagrid/...``), so that no view shows where the organiser keeps anything. ``board.public`` and
+``board.own`` apply it to every text a policy controls, for every view.
 
 **Own frames first.** A traceback's frames in files of the version (under ``versions/files/``) are
 the team's; the others -- policybox's cell, the game, the standard library -- are folded: their text
@@ -22,9 +24,13 @@ from pydantic import BaseModel, Field
 
 import policybox
 from policybox.host.sandbox import SCRATCH_PREFIX
+from policybox.submission import DIGEST_HEX
 
-# A version's copy (``versions.keep``): the 64-hex digest of its bundle, then the root's index.
-VERSION_FILES = re.compile(r"""[^\s"'<>]*/versions/files/[0-9a-f]{64}/[0-9]+/""")
+# A version's copy (``versions.keep``): the 64-hex digest of its bundle, then the root's index; then, for
+# a zip, the folder it was unpacked to (``submission.unpack_submission``: its content hash's first digits).
+VERSION_FILES = re.compile(
+    r"""[^\s"'<>]*/versions/files/[0-9a-f]{64}/[0-9]+/(?:[0-9a-f]{""" + str(DIGEST_HEX) + r"""}/)?"""
+)
 # Where policybox and this Python's libraries are installed: frames there are named from inside.
 INSTALLED = sorted(
     {str(Path(policybox.__file__).parent.parent)}

@@ -37,6 +37,8 @@ def make_app(folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Starlette:
         *(route for page in pages.PAGES for route in page.routes()),
         Route("/matches/{match:int}/replay", pages.replay, name="replay"),
         Route("/api/matches/{match:int}/replay", pages.replay_frames, name="api:replay"),
+        Route("/final/matches/{number:int}/replay", pages.final_replay, name="final-replay"),
+        Route("/api/final/matches/{number:int}/replay", pages.final_replay_frames, name="api:final-replay"),
         Route("/rules/starter.zip", pages.starter, name="starter"),
         Route("/rules/game", pages.game, name="game"),
         *take_home.ROUTES,

@@ -133,6 +133,10 @@ def _scrimmage(ladder: LadderFolder, request: Request, who: Viewer) -> scrimmage
     return scrimmage_page.scrimmage_page(ladder, request.path_params["scrimmage"], who.team, set(who.owned))
 
 
+def _final_match(ladder: LadderFolder, request: Request, who: Viewer) -> final_page.FinalMatchPage:
+    return final_page.final_match(ladder, request.path_params["number"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Plots, drawn from the page's model
 
@@ -176,11 +180,14 @@ MATCH = Page("match", "/matches/{match:int}", "/api/matches/{match:int}", "match
 QUEUE = Page("queue", "/queue", "/api/queue", "queue.html", _queue)
 RULES = Page("rules", "/rules", "/api/rules", "rules.html", _rules)
 FINAL = Page("final", "/final", "/api/final", "final.html", _final)
+FINAL_MATCH = Page(
+    "final-match", "/final/matches/{number:int}", "/api/final/matches/{number:int}", "final_match.html", _final_match
+)
 TEAM = Page("team", "/teams/{team}", "/api/teams/{team}", "team.html", _team, _team_plots)
 SCRIMMAGE = Page(
     "scrimmage", "/scrimmages/{scrimmage:int}", "/api/scrimmages/{scrimmage:int}", "scrimmage.html", _scrimmage
 )
-PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES, FINAL, TEAM, SCRIMMAGE]
+PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES, FINAL, FINAL_MATCH, TEAM, SCRIMMAGE]
 
 
 def replay_frames(request: Request) -> Response:
@@ -196,6 +203,24 @@ def replay(request: Request) -> Response:
         raise HTTPException(404, f"match {page.id} has no replay: this ladder wrote none for it")
     path = request.app.state.site.reader.folder / REPLAYS / page.replay_file
     return FileResponse(path, media_type="application/octet-stream", filename=page.replay_file)
+
+
+def final_replay_frames(request: Request) -> Response:
+    """A final's kept MettaGrid replay as its match page's player draws it: 404 without one."""
+    ladder = request.app.state.site.reader
+    return JSONResponse(final_page.final_match_replay(ladder, request.path_params["number"]))
+
+
+def final_replay(request: Request) -> Response:
+    """The replay of a match of the latest final, as a download, where the ladder kept one (``/final`` says)."""
+    ladder = request.app.state.site.reader
+    number = request.path_params["number"]
+    final = final_page.final_page(ladder).final
+    found = next((match for match in final.matches if match.number == number), None) if final else None
+    if found is None or found.replay is None:
+        raise HTTPException(404, f"the latest final has no replay of its match {number}")
+    path = ladder.folder / REPLAYS / found.replay
+    return FileResponse(path, media_type="application/octet-stream", filename=found.replay)
 
 
 def starter(request: Request) -> Response:

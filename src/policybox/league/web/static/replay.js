@@ -18,7 +18,8 @@
     return value;
   }
 
-  // Play/pause and the slider of `box`; `show(step)` draws that step.
+  // Play/pause, the slider of `box` and its failure marks (a button per failed agent, data-step its step
+  // index); `show(step)` draws that step. A step index, from 0, is shown as people count steps, from 1.
   function controls(box, last, show) {
     const slider = box.querySelector("input.step");
     const shown = box.querySelector("output.step-shown");
@@ -27,7 +28,7 @@
     slider.max = String(last);
     const go = (step) => {
       slider.value = String(step);
-      shown.textContent = String(step);
+      shown.textContent = String(step + 1);
       show(step);
     };
     const pause = () => {
@@ -49,7 +50,19 @@
         go(next);
       }, STEP_MS);
     });
+    for (const jump of box.querySelectorAll("button.jump")) {
+      jump.addEventListener("click", () => {
+        pause();
+        go(Math.min(Number(jump.dataset.step), last));
+      });
+    }
     go(Number(slider.value));
+  }
+
+  // The failure mark of seat `seat` in `box`, if it failed: its step index and status.
+  function failure(box, seat) {
+    const jump = box.querySelector(`button.jump[data-seat="${seat}"]`);
+    return jump ? { step: Number(jump.dataset.step), status: jump.dataset.status } : null;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -82,7 +95,14 @@
       const inventory = at(agent.inventory, step)
         .filter(([, count]) => count > 0)
         .map(([item, count]) => `${replay.item_names[item] ?? item} ${count}`);
+      const failed = failure(player, agent.seat);
       text("agent-seat", `${agent.seat}: ${agent.name}`);
+      text(
+        "agent-status",
+        failed && step >= failed.step
+          ? `${failed.status} at step ${failed.step + 1}: its fallback action since`
+          : "playing",
+      );
       text("agent-action", replay.action_names[action] ?? String(action));
       text("agent-reward", at(agent.reward, step).toFixed(3));
       text("agent-inventory", inventory.length ? inventory.join(", ") : "empty");
@@ -107,6 +127,15 @@
         if (String(agent.seat) === select.value) {
           context.strokeStyle = "#000000";
           context.lineWidth = 2;
+          context.stroke();
+        }
+        const failed = failure(player, agent.seat);
+        if (failed && step >= failed.step) {  // a failed agent: crossed out
+          context.strokeStyle = "#000000";
+          context.lineWidth = 2;
+          context.beginPath();
+          context.moveTo(x * cell, y * cell);
+          context.lineTo((x + 1) * cell, (y + 1) * cell);
           context.stroke();
         }
         context.fillStyle = "#000000";

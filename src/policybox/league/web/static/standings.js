@@ -31,6 +31,7 @@
     const parts = [];
     if (row.reason) parts.push(firstLine(row.reason));
     if (row.team_best) parts.push(`ranked as its team's best name, ${row.team_best}`);
+    if (row.forfeit_note) parts.push(row.forfeit_note);
     if (row.latest) {
       const why = row.latest.reason ? `: ${firstLine(row.latest.reason)}` : "";
       parts.push(`v${row.latest.version} ${row.latest.state}${why}`);
@@ -65,6 +66,12 @@
     return td;
   }
 
+  function versusCell(row) {
+    const td = cell(row.versus_next || "");
+    if (row.versus_why) td.title = row.versus_why;
+    return td;
+  }
+
   function tableRow(row) {
     const tr = document.createElement("tr");
     if (row.rank === null) tr.className = "unranked";
@@ -75,7 +82,7 @@
       cell(row.state, `state ${row.state}`),
       cell(rating(row.rating), "number"),
       cell(reward(row.reward), "number"),
-      cell(row.versus_next || ""),
+      versusCell(row),
       cell(String(row.matches), "number"),
       cell(statuses(row.statuses)),
       cell(String(row.forfeits), "number"),
