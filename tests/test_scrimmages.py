@@ -324,3 +324,28 @@ def test_a_ladder_made_with_no_scrimmages_takes_none(tmp_path):
         client.post("/login", data={"token": cup.tokens["alpha"]}, headers=SAME_SITE)
         page = client.get("/names/alphabot").text
         assert "This ladder takes no scrimmages." in page and 'id="scrimmage-form"' not in page
+
+
+def test_scrimmages_files_are_pruned_by_counts_of_their_own(played, tmp_path):
+    """A prune keeps the newest scrimmages' log folders and replays by the ladder's counts, as it keeps
+    matches', and deletes the rest (on a copy of the played cup, which other tests read)."""
+    import shutil
+
+    folder = tmp_path / "cup"
+    shutil.copytree(played[0].folder, folder, symlinks=True)
+    names = [f"scrimmage-{n:06d}" for n in (1, 2, 3)]
+
+    def on_disk() -> tuple[list[str], list[str]]:
+        logs = sorted(p.name for p in (folder / "logs").iterdir() if p.name.startswith("scrimmage-"))
+        replays = sorted(
+            p.name.split(".")[0] for p in (folder / "replays").iterdir() if p.name.startswith("scrimmage-")
+        )
+        return logs, replays
+
+    assert on_disk() == (names, names)
+    pruned = ladder_command("prune", str(folder), "--keep-logs", "1", "--keep-replays", "2", "--keep-logs-hours", "0")
+    assert pruned.returncode == 0, pruned.stderr
+    assert on_disk() == (names[2:], names[1:])
+    with TestClient(make_app(folder)) as client:  # its page still answers, its replay gone: a 404
+        assert client.get("/api/scrimmages/1", headers=played[0].auth("alpha")).status_code == 200
+        assert client.get("/scrimmages/1/replay", headers=played[0].auth("alpha")).status_code == 404

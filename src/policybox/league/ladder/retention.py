@@ -4,11 +4,13 @@ The rule: the latest ``keep_logs`` stored matches keep their agents' log folders
 (``DIR/logs/match-NNNNNN/``) and the latest ``keep_replays`` stored matches their replays
 (``DIR/replays/match-NNNNNN.json.z``); the files of older matches are deleted. Qualification log
 folders (``DIR/logs/qualify-NAME-vN-ATTEMPT/``) follow the same count: the newest ``keep_logs`` of
-them are kept. Logs are also kept by age: a log folder modified less than ``keep_logs_hours`` ago (a
+them are kept; so do scrimmages' (``DIR/logs/scrimmage-NNNNNN/``, and the newest ``keep_replays`` of their
+replays, ``DIR/replays/scrimmage-NNNNNN.json.z``), by counts of their own, so that scrimmages never
+push a rated match's files out. Logs are also kept by age: a log folder modified less than ``keep_logs_hours`` ago (a
 day by default) is kept past the count, so a fast ladder does not delete a match's logs minutes
-after it was played. A match that is scheduled but not stored yet, or a version still qualifying, is never
-touched. The database keeps what the pages show whatever is deleted: every match's result, each
-failed agent's log tail (its last 4 KiB).
+after it was played. A match that is scheduled but not stored yet, a version still qualifying or a
+scrimmage still to play is never touched. The database keeps what the pages show whatever is deleted:
+every match's result, each failed agent's log tail (its last 4 KiB).
 
 ``ladder run`` applies the rule as it stores matches; ``ladder prune`` applies it on demand (with
 counts of its own, if asked) and says what it freed. ``ladder prune`` also deletes the environments
@@ -34,6 +36,7 @@ from policybox.settings import REPLAY_SUFFIX
 LOGS = "logs"
 MATCH_FILE = re.compile(r"match-(\d+)(?:" + re.escape(REPLAY_SUFFIX) + ")?")
 QUALIFY_FOLDER = re.compile(r"qualify-(.+)-v(\d+)-\d+")
+SCRIMMAGE_FILE = re.compile(r"scrimmage-(\d+)(?:" + re.escape(REPLAY_SUFFIX) + ")?")
 
 
 @dataclass
@@ -73,6 +76,7 @@ def prune(
         logs_from, replays_from = store.oldest_kept(connection, keep_logs), store.oldest_kept(connection, keep_replays)
         playing = {match_id for match_id, _, _ in store.scheduled(connection)}
         qualifying = {(version.name, version.number) for version in store.qualifying(connection)}
+        unplayed = store.scrimmages_to_play(connection)
     freed = Freed()
     qualifications = []
     for path in _entries(ladder.folder / LOGS):
@@ -89,9 +93,19 @@ def prune(
     for path in _entries(ladder.folder / REPLAYS):
         if (match := MATCH_FILE.fullmatch(path.name)) and int(match[1]) < replays_from and int(match[1]) not in playing:
             _delete(path, freed, "replays")
+    for kind, keep in (("logs", keep_logs), ("replays", keep_replays)):
+        for path in _scrimmages(ladder.folder / (LOGS if kind == "logs" else REPLAYS), unplayed)[keep:]:
+            if kind == "replays" or _modified(path) < young:
+                _delete(path, freed, kind)
     if environments:
         _prune_environments(ladder, freed)
     return freed
+
+
+def _scrimmages(folder: Path, unplayed: set[int]) -> list[Path]:
+    """The scrimmages' files in ``folder``, newest first, but those still to play."""
+    found = [(int(m[1]), path) for path in _entries(folder) if (m := SCRIMMAGE_FILE.fullmatch(path.name))]
+    return [path for number, path in sorted(found, reverse=True) if number not in unplayed]
 
 
 def _prune_environments(ladder: LadderFolder, freed: Freed) -> None:

@@ -805,6 +805,11 @@ def next_scrimmage(connection: Connection, besides: Iterable[int]) -> tuple[int,
     return None if row is None else (row.id, row.seed, list(row.seats))
 
 
+def scrimmages_to_play(connection: Connection) -> set[int]:
+    """The scrimmages still to play (their files are never pruned)."""
+    return set(connection.execute(select(scrimmages.c.id).where(scrimmages.c.state == MatchState.SCHEDULED)).scalars())
+
+
 def record_scrimmage(connection: Connection, scrimmage_id: int, result: EpisodeResult) -> None:
     """Store a played scrimmage's result: nothing else changes (no rating, no counter, no streak)."""
     connection.execute(
