@@ -93,8 +93,8 @@ def test_rollout_with_and_without_the_wrapper_is_identical(grouped, mode):
     [("RaiseInStep", "error"), ("SegfaultInStep", "crashed"), ("InfiniteLoopInStep", "disabled")],
 )
 def test_a_failing_inner_policy_plays_noop_and_the_mettagrid_episode_completes(fault, status):
-    """Agents 0 and 1 run a policy that fails at its tenth step; it plays noop before that, and MettaGrid's
-    no-op after, so the whole game equals one where they played noop -- the others acted exactly the same."""
+    """Agents 0 and 1 run a policy that fails at its 11th step (step index 10); it plays noop before that,
+    and MettaGrid's no-op after, so the whole game equals one where they played noop -- the others acted exactly the same."""
     faulty = sandboxed(f"{POLICIES / 'faults.py'}:{fault}", act_timeout_ms=300, time_bank_ms=600)
     mixed = multi_episode([faulty, in_process("stateful.Stateful")], [0, 0, 1, 1], episodes=1)
     reference = multi_episode([in_process("noop"), in_process("stateful.Stateful")], [0, 0, 1, 1], episodes=1)
@@ -105,7 +105,7 @@ def test_a_failing_inner_policy_plays_noop_and_the_mettagrid_episode_completes(f
         agents = [policy.agent_policy(i) for i in range(2)]
         Rollout(config, [*agents, *(policy.agent_policy(i) for i in (2, 3))], seed=5).run_until_done()
         assert agents[0].infos["policybox_status"] == status
-        assert "step 10" in agents[0].infos["policybox_failure"]
+        assert "step 11" in agents[0].infos["policybox_failure"]  # counted from 1, as people count
     finally:
         policy.close()
 

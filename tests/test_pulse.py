@@ -36,7 +36,8 @@ from policybox.league.views.pulse import STOPPED_ETA
 from policybox.league.web.app import make_app
 
 NAMES = [("wanderer", WANDERER), ("random", "random"), ("noop", "noop")]
-PROBLEMS = "problem opponents: actual score per match minus what the ratings expect, worst first"
+# a title longer than 80 columns, which every name with a match shows
+HEAD_TO_HEAD = "head-to-head: W-D-L, score per match and what the ratings expect, mean score margin"
 
 
 def pulse_of(folder: Path) -> dict:
@@ -246,9 +247,9 @@ def test_status_ends_its_last_line_and_show_printed_to_a_file_cuts_no_heading(tm
     with (tmp_path / "show.txt").open("w") as out:
         subprocess.run(command, stdout=out, env=environment, check=True, timeout=120)
     shown = (tmp_path / "show.txt").read_text()
-    assert PROBLEMS in shown.splitlines(), shown
+    assert HEAD_TO_HEAD in shown.splitlines(), shown
     assert re.search(r"v +state +matches", shown) and "submitted" in shown and "reason" in shown and "…" not in shown
     # In a terminal of 40 columns the tables fit it: their titles wrap, whole, rather than being cut.
     narrow = ladder_command("show", str(folder), "wanderer", columns=40).stdout
     assert max(len(line) for line in narrow.splitlines()) <= 40
-    assert PROBLEMS in " ".join(narrow.split())
+    assert HEAD_TO_HEAD in " ".join(narrow.split())

@@ -134,7 +134,7 @@ def every_route(client: TestClient) -> list[str]:
 
 
 def _taken_home(path: str, answer) -> bool:
-    """A team's download (``web.take_home``), refused to anyone but its team (403), or not there (404: a
+    """A team's download (``web.downloads``), refused to anyone but its team (403), or not there (404: a
     log no longer kept, a version with no files)."""
     return path.endswith(("/log", "/files.zip")) and answer.status_code in (403, 404)
 

@@ -14,7 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from policybox.errors import NotFound
 from policybox.league.ladder.database import LadderError
-from policybox.league.web import UPLOAD_CAP, pages, render, scrimmages, take_home, upload, viewer
+from policybox.league.web import UPLOAD_CAP, downloads, pages, render, scrimmages, upload, viewer
 from policybox.league.web.headers import SecurityHeaders
 from policybox.league.web.site import Site
 
@@ -41,7 +41,7 @@ def make_app(folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Starlette:
         Route("/api/final/matches/{number:int}/replay", pages.final_replay_frames, name="api:final-replay"),
         Route("/rules/starter.zip", pages.starter, name="starter"),
         Route("/rules/game", pages.game, name="game"),
-        *take_home.ROUTES,
+        *downloads.ROUTES,
         Route("/submit", upload.submit_page, name="submit"),
         Route("/submit", upload.submit_form, methods=["POST"]),
         Route("/api/submit", upload.submit_api, methods=["POST"], name="api:submit"),
