@@ -94,7 +94,8 @@ def test_rollout_with_and_without_the_wrapper_is_identical(grouped, mode):
 )
 def test_a_failing_inner_policy_plays_noop_and_the_mettagrid_episode_completes(fault, status):
     """Agents 0 and 1 run a policy that fails at its 11th step (step index 10); it plays noop before that,
-    and MettaGrid's no-op after, so the whole game equals one where they played noop -- the others acted exactly the same."""
+    and MettaGrid's no-op after, so the whole game equals one where they played noop -- the others acted
+    exactly the same."""
     faulty = sandboxed(f"{POLICIES / 'faults.py'}:{fault}", act_timeout_ms=300, time_bank_ms=600)
     mixed = multi_episode([faulty, in_process("stateful.Stateful")], [0, 0, 1, 1], episodes=1)
     reference = multi_episode([in_process("noop"), in_process("stateful.Stateful")], [0, 0, 1, 1], episodes=1)
