@@ -1,8 +1,8 @@
 """A team's page and its scrimmages in a real browser (Debian's Chromium through Playwright) on a live
-``policybox ladder serve`` beside a live ``ladder run``, at 1,280 and 390 CSS pixels wide.
+``policybox ladder serve``, at 1,280 and 390 CSS pixels wide.
 
 Team alpha walks from the standings to its team's page (its names, their versions' rating plots),
-asks for scrimmages through its name page's form, and once ``ladder run`` has played them opens one
+asks for scrimmages through its name page's form, and once a ``ladder run`` has played them opens one
 from its team's page: "unrated scrimmage", its own bot's log tail and failure message -- each carrying
 a ``<script>`` and an ``onerror`` payload -- shown as text. A refused request shows the form again
 with why. Anybody else sees the team's page without the scrimmages, and a scrimmage's page is a 404.
@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 import pytest
 from conftest import policy
-from helpers.ladders import WANDERER, activate, api_ladder, start_run, wait_until
+from helpers.ladders import WANDERER, activate, api_ladder, ladder_command
 from test_web import PAYLOAD
-from test_web_browser import INJECTED, LONG_MS, Live, log_in, serving, stop
+from test_web_browser import INJECTED, LONG_MS, Live, log_in, serving
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect  # noqa: E402
@@ -34,7 +34,8 @@ FITS = "() => document.documentElement.scrollWidth <= window.innerWidth"
 def live(tmp_path, screenshots) -> Iterator[Live]:
     """The moves arena's ladder, with replays: the organiser's walker, team alpha's alphabot (logs its
     secret and markup, then raises with a payload at step 5 of every match) and alphawalk, team beta's
-    betabot; having played two matches. Then ``ladder serve`` and ``ladder run`` (one worker)."""
+    betabot; having played two matches. Then ``ladder serve``; a ``ladder run --matches 1`` plays the
+    scrimmages asked for (it plays those waiting before it ends), rather than a run playing throughout."""
     folder = tmp_path / "cup"
     with api_ladder(folder, replays=True, suspend_after=50) as ladder:
         tokens = {team: ladder.token(team) for team in ("alpha", "beta")}
@@ -46,11 +47,7 @@ def live(tmp_path, screenshots) -> Iterator[Live]:
             activate(ladder, name)
         ladder.run(matches=2, workers=1)
     with serving(folder, tmp_path / "serve.log") as (url, serve):
-        run = start_run(folder, "--workers", "1")
-        try:
-            yield Live(url, folder, tokens, serve, run, screenshots)
-        finally:
-            stop(run)
+        yield Live(url, folder, tokens, serve, None, screenshots)
 
 
 def test_a_teams_page_and_its_scrimmages_in_a_browser(browser, live):
@@ -63,7 +60,8 @@ def test_a_teams_page_and_its_scrimmages_in_a_browser(browser, live):
             walk_from_the_standings_to_the_team_page(live, page, width)
             asked = ask_through_the_name_pages_form(live, page, width)
             a_refusal_shows_the_form_again_with_why(live, page, width)
-            wait_until(lambda ids=asked: _played(live, ids), LONG_MS / 1000, "alpha's scrimmages to be played")
+            played = ladder_command("run", str(live.folder), "--matches", "1", "--workers", "1")
+            assert played.returncode == 0 and _played(live, asked), played.stderr
             open_a_played_scrimmage(live, page, width, min(asked))
             others_see_no_scrimmage(live, live.watch(anybody.new_page()), width, min(asked))
             a_payload_in_a_team_url_is_text(live, page, width)

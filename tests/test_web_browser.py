@@ -49,7 +49,7 @@ class Live:
     folder: Path
     tokens: dict[str, str]
     serve: subprocess.Popen
-    run: subprocess.Popen
+    run: subprocess.Popen | None  # a ladder run playing beside the pages, if any
     shots: Path
     console: list[str] = field(default_factory=list)
 
