@@ -29,6 +29,7 @@ each batch, and it stops early once no pair is uncertain. The final is then ``do
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,7 @@ from sqlalchemy import Connection, func, select
 
 from policybox.league import ranking
 from policybox.league.choices import Backend
-from policybox.league.ladder import store
+from policybox.league.ladder import heartbeat, store
 from policybox.league.ladder.database import (
     LadderError,
     MatchState,
@@ -60,6 +61,7 @@ from policybox.league.stats.plackett_luce import FinalRanking, uncertain_pairs
 from policybox.results import EpisodeResult
 from policybox.settings import REPLAY_SUFFIX
 
+COMMAND = "ladder final"  # what its lock and its heartbeat say runs
 ROUNDS = 2  # cycles of the balanced schedule a final plays by default
 SEPARATING_PER_PAIR = 20  # matches ``separate`` suggests for each adjacent pair a final could not order
 
@@ -118,9 +120,12 @@ def play_final(
 ) -> FinalState:
     """Open a final (or continue the open one), play it to its end and close it; its state.
     ``on_match(n)`` is told how many of its matches are stored, after each."""
-    with ladder.running("ladder final"):
+    with ladder.running(COMMAND):
         final = _open(ladder, rounds)
-        with open_runner(backend, workers, ray_address, ladder.settings.settings) as runner:
+        with (
+            heartbeat.beating_alone(ladder.engine, COMMAND, lambda: _progress(ladder, final.id)),
+            open_runner(backend, workers, ray_address, ladder.settings.settings) as runner,
+        ):
             _play_scheduled(ladder, runner, final, on_match)
             _separate(ladder, runner, final, until_separated, on_match)
         with transaction(ladder.engine) as connection:
@@ -286,6 +291,14 @@ def separating_match(
     others = sorted((v for v in field if v not in pair), key=lambda v: (plays.get(v, 0), field.index(v)))
     members = [*pair, *others][: min(places, len(field))]
     return [members[(turn + seat) % len(members)] for seat in range(seats)]
+
+
+def _progress(ladder: LadderFolder, final_id: int) -> str:
+    """How far the final is, as its heartbeat says it: ``3 of 12 matches played``."""
+    with reading(ladder.engine) as connection:
+        states = connection.execute(select(final_matches.c.state).where(final_matches.c.final_id == final_id)).scalars()
+        counted = Counter(states)
+    return f"{sum(counted.values()) - counted[MatchState.SCHEDULED]} of {sum(counted.values())} matches played"
 
 
 def _count(connection: Connection, final_id: int) -> int:

@@ -10,6 +10,9 @@ waited an hour for a submission is not measured as slow), and the matches in fli
 A run that stops -- its ``--matches`` done, Ctrl-C, SIGTERM, an error it reports -- writes that it
 **stopped**, and when. A run that is killed (kill -9, a machine lost) writes nothing more: a reader
 calls it stopped since its last beat once that beat is older than ``STALE_S``.
+
+``ladder final`` beats too, from a thread of its own (``beating_alone``: its loop has no turns to beat
+at), saying how far the final is, so that a board read while it plays does not say "stopped".
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Literal
 
@@ -177,3 +181,26 @@ def beating(engine: Engine, command: str) -> Iterator[Heart]:
     finally:
         with contextlib.suppress(PolicyboxError, SQLAlchemyError):
             heart.stop()
+
+
+@contextlib.contextmanager
+def beating_alone(engine: Engine, command: str, note: Callable[[], str]) -> Iterator[None]:
+    """A heart for a command whose loop has no turns of its own to beat at (``ladder final``): a thread
+    writes "playing", saying ``note()``, every ``BEAT_S`` until the command ends, then that it stopped."""
+    done = threading.Event()
+    with beating(engine, command) as heart:
+
+        def beat() -> None:
+            while True:
+                with contextlib.suppress(PolicyboxError, SQLAlchemyError):  # the next beat may get through
+                    heart.beat("playing", note(), [], [], force=True)
+                if done.wait(BEAT_S):
+                    return
+
+        thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()

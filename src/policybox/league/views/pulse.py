@@ -14,9 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection
 
-from policybox.league.ladder import heartbeat, reads
+from policybox.league.ladder import final, heartbeat, reads
 
 STOPPED_ETA = "no ETA while the ladder is stopped: it qualifies when the ladder runs again"
+FINAL_ETA = "no ETA while the final plays: it qualifies when ladder run plays again, after it"
 
 
 class InFlightMatch(BaseModel):
@@ -42,6 +43,7 @@ class Pulse(BaseModel):
     )
     in_flight: list[InFlightMatch] = Field(default_factory=list)
     qualifying: list[str] = Field(default_factory=list, description="The versions whose qualification is under way")
+    final: bool = Field(default=False, description="Whether what plays is a final (ladder final), not ladder run")
 
 
 def read(connection: Connection) -> Pulse:
@@ -66,11 +68,15 @@ def read(connection: Connection) -> Pulse:
         rate=beat.rate,
         in_flight=[InFlightMatch(match=m.match, seats=[label.get(v, "?") for v in m.seats]) for m in beat.matches],
         qualifying=[label.get(v, "?") for v in beat.qualifying],
+        final=beat.command == final.COMMAND,
     )
 
 
 def _live_line(beat: heartbeat.Beat, now: datetime) -> str:
-    """What a live run does, in words: what it plays and how fast, or for how long it has waited, and why."""
+    """What a live run does, in words: what it plays and how fast, or for how long it has waited, and why;
+    a final, how far it is."""
+    if beat.command == final.COMMAND:
+        return f"playing the final: {beat.note}"
     if beat.state == "idle":
         return (
             f"idle for {ago(beat.since, now, suffix='')}: {beat.note}"
@@ -97,8 +103,8 @@ def eta(place: int, now_playing: Pulse, placement: int) -> Eta:
     """When the version at ``place`` in the queue qualifies: the validation episodes of it and of those
     before it (one each), at the rate the run plays -- qualifications go first at every turn -- then its
     ``placement`` placement matches, which it plays before the others pick."""
-    if now_playing.state == "stopped":
-        return Eta(place=place, line=f"place {place} in the queue; {STOPPED_ETA}")
+    if now_playing.state == "stopped" or now_playing.final:
+        return Eta(place=place, line=f"place {place} in the queue; {FINAL_ETA if now_playing.final else STOPPED_ETA}")
     placed = f"; then it plays its {_count(placement, 'placement match')} first" if placement else ""
     if not now_playing.rate:
         why = "it has not played long enough to measure its rate"
