@@ -31,8 +31,10 @@ from policybox.cli.ladder_commands import progress_line
 from policybox.ladder import Ladder
 from policybox.league.ladder import heartbeat, reads, store
 from policybox.league.ladder.database import reading, transaction
+from policybox.league.ladder.final import play_final
 from policybox.league.ladder.run_loop import Progress
-from policybox.league.views.pulse import STOPPED_ETA
+from policybox.league.views import board
+from policybox.league.views.pulse import FINAL_ETA, STOPPED_ETA
 from policybox.league.web.app import make_app
 
 NAMES = [("wanderer", WANDERER), ("random", "random"), ("noop", "noop")]
@@ -89,7 +91,6 @@ def test_a_run_reads_as_playing_with_its_matches_in_flight_then_as_stopped_after
             assert refused.returncode == 2
             assert f"a policybox ladder run (pid {run.pid}, since " in refused.stderr, refused.stderr
             assert f"stop it first (Ctrl-C where it runs, or kill {run.pid})" in refused.stderr
-        wait_until(lambda: beat_of(three).rate is not None, 300, "a measured rate")
     finally:
         stop(run)  # SIGTERM
     assert run.returncode == 143
@@ -253,3 +254,29 @@ def test_status_ends_its_last_line_and_show_printed_to_a_file_cuts_no_heading(tm
     narrow = ladder_command("show", str(folder), "wanderer", columns=40).stdout
     assert max(len(line) for line in narrow.splitlines()) <= 40
     assert HEAD_TO_HEAD in " ".join(narrow.split())
+
+
+def test_a_final_reads_as_playing_the_final_then_as_stopped(tmp_path):
+    """``ladder final`` beats as a run does: while it plays, the pulse says how far the final is and a
+    queued version hears that it qualifies after it (not "stopped", as before it beat); once it ends,
+    stopped."""
+    folder = tmp_path / "cup"
+    with api_ladder(folder) as ladder:
+        for name, spec in NAMES:
+            ladder.submit(name, spec)
+        ladder.run(matches=3, workers=1)
+        ladder.submit("seeded", policy("seeded_random.py:SeededRandom"))  # waits in the queue through the final
+        seen: list[board.Queue] = []
+
+        def read_the_queue(stored: int) -> None:
+            with Ladder.open(folder, read_only=True) as reader:
+                seen.append(board.queue(reader))
+
+        play_final(ladder, rounds=1, workers=1, on_match=read_the_queue)
+    assert seen
+    for queue in seen:
+        assert queue.pulse.state == "playing" and queue.pulse.final, queue.pulse
+        assert re.fullmatch(r"playing the final: \d+ of \d+ matches played", queue.pulse.line), queue.pulse.line
+        assert [row.eta.line for row in queue.qualifying if row.eta] == [f"place 1 in the queue; {FINAL_ETA}"]
+    assert pulse_of(folder)["state"] == "stopped"
+    assert beat_of(folder).command == "ladder final"
