@@ -16,7 +16,7 @@ import traceback
 import unittest.mock
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import postgres
 import psutil
@@ -337,6 +337,17 @@ CHROMIUM_ARGS = [
 # Screenshots the browser tests take: in $POLICYBOX_ARTIFACTS, else test-artifacts/ in the checkout (ignored
 # by git), where a CI run keeps them after the temporary folders are gone.
 ARTIFACTS = Path(os.environ.get("POLICYBOX_ARTIFACTS", Path(__file__).parents[1] / "test-artifacts"))
+# The pages' screenshots for a person to look at are taken only when asked for (POLICYBOX_SCREENSHOTS=1):
+# a full page costs Chromium about half a CPU-second to draw and encode, some 40 s of a run's CPU for
+# pictures nobody reads when the tests pass.
+SCREENSHOTS = os.environ.get("POLICYBOX_SCREENSHOTS") == "1"
+
+
+def keep_screenshot(page: Any, path: Path | str) -> None:
+    """A full-page screenshot of ``page`` at ``path`` (under ``ARTIFACTS``), if screenshots are asked for."""
+    if SCREENSHOTS:
+        page.screenshot(path=path, full_page=True)
+        print(f"screenshot: {path}")
 
 
 @pytest.fixture

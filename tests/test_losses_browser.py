@@ -5,7 +5,8 @@ grouped failure with ``bot.py`` frames, its logs -- and the public reads the boa
 (no problem opponent), ``/final`` with its matches' replays, and a match whose replay marks where
 crasher failed, the mark jumping the player to its step. Every text crasher controls carries a
 ``<script>``: none runs (``window.pwned`` stays undefined, no dialog opens), each shows as text.
-Screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/) as ``losses-<page>-<width>.png``.
+Asked for (POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/) as
+``losses-<page>-<width>.png``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import keep_screenshot
 from test_losses import SCRIPT, Cup, make_cup
 from test_web_browser import serving
 from test_web_widths import log_in
@@ -56,7 +58,7 @@ def test_why_you_lost_in_a_browser(browser, cup, tmp_path, screenshots):
                 ]:
                     page.goto(url + path)
                     read(page, width)
-                    page.screenshot(path=screenshots / f"losses-{shot}-{width}.png", full_page=True)
+                    keep_screenshot(page, screenshots / f"losses-{shot}-{width}.png")
                     scroll_width, inner_width = page.evaluate(FITS)
                     assert scroll_width <= inner_width, (shot, width, scroll_width)
                     assert page.evaluate("() => window.pwned") is None, (shot, width)

@@ -5,7 +5,8 @@ MettaGrid: the grid is drawn on the canvas, the slider and play/pause change the
 followed agent's panel, each agent is listed by its seat's name. Connect-four: the slider moves the
 highlighted row of the moves and the board in its ``<pre>``. Replays whose names and moves carry
 markup (a game's item and action names, a move's text) stay text: no element is made, the title is
-unchanged, and the browser reports no script error and no CSP violation. Screenshots to test-artifacts/.
+unchanged, and the browser reports no script error and no CSP violation.
+Asked for (POLICYBOX_SCREENSHOTS=1), screenshots to test-artifacts/.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import keep_screenshot
 from helpers.ladders import WANDERER, activate, api_ladder, start_run
 from test_match_page import TEXT_CONNECT_FOUR
 from test_web import PAYLOAD
@@ -107,7 +109,7 @@ def _fits_a_phone(page: Page, player: str, shot: Path) -> None:
     page.set_viewport_size({"width": 390, "height": 844})
     right = page.evaluate(f"() => document.querySelector('{player}').getBoundingClientRect().right")
     width = page.evaluate("() => window.innerWidth")
-    page.screenshot(path=shot, full_page=True)
+    keep_screenshot(page, shot)
     assert right <= width, (right, width)
     page.set_viewport_size({"width": 1280, "height": 900})
 
@@ -135,7 +137,7 @@ def test_a_mettagrid_replay_plays_in_the_match_page(browser, arena, screenshots)
         assert start[0].endswith("wanderer")
         _slide(page, "#replay-player", 20)
         assert _text(page, "#agent-reward") != start[2]  # it has moved, and been paid for it, by step 20
-        page.screenshot(path=screenshots / "match-replay-mettagrid.png", full_page=True)
+        keep_screenshot(page, screenshots / "match-replay-mettagrid.png")
         _fits_a_phone(page, "#replay-player", screenshots / "match-replay-mettagrid-390.png")
         page.locator("#replay-player button.play").click()
         expect(page.locator("#replay-player output.step-shown")).not_to_have_text("21", timeout=LONG_MS)
@@ -167,7 +169,7 @@ def test_a_connect_four_matchs_moves_and_board_follow_the_slider(browser, zoo, s
             expect(page.locator("#moves tr.current")).to_have_attribute("data-step", str(step))
             board = _text(page, "#board")
             assert board.count("X") + board.count("O") == step + 1, board  # one token a move
-        page.screenshot(path=screenshots / "match-moves-connect-four.png", full_page=True)
+        keep_screenshot(page, screenshots / "match-moves-connect-four.png")
         _fits_a_phone(page, "#moves-player", screenshots / "match-moves-connect-four-390.png")
         _slide(page, "#moves-player", 0)
         page.locator("#moves-player button.play").click()

@@ -2,8 +2,8 @@
 ``policybox ladder serve`` beside ``ladder run``: anybody reads /rules and downloads the starter,
 team alpha uploads it through the form and it qualifies as it is; alpha reads its own traceback
 (its file's frames first, policybox's folded in a <details>) while team beta and the public see the
-first line only; no page any of them opens shows a path of the organiser's machine. Screenshots go
-to $POLICYBOX_ARTIFACTS (else test-artifacts/).
+first line only; no page any of them opens shows a path of the organiser's machine. Asked for
+(POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import POLICIES, policy
+from conftest import POLICIES, keep_screenshot, policy
 from helpers.ladders import GAME, WANDERER, activate, api_ladder, start_run, wait_until
 from test_web_browser import LONG_MS, Live, _state, log_in, serving, stop, upload_through_the_form
 
@@ -143,7 +143,7 @@ def test_the_rules_show_how_to_play_at_home_on_a_laptop_and_a_phone(browser, tmp
                 assert GAME not in page.content() and "examples/" not in page.content()
                 scroll_width, inner_width = page.evaluate(FITS)
                 assert scroll_width <= inner_width, (width, scroll_width, inner_width)
-                page.screenshot(path=screenshots / f"rules-at-home-{width}.png", full_page=True)
+                keep_screenshot(page, screenshots / f"rules-at-home-{width}.png")
                 with page.expect_download() as game:
                     page.locator("#game-file").click()
                 assert game.value.suggested_filename == "game.yaml"

@@ -7,7 +7,8 @@ each page fits the window.
 Two names hold a ``<script>`` payload (as if one had got past the name check: renamed in the
 database): one plays, so that it is in the matches in flight, the other qualifies -- its setup script
 sleeps -- so that it is in the queue with its ETA. Both are shown as text, and run nothing (the title
-stays, no element is added). Screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
+stays, no element is added).
+Asked for (POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import policy
+from conftest import keep_screenshot, policy
 from helpers.ladders import WANDERER, api_ladder, start_run, wait_until
 from test_stall import sleeper, unique_marker
 from test_web_browser import LONG_MS, serving, stop
@@ -91,13 +92,13 @@ def look_at_the_queue(browser: Browser, url: str, queue: dict, shots: Path) -> N
         expect(row.locator("td.eta")).to_have_text(f"qualifying now · {eta['line']}")
         assert re.search(r"qualifies in about (a minute|\d+ minutes|\d+ hours)", eta["line"]), eta
         check_fits(page)
-        page.screenshot(path=shots / f"pulse-queue-{width}.png", full_page=True)
+        keep_screenshot(page, shots / f"pulse-queue-{width}.png")
         page.goto(url + "/")
         check_inert(page, "standings · policybox ladder")
         expect(page.locator("#pulse")).to_have_class("pulse playing")
         expect(page.locator("#standings")).to_contain_text(PLAYING)
         check_fits(page)
-        page.screenshot(path=shots / f"pulse-standings-{width}.png", full_page=True)
+        keep_screenshot(page, shots / f"pulse-standings-{width}.png")
         context.close()
 
 
@@ -130,5 +131,5 @@ def test_the_board_and_the_queue_say_the_ladder_plays_then_that_it_stopped(brows
         expect(standings.locator("#pulse-line")).to_have_text(re.compile(r"^stopped \d+ seconds? ago \(since "))
         assert standings.evaluate("window.sameDocument") is True
         check_inert(standings, "standings · policybox ladder")
-        standings.screenshot(path=screenshots / "pulse-stopped.png", full_page=True)
+        keep_screenshot(standings, screenshots / "pulse-stopped.png")
         context.close()

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import policy
-from helpers.ladders import GAME, WANDERER, activate, api_ladder, ladder_command
+from helpers.ladders import GAME, ladder_command, two_teams
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
@@ -36,17 +35,7 @@ class Cup:
 
 
 def _cup(folder: Path, database: str | None = None, **settings) -> Cup:
-    """The moves game's ladder: the organiser's walker, alpha's alphabot (logs its secret, raises at
-    step 5) and alphawalk, beta's betabot; all let in without qualifying."""
-    with api_ladder(folder, database, **settings) as ladder:
-        tokens = {team: ladder.token(team) for team in ("alpha", "beta")}
-        ladder.submit("walker", WANDERER)
-        ladder.submit("alphabot", policy("web_bots.py:LogsThenRaises", **{"kw.team": "alpha"}), team="alpha")
-        ladder.submit("alphawalk", WANDERER, team="alpha")
-        ladder.submit("betabot", policy("web_bots.py:LogsThenRaises", **{"kw.team": "beta"}), team="beta")
-        for name in ("walker", "alphabot", "alphawalk", "betabot"):
-            activate(ladder, name)
-    return Cup(folder, tokens)
+    return Cup(folder, two_teams(folder, database, **settings))
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 "Take home" and downloads its seat's whole log and its version's zip; team beta sees none of alpha's;
 the sandbox table is folded under "How this match was isolated" until opened; no organiser's command
 is shown. At 1,280 and 390 px wide, the page fits its window, and the markup in every log line
-(a ``<script>`` and an ``onerror=`` image) stays text. Screenshots to test-artifacts/."""
+(a ``<script>`` and an ``onerror=`` image) stays text.
+Asked for (POLICYBOX_SCREENSHOTS=1), screenshots to test-artifacts/."""
 
 from __future__ import annotations
 

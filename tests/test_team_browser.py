@@ -7,8 +7,8 @@ from its team's page: "unrated scrimmage", its own bot's log tail and failure me
 a ``<script>`` and an ``onerror`` payload -- shown as text. A refused request shows the form again
 with why. Anybody else sees the team's page without the scrimmages, and a scrimmage's page is a 404.
 Team and name strings cannot carry markup (``[a-z0-9][a-z0-9_-]{0,39}``): a payload in a team's
-URL is a 404 whose message shows it as text. No page is wider than the window. Screenshots go to
-$POLICYBOX_ARTIFACTS (else test-artifacts/).
+URL is a 404 whose message shows it as text. No page is wider than the window. Asked for (POLICYBOX_SCREENSHOTS=1),
+screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
-from conftest import policy
-from helpers.ladders import WANDERER, activate, api_ladder, ladder_command
+from helpers.ladders import ladder_command, two_teams
 from test_web import PAYLOAD
 from test_web_browser import INJECTED, LONG_MS, Live, log_in, serving
+
+from policybox.ladder import Ladder
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect  # noqa: E402
@@ -37,14 +38,8 @@ def live(tmp_path, screenshots) -> Iterator[Live]:
     betabot; having played two matches. Then ``ladder serve``; a ``ladder run --matches 1`` plays the
     scrimmages asked for (it plays those waiting before it ends), rather than a run playing throughout."""
     folder = tmp_path / "cup"
-    with api_ladder(folder, replays=True, suspend_after=50) as ladder:
-        tokens = {team: ladder.token(team) for team in ("alpha", "beta")}
-        ladder.submit("walker", WANDERER)
-        ladder.submit("alphabot", policy("web_bots.py:LogsThenRaises", **{"kw.team": "alpha"}), team="alpha")
-        ladder.submit("alphawalk", WANDERER, team="alpha")
-        ladder.submit("betabot", policy("web_bots.py:LogsThenRaises", **{"kw.team": "beta"}), team="beta")
-        for name in ("walker", "alphabot", "alphawalk", "betabot"):
-            activate(ladder, name)
+    tokens = two_teams(folder, replays=True, suspend_after=50)
+    with Ladder.open(folder) as ladder:
         ladder.run(matches=2, workers=1)
     with serving(folder, tmp_path / "serve.log") as (url, serve):
         yield Live(url, folder, tokens, serve, None, screenshots)

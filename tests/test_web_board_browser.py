@@ -2,12 +2,13 @@
 beside a live ``ladder run``: a suspended, a retired and a rejected name listed unranked below the
 ranked rows, with their state and why; the rating column shows the number the rows are sorted by;
 the same after standings.js has rewritten the table; the name pages say so too. Judged from the DOM.
-Screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the checkout).
+Asked for (POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the checkout).
 """
 
 from __future__ import annotations
 
 import pytest
+from conftest import keep_screenshot
 from helpers.ladders import start_run
 from helpers.played import PLAYING, UNRANKED
 from test_web_browser import LONG_MS, PLAYED_AT_LEAST, serving, stop
@@ -57,7 +58,7 @@ def test_the_standings_rank_only_active_names_by_the_number_they_show(browser, b
             page.wait_for_function(PLAYED_AT_LEAST, arg=played + 1, timeout=LONG_MS)
             check_table(rows_of(page))  # as standings.js rewrote it
             expect(page.locator("#standings tbody tr.unranked")).to_have_count(len(UNRANKED))
-            page.screenshot(path=screenshots / "board-standings.png", full_page=True)
+            keep_screenshot(page, screenshots / "board-standings.png")
 
             page.goto(url + "/names/crasher")
             playing = page.locator("table.facts tr", has_text="playing").inner_text()
@@ -65,7 +66,7 @@ def test_the_standings_rank_only_active_names_by_the_number_they_show(browser, b
             page.goto(url + "/names/random")
             states = page.locator("#versions tbody td.state").all_inner_texts()
             assert states == ["superseded", "active"]
-            page.screenshot(path=screenshots / "board-name-superseded.png", full_page=True)
+            keep_screenshot(page, screenshots / "board-name-superseded.png")
             assert not errors, errors
             context.close()
         finally:

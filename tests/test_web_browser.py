@@ -7,7 +7,9 @@ from them to a name and on to a match; team alpha logs in and uploads zips throu
 refused without its token), one of them hostile -- its first step raises with a script and an
 onerror attribute -- which the ladder rejects; that traceback, shown whole to alpha and cut to its
 first line for others, runs nothing (judged from the DOM and the title); each team sees its own log
-tails and never the other's. Screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the checkout).
+tails and never the other's.
+Asked for (POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the
+checkout).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import POLICIES, policy
+from conftest import POLICIES, keep_screenshot, policy
 from helpers.ladders import WANDERER, activate, api_ladder, start_run, wait_until
 from test_web import PAYLOAD, bot_zip
 
@@ -60,8 +62,7 @@ class Live:
 
     def shot(self, page: Page, name: str) -> None:
         path = self.shots / f"{name}.png"
-        page.screenshot(path=path, full_page=True)
-        print(f"screenshot: {path}")
+        keep_screenshot(page, path)
 
     def watch(self, page: Page) -> Page:
         """Keep what the browser reports about ``page``: its console, and any script error in it."""

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import Ran, policy, policybox
+from conftest import Ran, keep_screenshot, policy, policybox
 from helpers.ladders import EXAMPLES, WANDERER, activate
 from test_web_browser import serving
 
@@ -168,7 +168,7 @@ def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path) 
                     page.goto(url + where if where.startswith("/") else (tmp_path / where).as_uri())
                     if shot == "match":  # measured with its replay drawn
                         expect(page.locator("#replay-player .player-view")).to_be_visible()
-                    page.screenshot(path=screenshots / f"{shot}-{width}.png", full_page=True)
+                    keep_screenshot(page, screenshots / f"{shot}-{width}.png")
                     scroll_width, inner_width = page.evaluate(FITS)
                     if scroll_width > inner_width:
                         too_wide.append(f"{shot} at {width}: {scroll_width} px wide")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import psutil
-from conftest import Ran, policybox
+from conftest import Ran, policy, policybox
 from sqlalchemy import func, select
 
 from policybox.ladder import Ladder
@@ -78,3 +78,18 @@ def activate(ladder: Ladder, name: str) -> None:
     with transaction(ladder.engine) as connection:
         version = store.latest_version(connection, name)
         store.finish_qualification(connection, version, True, None, None, None)
+
+
+def two_teams(folder: Path, database: str | None = None, **settings) -> dict[str, str]:
+    """The moves game's ladder of two teams, each name let in without qualifying: the organiser's
+    walker, alpha's alphabot (logs its secret and markup, raises with a payload at step 5) and
+    alphawalk, beta's betabot (as alphabot, with beta's secret); the teams' tokens."""
+    with api_ladder(folder, database, **settings) as ladder:
+        tokens = {team: ladder.token(team) for team in ("alpha", "beta")}
+        ladder.submit("walker", WANDERER)
+        ladder.submit("alphabot", policy("web_bots.py:LogsThenRaises", **{"kw.team": "alpha"}), team="alpha")
+        ladder.submit("alphawalk", WANDERER, team="alpha")
+        ladder.submit("betabot", policy("web_bots.py:LogsThenRaises", **{"kw.team": "beta"}), team="beta")
+        for name in ("walker", "alphabot", "alphawalk", "betabot"):
+            activate(ladder, name)
+    return tokens
