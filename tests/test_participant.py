@@ -365,3 +365,25 @@ def test_ladder_show_gives_the_organiser_every_names_own_traceback(cup):
     assert ran.returncode == 0, ran.stderr
     assert f'File "{OWN_FRAME}", line 13, in _deep_inside' in ran.stdout and "of policybox folded" in ran.stdout
     assert "versions/files" not in ran.stdout and 'File "policybox/cell' not in ran.stdout
+
+
+def test_a_game_file_gone_under_the_ladder_is_one_clear_503_on_the_rules_pages(tmp_path, capfd):
+    """The rules pages open the game; its file removed under a served ladder (the organiser's mistake) is
+    a 503 saying the game cannot be read -- never a 500, never the organiser's path -- on every route that
+    opens it, and the organiser reads which file on the server's stderr. Put back, the pages answer again."""
+    game = tmp_path / "game.yaml"
+    game.write_bytes(Path(GAME).read_bytes())
+    with Ladder.create(tmp_path / "cup", LadderSettings(settings=EpisodeSettings(env=str(game), steps=30), agents=4)):
+        pass
+    routes = ["/rules", "/api/rules", "/rules/game", "/rules/starter.zip"]
+    with TestClient(make_app(tmp_path / "cup"), raise_server_exceptions=False) as client:
+        assert all(client.get(route).status_code == 200 for route in routes)
+        game.rename(tmp_path / "moved.yaml")
+        gone = [client.get(route) for route in routes]
+        assert [answer.status_code for answer in gone] == [503] * len(routes)
+        assert all("game cannot be read at the moment" in answer.text for answer in gone)
+        assert not any(str(tmp_path) in answer.text for answer in gone)
+        assert gone[1].json() == {"error": "the ladder's game cannot be read at the moment: try again later"}
+        assert f"the ladder's game {game} cannot be opened" in capfd.readouterr().err
+        (tmp_path / "moved.yaml").rename(game)
+        assert all(client.get(route).status_code == 200 for route in routes)

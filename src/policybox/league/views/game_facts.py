@@ -21,12 +21,18 @@ import yaml
 from pydantic import BaseModel, Field
 
 from policybox.envs import split_env
+from policybox.errors import PolicyboxError
 
 POLICYBOX = "policybox"
 FAMILY_PACKAGES = {"mettagrid": "mettagrid", "pettingzoo": "pettingzoo", "kaggle": "kaggle-environments"}
 KWARGS_FILE = "env_kwargs.json"
 GAME_FILE = "game.py"  # a PettingZoo game in a file of the organiser's, as /rules/game serves it
 SCORE = "a version's episode score is the mean of its agents' rewards"
+
+
+class GameUnreadable(PolicyboxError):
+    """The ladder's game cannot be opened now (its file removed or broken under the ladder): the message
+    names it, for the organiser; a page says only that the game cannot be read."""
 
 
 class Seats(BaseModel):
@@ -56,7 +62,10 @@ class GameFacts(BaseModel):
 def game_facts(env: str, kwargs: dict[str, Any], agents: int, steps: int) -> GameFacts:
     """The facts of a ladder's game (its settings' env, env_kwargs, agents and steps), made once per process
     and again when its file changes (the ladder plays the file as it is at each match)."""
-    return _cached(env, json.dumps(kwargs, sort_keys=True), agents, steps, _stamp(env))
+    try:
+        return _cached(env, json.dumps(kwargs, sort_keys=True), agents, steps, _stamp(env))
+    except Exception as exc:  # the organiser's game file gone, unreadable or broken: whatever it raised
+        raise GameUnreadable(f"the ladder's game {env} cannot be opened: {type(exc).__name__}: {exc}") from exc
 
 
 def _stamp(env: str) -> tuple[int, int] | None:

@@ -14,6 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from policybox.errors import NotFound
 from policybox.league.ladder.database import LadderError
+from policybox.league.views.game_facts import GameUnreadable
 from policybox.league.web import UPLOAD_CAP, downloads, pages, render, scrimmages, upload, viewer
 from policybox.league.web.headers import SecurityHeaders
 from policybox.league.web.site import Site
@@ -60,6 +61,7 @@ def make_app(folder: str | Path, upload_cap: int = UPLOAD_CAP) -> Starlette:
             HTTPException: render.http_error,
             NotFound: render.not_found,
             LadderError: render.database_unusable,
+            GameUnreadable: render.game_unreadable,
         },
         lifespan=lifespan,
     )

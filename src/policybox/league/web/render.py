@@ -48,6 +48,13 @@ async def database_unusable(request: Request, exc: Exception) -> Response:
     return error(request, 503, "the ladder's database cannot be used at the moment: try again later")
 
 
+async def game_unreadable(request: Request, exc: Exception) -> Response:
+    """The ladder's game cannot be opened (``GameUnreadable``: its file gone or broken): 503, the visitor
+    told to come back; the full message, which names the organiser's file, on the server's stderr."""
+    print(f"policybox ladder serve: {exc}", file=sys.stderr, flush=True)
+    return error(request, 503, "the ladder's game cannot be read at the moment: try again later")
+
+
 async def not_found(request: Request, exc: Exception) -> Response:
     """What a page asked for is not there (``NotFound``: a name, a match, a replay): 404 with its message."""
     return error(request, 404, str(exc))
