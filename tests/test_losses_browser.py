@@ -5,7 +5,8 @@ grouped failure with ``bot.py`` frames, its logs -- and the public reads the boa
 (no problem opponent), ``/final`` with its matches' replays, and a match whose replay marks where
 crasher failed, the mark jumping the player to its step. Every text crasher controls carries a
 ``<script>``: none runs (``window.pwned`` stays undefined, no dialog opens), each shows as text.
-Asked for (POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/) as
+Screenshots (whole pages with
+POLICYBOX_WHOLE_PAGES=1) go to $POLICYBOX_ARTIFACTS (else test-artifacts/) as
 ``losses-<page>-<width>.png``.
 """
 

@@ -6,7 +6,8 @@ followed agent's panel, each agent is listed by its seat's name. Connect-four: t
 highlighted row of the moves and the board in its ``<pre>``. Replays whose names and moves carry
 markup (a game's item and action names, a move's text) stay text: no element is made, the title is
 unchanged, and the browser reports no script error and no CSP violation.
-Asked for (POLICYBOX_SCREENSHOTS=1), screenshots to test-artifacts/.
+Screenshots (whole pages with
+POLICYBOX_WHOLE_PAGES=1) to test-artifacts/.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 ``policybox ladder serve`` beside ``ladder run``: anybody reads /rules and downloads the starter,
 team alpha uploads it through the form and it qualifies as it is; alpha reads its own traceback
 (its file's frames first, policybox's folded in a <details>) while team beta and the public see the
-first line only; no page any of them opens shows a path of the organiser's machine. Asked for
-(POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
+first line only; no page any of them opens shows a path of the organiser's machine. Screenshots (whole pages with
+POLICYBOX_WHOLE_PAGES=1) go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ Two names hold a ``<script>`` payload (as if one had got past the name check: re
 database): one plays, so that it is in the matches in flight, the other qualifies -- its setup script
 sleeps -- so that it is in the queue with its ETA. Both are shown as text, and run nothing (the title
 stays, no element is added).
-Asked for (POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
+Screenshots (whole pages with
+POLICYBOX_WHOLE_PAGES=1) go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
 """
 
 from __future__ import annotations

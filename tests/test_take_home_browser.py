@@ -4,7 +4,8 @@
 the sandbox table is folded under "How this match was isolated" until opened; no organiser's command
 is shown. At 1,280 and 390 px wide, the page fits its window, and the markup in every log line
 (a ``<script>`` and an ``onerror=`` image) stays text.
-Asked for (POLICYBOX_SCREENSHOTS=1), screenshots to test-artifacts/."""
+Screenshots (whole pages with
+POLICYBOX_WHOLE_PAGES=1) to test-artifacts/."""
 
 from __future__ import annotations
 

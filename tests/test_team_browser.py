@@ -7,8 +7,8 @@ from its team's page: "unrated scrimmage", its own bot's log tail and failure me
 a ``<script>`` and an ``onerror`` payload -- shown as text. A refused request shows the form again
 with why. Anybody else sees the team's page without the scrimmages, and a scrimmage's page is a 404.
 Team and name strings cannot carry markup (``[a-z0-9][a-z0-9_-]{0,39}``): a payload in a team's
-URL is a 404 whose message shows it as text. No page is wider than the window. Asked for (POLICYBOX_SCREENSHOTS=1),
-screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
+URL is a 404 whose message shows it as text. No page is wider than the window. Screenshots (whole pages with
+POLICYBOX_WHOLE_PAGES=1) go to $POLICYBOX_ARTIFACTS (else test-artifacts/).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 beside a live ``ladder run``: a suspended, a retired and a rejected name listed unranked below the
 ranked rows, with their state and why; the rating column shows the number the rows are sorted by;
 the same after standings.js has rewritten the table; the name pages say so too. Judged from the DOM.
-Asked for (POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the checkout).
+Screenshots (whole pages with
+POLICYBOX_WHOLE_PAGES=1) go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the checkout).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ refused without its token), one of them hostile -- its first step raises with a 
 onerror attribute -- which the ladder rejects; that traceback, shown whole to alpha and cut to its
 first line for others, runs nothing (judged from the DOM and the title); each team sees its own log
 tails and never the other's.
-Asked for (POLICYBOX_SCREENSHOTS=1), screenshots go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the
+Screenshots (whole pages with
+POLICYBOX_WHOLE_PAGES=1) go to $POLICYBOX_ARTIFACTS (else test-artifacts/ in the
 checkout).
 """
 
