@@ -5,13 +5,15 @@ scrimmage seen by its own team only; the board ranking each team's best name onl
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers.ladders import GAME, ladder_command, two_teams
+from helpers.ladders import GAME, ladder_command, start_run, two_teams, wait_until
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
@@ -338,3 +340,33 @@ def test_scrimmages_files_are_pruned_by_counts_of_their_own(played, tmp_path):
     with TestClient(make_app(folder)) as client:  # its page still answers, its replay gone: a 404
         assert client.get("/api/scrimmages/1", headers=played[0].auth("alpha")).status_code == 200
         assert client.get("/scrimmages/1/replay", headers=played[0].auth("alpha")).status_code == 404
+
+
+@pytest.mark.storage
+def test_a_run_killed_with_scrimmages_waiting_loses_none_and_plays_none_twice(cup, client):
+    """kill -9 of ``ladder run`` once it has stored a scrimmage, others still to play: the next run plays
+    the rest, each scrimmage played exactly once (its result stored, nothing else), the ratings still
+    those of the rated matches alone -- on SQLite and on PostgreSQL."""
+    asked = _ask(client, cup, "alpha", name="alphabot", opponent="betabot", count=4)
+    assert asked.status_code == 201, asked.text
+    run = start_run(cup.folder, "--workers", "1")
+    try:
+        wait_until(lambda: _states(cup).count("played") >= 1, 300, "a scrimmage stored")
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)  # kill -9: mid-run, nothing said
+        run.communicate(timeout=60)
+    assert "scheduled" in _states(cup)  # killed with some still to play
+    again = ladder_command("run", str(cup.folder), "--matches", "1", "--workers", "1")
+    assert again.returncode == 0, again.stderr
+    assert _states(cup) == ["played"] * 4
+    with Ladder.open(cup.folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        results = connection.execute(select(scrimmages.c.result)).scalars().all()
+        assert all(result["steps"] > 0 for result in results)
+        live, replayed = store.live_ratings(connection), store.replayed_ratings(connection, "forfeit")
+        assert live.keys() == replayed.keys() and all(live[v] == pytest.approx(replayed[v]) for v in live)
+    assert ladder_command("rerate", str(cup.folder)).returncode == 0
+
+
+def _states(cup: Cup) -> list[str]:
+    with Ladder.open(cup.folder, read_only=True) as ladder, ladder.engine.connect() as connection:
+        return list(connection.execute(select(scrimmages.c.state).order_by(scrimmages.c.id)).scalars())
