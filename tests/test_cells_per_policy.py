@@ -110,9 +110,12 @@ def test_a_crash_fails_every_seat_of_that_policy_and_no_other(tmp_path):
 
 
 def test_a_slow_cell_spends_one_bank_for_all_its_seats(play):
-    slow = policy("grouped.py:SlowGroup", **{"kw.sleep_s": "3"})
+    # The slow cell's first step (4 s) outlasts its deadline and bank together (2.5 s); the pacer's steps
+    # (0.2 s) stay far inside their 2 s deadline on a loaded machine (with 0.5 s, a suite run on four
+    # workers once stalled one past it).
+    slow = policy("grouped.py:SlowGroup", **{"kw.sleep_s": "4"})
     pacer = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.2"})  # 10 steps last 2 s: the bank runs out
-    limits = Limits(act_timeout_ms=500, time_bank_ms=500)
+    limits = Limits(act_timeout_ms=2000, time_bank_ms=500)
     result = play([slow, pacer], agents=4, steps=10, cells="per-policy", limits=limits)
     first, _, third, _ = result.agents
     for agent in (first, third):
