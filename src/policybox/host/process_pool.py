@@ -55,6 +55,7 @@ from policybox.wire import (
     encode_header,
     encode_json,
     observation_parts,
+    one_reply,
 )
 
 RECV_SIZE = 1 << 16
@@ -78,6 +79,7 @@ class _Cell:
     def __init__(self, records: list[AgentRecord], process: CellProcess, limits: Limits) -> None:
         self.records = records
         self._by_id = {record.agent_id: record for record in records}
+        self._seat = records[0].agent_id if len(records) == 1 else None  # a cell of one seat: its hot path
         self.process = process
         self.decoder = FrameDecoder(CELL_TO_HOST, MAX_CELL_FRAME * len(records))  # a reply per seat
         self.in_flight: int | None = None  # sequence number awaiting a reply
@@ -120,7 +122,7 @@ class _Cell:
         except OSError as exc:
             self.crashed(seq, f"could not send to the cell ({exc})")
             return
-        if sent < sum(len(part) for part in data):
+        if sent < sum(map(len, data)):
             self.outbox = memoryview(b"".join(data))[sent:]
         self.in_flight, self.asked, self.sent_ns = seq, asked, started_ns
 
@@ -150,6 +152,11 @@ class _Cell:
         if not data:
             self.crashed(step, "the cell closed its connection")
             return
+        if self._seat is not None and step is not None and self.in_flight == step and not self.decoder.pending_bytes:
+            action = one_reply(data, step, self._seat)
+            if action is not None:  # the whole of data is the on-time action of its one seat
+                self._on_action(self._seat, action, step)
+                return
         try:
             for frame in self.decoder.feed(data):
                 self._on_frame(frame, step)
@@ -188,6 +195,16 @@ class _Cell:
                 record.latencies_ns.append(latency_ns)
         if not on_time or latency_ns > self._act_timeout_ns:  # late, or waited for on the bank
             self.spend_bank(frame.seq, latency_ns - self._act_timeout_ns)
+
+    def _on_action(self, seat: int, action: bytes, step: int) -> None:
+        """Its one seat's action answers step ``step``, the request in flight: what ``_on_frame`` and
+        ``_on_replies`` make of a frame holding just that, without their lists."""
+        latency_ns = time.monotonic_ns() - self.sent_ns
+        self.in_flight = None
+        self.replies[seat] = (FrameType.ACTION, action)
+        self.records[0].latencies_ns.append(latency_ns)
+        if latency_ns > self._act_timeout_ns:  # waited for on the bank
+            self.spend_bank(step, latency_ns - self._act_timeout_ns)
 
     def _on_ready(self, frame: Frame) -> None:
         if frame.type != FrameType.READY:
