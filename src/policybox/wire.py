@@ -218,7 +218,7 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[Frame]:
         if not self._buffer and self._need is None and len(data) >= HEADER_SIZE:
             # The common case, one whole frame per read: no buffering at all.
-            frame_type, seq, length = self._parse_header(data[:HEADER_SIZE])
+            frame_type, seq, length = self._parse_header(data)
             if len(data) == HEADER_SIZE + length:
                 return [Frame(frame_type, seq, data[HEADER_SIZE:])]
             self._need = (frame_type, seq, length)
@@ -238,13 +238,13 @@ class FrameDecoder:
             del self._buffer[:length]
             self._need = None
 
-    def _parse_header(self, header: bytes) -> tuple[FrameType, int, int]:
-        # One unpack and one lookup for a valid header (a word holding only an allowed type: reserved
-        # bytes zero); what they do not accept is told apart after.
-        word, seq, length = HEADER_WORDS.unpack(header)
+    def _parse_header(self, data: bytes) -> tuple[FrameType, int, int]:
+        """The header ``data`` starts with, checked. One unpack and one lookup for a valid header (a word
+        holding only an allowed type: reserved bytes zero); what they do not accept is told apart after."""
+        word, seq, length = HEADER_WORDS.unpack_from(data)
         frame_type = self._allowed.get(word)
         if frame_type is None:
-            raise ProtocolError(self._refusal(header))
+            raise ProtocolError(self._refusal(data[:HEADER_SIZE]))
         if length > self._max_length:
             raise ProtocolError(f"{frame_type.name} frame claims {length} bytes, limit is {self._max_length}")
         return frame_type, seq, length

@@ -70,6 +70,7 @@ CPU_CHECK_S = 0.25
 MAX_MINIMUM_ACTION_TIMEOUT_MS = 24 * 3600 * 1000  # a policy may say it needs up to a day per step, no more
 MAX_CLAIM_CHARS = 300  # of a cell's account of one sandbox layer
 LAYER_NAMES = frozenset(Layer)
+EPOLLOUT = select.EPOLLOUT  # read once per event of every step: a global, not a module attribute
 
 
 class _Cell:
@@ -455,15 +456,15 @@ class ProcessPool:
                 return
             for fd, events in self._poller.poll(remaining):
                 cell = self._by_fd[fd]
-                if events & select.EPOLLOUT and cell.outbox is not None:
+                if events & EPOLLOUT and cell.outbox is not None:
                     emptied = cell.on_writable(step)
                     if emptied and cell.playing:
                         self._poller.modify(fd, select.EPOLLIN)
-                if events & ~select.EPOLLOUT:
+                if events & ~EPOLLOUT:
                     cell.on_readable(step)
-                if not cell.playing:
+                if not (playing := cell.playing):
                     self._forget(cell)  # read no more of it; it is retired after the gather
-                if cell.in_flight != current or not cell.playing:
+                if not playing or cell.in_flight != current:
                     waiting.discard(cell)
 
     def retire_stopped(self) -> None:
