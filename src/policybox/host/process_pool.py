@@ -103,6 +103,9 @@ class _Cell:
 
     def asked_in(self, observations: Mapping[int, object]) -> list[AgentRecord]:
         """The seats it still plays that ``observations`` (by agent id) ask to act."""
+        if self._seat is not None:  # one seat: no comprehension, asked once a cell and step
+            record = self.records[0]
+            return [record] if record.playing and self._seat in observations else []
         return [record for record in self.records if record.playing and record.agent_id in observations]
 
     def fail(self, status: AgentStatus, failure: Failure) -> None:
@@ -414,11 +417,12 @@ class ProcessPool:
         replies: dict[int, Reply] = {}
         for cell, seats in zip(self._cells, due, strict=True):
             replies.update(cell.replies)
-            missed = [record for record in seats if record.playing and record.agent_id not in cell.replies]
-            for record in missed:
-                record.missed_deadline(step, self._limits.act_timeout_ms)
-            if missed:
-                cell.check_overdue(now)
+            if len(cell.replies) < len(seats):  # it answered only the seats asked: fewer replies, some missed
+                missed = [record for record in seats if record.playing and record.agent_id not in cell.replies]
+                for record in missed:
+                    record.missed_deadline(step, self._limits.act_timeout_ms)
+                if missed:
+                    cell.check_overdue(now)
             if check_cpu and cell.playing:
                 cell.check_cpu(self._limits.cpu_limit_s, step)
         self.retire_stopped()
