@@ -254,9 +254,11 @@ class FrameDecoder:
         """Why ``header``, whose type is not allowed here or whose reserved bytes are set, is refused."""
         if header[1:4] != b"\x00\x00\x00":
             return f"frame header has non-zero reserved bytes: {header.hex()}"
-        if header[0] not in FrameType._value2member_map_:
+        try:
+            frame_type = FrameType(header[0])
+        except ValueError:
             return f"unknown frame type {header[0]}"
-        return f"frame type {FrameType(header[0]).name} is not allowed in this direction"
+        return f"frame type {frame_type.name} is not allowed in this direction"
 
 
 def observation_parts(step: int, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[bytes | memoryview]:
