@@ -86,7 +86,9 @@ class HostConnection:
         self._sock.sendall(data)
 
 
-def serve(conn: HostConnection, parent_pid: int) -> int:
+def serve(conn: HostConnection, parent_pid: int, seats: list[socket.socket] | None = None) -> int:
+    """``seats``: with ``--cells forked``, the socket of each seat (``conn``'s first), and this cell is
+    their loader (``policybox.cell.seats``): it returns only in the seats it forks."""
     setup = conn.read()
     if setup is None or setup.type != FrameType.SETUP:
         return 2
@@ -102,16 +104,23 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
         # Only now: numpy (imported by the runtime) starts threads, and policy code may run.
         from policybox.cell.runtime import CellRuntime
 
-        runtime = CellRuntime(message, owns_process=True)
+        built = None
+        if seats:  # the loader: what follows runs in each seat it forks, on the seat's own socket
+            from policybox.cell.seats import fork_seats
+
+            own, runtime, built = fork_seats(message, seats)
+            conn = HostConnection(own)
+        else:
+            runtime = CellRuntime(message, owns_process=True)
         conn.playing_seats(len(runtime.agent_ids))
-        ready = runtime.start()
+        ready = runtime.start(built)
     except PolicyFailure as failure:
         conn.send(encode_json(FrameType.ERROR, failure.report))
         return 1
     except Exception as exc:  # a bad SETUP, a version mismatch, a strict sandbox refused
         conn.send(encode_json(FrameType.ERROR, failure_report(exc, "init")))
         return 1
-    conn.send(encode_json(FrameType.READY, {**ready, "sandbox": statuses}))
+    conn.send(encode_json(FrameType.READY, {**ready, "sandbox": statuses, "pid": os.getpid()}))
     while (frame := conn.read()) is not None and frame.type == FrameType.OBSERVATION:
         gc.disable()  # no collector pause between an observation and its reply: collect while waiting
         try:
@@ -125,8 +134,9 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
     return 0
 
 
-def run_cell(fd: int, parent_pid: int) -> int:
-    """Serve the host over socket ``fd`` until it says stop; the cell's exit code."""
+def run_cell(fd: int, parent_pid: int, seat_fds: list[int] | None = None) -> int:
+    """Serve the host over socket ``fd`` until it says stop; the cell's exit code. ``seat_fds``: with
+    ``--cells forked``, the sockets of the seats after the first (``fd``'s), which this cell forks."""
     name_process(CELL)
     first_to_go_under_memory_pressure()
     sock = socket.socket(fileno=fd)
@@ -134,7 +144,8 @@ def run_cell(fd: int, parent_pid: int) -> int:
     # observations: SCHED_BATCH tasks never preempt on wakeup (they run when a CPU is free).
     os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     try:
-        return serve(HostConnection(sock), parent_pid)
+        seats = [sock, *(socket.socket(fileno=seat_fd) for seat_fd in seat_fds)] if seat_fds else None
+        return serve(HostConnection(sock), parent_pid, seats)
     except (ProtocolError, OSError) as exc:
         print(f"policybox cell: connection to host failed: {exc}", file=sys.stderr)
         return 3
@@ -149,9 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="policybox.cell", description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--seat-fd", type=int, action="append", help="--cells forked: another seat's socket")
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
-    return run_cell(args.fd, args.parent_pid)
+    return run_cell(args.fd, args.parent_pid, args.seat_fd)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Which seats share a cell: one seat a cell (``--cells per-agent``, the default), or every seat that one
-submission holds in the episode (``--cells per-policy``), and the SETUP each cell is sent.
+"""Which seats share a cell: one seat a cell (``--cells per-agent``), or every seat that one submission
+holds in the episode (``--cells per-policy``; ``--cells forked``: a loader and its forked seats, a
+process each), and the SETUP each cell is sent.
 
 A per-policy cell builds its submission's policy once and steps its seats together -- batched, when
 the policy can batch them (``policybox.cell.runtime``). Seats are grouped by their *entrant* (the
@@ -8,6 +9,10 @@ never by their spec: two teams that upload the same bytes have equal specs, and 
 teams, in two cells with two uids. Seats of one entrant share a cell only when their game gives
 their cells the same setup (a PettingZoo game whose seats have different spaces gives them cells
 of their own). Its output goes to its first seat's log, which every seat of the cell names.
+
+Forked seats (``policybox.cell.seats``) are grouped exactly so: a loader never serves another entrant.
+Each seat then runs concurrently in a process of its own, so for its thread budget each counts as a
+cell (``cell_count``), while the group shares one sandbox: one uid, one memory and CPU limit.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class CellGroup:
 
     records: list[AgentRecord]
     env: dict[str, Any]
+    forked: bool = False  # its seats are forked from one loader, a process each (--cells forked)
 
     @property
     def first(self) -> AgentRecord:
@@ -58,11 +64,12 @@ def cell_groups(records: Sequence[AgentRecord], envs: Sequence[dict[str, Any]], 
             groups[key].records.append(record)
             record.log_path = groups[key].first.log_path
         else:
-            groups[key] = CellGroup([record], env)
+            groups[key] = CellGroup([record], env, forked=cells == "forked")
     return list(groups.values())
 
 
 def cell_count(entrants: Sequence[str], cells: Cells) -> int:
     """How many cells play seats of these ``entrants`` (one per seat), as far as the entrants tell: what
-    each cell's thread budget is divided by (``policybox.threads``)."""
-    return len(entrants) if cells == "per-agent" else len(set(entrants))
+    each cell's thread budget is divided by (``policybox.threads``). A forked seat counts as a cell: it
+    runs concurrently with its group's others."""
+    return len(set(entrants)) if cells == "per-policy" else len(entrants)
