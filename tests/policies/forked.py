@@ -6,12 +6,17 @@ seat's socket itself, claiming a pid that is not its team's (``kw.claim``: host,
 
 import os
 import select
+import signal
 import socket
 import stat
 import time
+from pathlib import Path
 
 import numpy as np
+import torch  # at import: seeded before the constructor runs (policybox.cell.agent_state)
 from mettagrid.policy.policy import AgentPolicy, MultiAgentPolicy
+
+PROBE_SIGNAL = signal.SIGKILL
 
 BIG_MIB = 64
 
@@ -20,7 +25,8 @@ class _Seat(AgentPolicy):
     def __init__(self, policy_env_info, owner, agent_id):
         super().__init__(policy_env_info)
         self.owner, self.agent_id, self.steps = owner, agent_id, 0
-        print(f"seat {agent_id} pid {os.getpid()} ppid {os.getppid()} uid {os.getuid()}", flush=True)
+        draw = np.random.randint(0, 1 << 30)  # the seat's own stream, as a cell of its own would draw it
+        print(f"seat {agent_id} pid {os.getpid()} ppid {os.getppid()} uid {os.getuid()} draw {draw}", flush=True)
 
     def step(self, obs):
         self.steps += 1
@@ -31,9 +37,9 @@ class _Seat(AgentPolicy):
 
 
 class Seats(MultiAgentPolicy):
-    def __init__(self, policy_env_info, seat=-1, at=-1, how="raise", big_mib=BIG_MIB, **kwargs):
+    def __init__(self, policy_env_info, seat=-1, at=-1, how="raise", big_mib=BIG_MIB, pace_s=0, **kwargs):
         super().__init__(policy_env_info, **kwargs)
-        self._seat, self._at, self._how = int(seat), int(at), how
+        self._seat, self._at, self._how, self._pace_s = int(seat), int(at), how, float(pace_s)
         # Random bytes: no zero page, no page the kernel could merge -- only fork shares them.
         self.big = np.random.default_rng(0).integers(0, 255, int(big_mib) << 20, dtype=np.uint8)
 
@@ -41,6 +47,7 @@ class Seats(MultiAgentPolicy):
         return _Seat(self.policy_env_info, self, agent_id)
 
     def misbehave(self, agent_id, step):
+        time.sleep(self._pace_s)
         if agent_id != self._seat or step != self._at:
             return
         if self._how == "raise":
@@ -63,7 +70,7 @@ class Hostile(MultiAgentPolicy):
     with the claimed pid, then serves them all a noop until ``kw.stop`` steps, and then nothing (it is
     disabled on its bank and killed: the host may then signal only what is verified to be its own)."""
 
-    def __init__(self, policy_env_info, claim="host", stop=5, **kwargs):
+    def __init__(self, policy_env_info, claim="host", stop=5, linger=0, **kwargs):
         super().__init__(policy_env_info, **kwargs)
         from policybox.wire import PROTOCOL_VERSION, FrameType, encode_json
 
@@ -71,7 +78,8 @@ class Hostile(MultiAgentPolicy):
         ready = {"protocol": PROTOCOL_VERSION, "policy": "hostile", "minimum_action_timeout_ms": 0, "torch": False}
         for sock in socks:
             sock.sendall(encode_json(FrameType.READY, {**ready, "sandbox": {}, "pid": _claimed(claim)}))
-        _serve(socks, int(stop), policy_env_info)
+        print(f"hostile loader pid {os.getpid()}", flush=True)
+        _serve(socks, int(stop), bool(int(linger)))
 
     def agent_policy(self, agent_id):
         return _Noop(self.policy_env_info)
@@ -94,15 +102,15 @@ def _claimed(claim):
     if claim == "zygote":
         return os.getppid()
     if claim == "other":
-        return int(os.environ.get("OTHER_PID", "1"))
+        return _others()[0]
     ppid = os.getppid()
     with open(f"/proc/{ppid}/stat") as stat_file:  # the zygote's parent is the host
         return int(stat_file.read().rpartition(")")[2].split()[1])
 
 
-def _serve(socks, stop, policy_env_info):
+def _serve(socks, stop, linger):
     """Answer every observation frame with a noop for each seat it asks, until ``stop`` steps; then be
-    silent until killed."""
+    silent; exit when the host closes a socket, unless it ``linger``s (then only a kill ends it)."""
     from policybox.wire import (
         HOST_TO_CELL,
         MAX_HOST_FRAME,
@@ -119,6 +127,8 @@ def _serve(socks, stop, policy_env_info):
         for sock in readable:
             data = sock.recv(1 << 16)
             if not data:
+                while linger:
+                    time.sleep(1)
                 os._exit(0)
             for frame in decoders[sock].feed(data):
                 if frame.type != FrameType.OBSERVATION:
@@ -127,11 +137,97 @@ def _serve(socks, stop, policy_env_info):
                 if answered > stop * len(socks):
                     continue
                 asked = decode_observations(frame.payload)
-                replies = [(agent_id, (FrameType.ACTION, _noop_bytes(policy_env_info))) for agent_id, _ in asked]
+                replies = [(agent_id, (FrameType.ACTION, _noop_bytes())) for agent_id, _ in asked]
                 sock.sendall(encode_replies(frame.seq, replies))
 
 
-def _noop_bytes(policy_env_info):
+def _noop_bytes():
     from policybox.envs.mettagrid import ACTION, NO_VIBE
 
     return ACTION.pack(0, NO_VIBE)
+
+
+def _others():
+    """The pids of the processes it can see that are cells (its own process name) of another uid: another
+    team's seats, by what /proc shows."""
+    own = Path("/proc/self/comm").read_text()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if Path(f"/proc/{name}/comm").read_text() == own and os.stat(f"/proc/{name}").st_uid != os.getuid():
+                    found.append(int(name))
+            except OSError:
+                pass
+    return found or [1]
+
+
+class Prober(MultiAgentPolicy):
+    """At its seats' first step, each tries to kill, ptrace-attach and read the memory of every other
+    team's cell it can see, printing what worked; then plays noop."""
+
+    def agent_policy(self, agent_id):
+        return _Probe(self.policy_env_info)
+
+
+class _Probe(AgentPolicy):
+    def __init__(self, policy_env_info):
+        super().__init__(policy_env_info)
+        self.probed = False
+
+    def step(self, obs):
+        if not self.probed:
+            self.probed = True
+            for pid in _others():
+                for what, attempt in (("kill", _kill), ("ptrace", _ptrace), ("read", _read_memory)):
+                    try:
+                        attempt(pid)
+                        print(f"probe {what} {pid} worked", flush=True)
+                    except OSError as exc:
+                        print(f"probe {what} {pid} failed: {exc}", flush=True)
+        return self.policy_env_info.action_names[0]
+
+
+def _kill(pid):
+    os.kill(pid, PROBE_SIGNAL)
+
+
+def _ptrace(pid):
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, pid, None, None) != 0:  # PTRACE_ATTACH
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+
+def _read_memory(pid):
+    with open(f"/proc/{pid}/mem", "rb") as memory:
+        memory.read(1)
+
+
+class TorchSeats(MultiAgentPolicy):
+    """Builds a torch network and runs a forward pass in its constructor -- in the loader, before the fork:
+    an OpenMP pool started there would hang its seats' forward passes -- then acts from a pass per step."""
+
+    def __init__(self, policy_env_info, **kwargs):
+        super().__init__(policy_env_info, **kwargs)
+        self.net = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))
+        with torch.no_grad():
+            self.net(torch.randn(256, 512))
+
+    def agent_policy(self, agent_id):
+        return _TorchSeat(self.policy_env_info, self.net)
+
+
+class _TorchSeat(AgentPolicy):
+    def __init__(self, policy_env_info, net):
+        super().__init__(policy_env_info)
+        self.net = net
+
+    def step(self, obs):
+        tokens = torch.tensor([float(sum(token.raw_token)) for token in obs.tokens] or [0.0])
+        with torch.no_grad():
+            out = self.net(torch.randn(64, 512) + tokens.sum() / 1000)
+        names = self.policy_env_info.action_names
+        print(f"threads {torch.get_num_threads()}", flush=True)
+        return names[int(out.sum(0).argmax()) % len(names)]

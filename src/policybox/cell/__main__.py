@@ -86,9 +86,9 @@ class HostConnection:
         self._sock.sendall(data)
 
 
-def serve(conn: HostConnection, parent_pid: int, seats: list[socket.socket] | None = None) -> int:
-    """``seats``: with ``--cells forked``, the socket of each seat (``conn``'s first), and this cell is
-    their loader (``policybox.cell.seats``): it returns only in the seats it forks."""
+def serve(conn: HostConnection, parent_pid: int, seats: list[tuple[socket.socket, int | None]] | None = None) -> int:
+    """``seats``: with ``--cells forked``, each seat's socket (``conn``'s first) and output (the first's:
+    this cell's), and this cell is their loader (``policybox.cell.seats``): it returns only in the seats."""
     setup = conn.read()
     if setup is None or setup.type != FrameType.SETUP:
         return 2
@@ -134,9 +134,9 @@ def serve(conn: HostConnection, parent_pid: int, seats: list[socket.socket] | No
     return 0
 
 
-def run_cell(fd: int, parent_pid: int, seat_fds: list[int] | None = None) -> int:
+def run_cell(fd: int, parent_pid: int, seat_fds: list[tuple[int, int]] | None = None) -> int:
     """Serve the host over socket ``fd`` until it says stop; the cell's exit code. ``seat_fds``: with
-    ``--cells forked``, the sockets of the seats after the first (``fd``'s), which this cell forks."""
+    ``--cells forked``, the socket and output of each seat after the first (``fd``'s), which it forks."""
     name_process(CELL)
     first_to_go_under_memory_pressure()
     sock = socket.socket(fileno=fd)
@@ -144,7 +144,7 @@ def run_cell(fd: int, parent_pid: int, seat_fds: list[int] | None = None) -> int
     # observations: SCHED_BATCH tasks never preempt on wakeup (they run when a CPU is free).
     os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     try:
-        seats = [sock, *(socket.socket(fileno=seat_fd) for seat_fd in seat_fds)] if seat_fds else None
+        seats = [(sock, None), *((socket.socket(fileno=s), out) for s, out in seat_fds)] if seat_fds else None
         return serve(HostConnection(sock), parent_pid, seats)
     except (ProtocolError, OSError) as exc:
         print(f"policybox cell: connection to host failed: {exc}", file=sys.stderr)
@@ -160,10 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="policybox.cell", description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
-    parser.add_argument("--seat-fd", type=int, action="append", help="--cells forked: another seat's socket")
+    parser.add_argument("--seat-fd", type=_fds, action="append", help="--cells forked: SOCKET,OUTPUT of a seat")
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
     return run_cell(args.fd, args.parent_pid, args.seat_fd)
+
+
+def _fds(text: str) -> tuple[int, int]:
+    sock, output = text.split(",")
+    return int(sock), int(output)
 
 
 if __name__ == "__main__":

@@ -43,13 +43,17 @@ def seat_setup(setup: dict[str, Any], agent_id: int) -> dict[str, Any]:
     return {**setup, "agents": [agent_id]}
 
 
-def fork_seats(setup: dict[str, Any], socks: list[socket.socket]) -> tuple[socket.socket, CellRuntime, Built]:
-    """In the loader, holding ``socks`` (one per agent of ``setup``, in order): build the policy and fork
-    a seat per agent. Returns in each seat only: its socket, its runtime (its own state applied) and the
-    policy to build its agent from (``CellRuntime.start``); the
-    loader waits for its seats and exits (SystemExit). A policy that cannot be built fails every seat:
-    the ERROR goes to each socket but the first, and is raised for the caller to send on that one."""
+def fork_seats(
+    setup: dict[str, Any], seats: list[tuple[socket.socket, int | None]]
+) -> tuple[socket.socket, CellRuntime, Built]:
+    """In the loader, holding ``seats`` (one per agent of ``setup``, in order: its socket, and the output
+    its log reads, None for the loader's own): build the policy and fork a seat per agent. Returns in each
+    seat only: its socket, its runtime (its own state applied) and the policy to build its agent from
+    (``CellRuntime.start``); the loader waits for its seats and exits (SystemExit). A policy that cannot
+    be built fails every seat: the ERROR goes to each socket but the first, and is raised for the caller
+    to send on that one."""
     agent_ids = [int(agent_id) for agent_id in setup["agents"]]
+    socks = [sock for sock, _ in seats]
     if len(agent_ids) != len(socks):
         raise ValueError(f"SETUP names {len(agent_ids)} agents for {len(socks)} seat sockets")
     try:
@@ -63,27 +67,42 @@ def fork_seats(setup: dict[str, Any], socks: list[socket.socket]) -> tuple[socke
     gc.freeze()  # what the policy built stays out of the collector's reach: its pages stay shared
     loader = os.getpid()
     pids = []
-    for agent_id, sock in zip(agent_ids, socks, strict=True):
+    for agent_id, seat in zip(agent_ids, seats, strict=True):
         if (pid := os.fork()) == 0:
-            return _become_seat(loader, sock, socks, seat_setup(setup, agent_id), built)
+            return _become_seat(loader, seat, seats, seat_setup(setup, agent_id), built)
         pids.append(pid)
-    for sock in socks:
-        sock.close()  # the seats' own: a seat that ends closes its connection
+    _close(seats)  # the seats' own: a seat that ends closes its connection
     _wait_for_seats(pids)
     raise SystemExit(0)
 
 
 def _become_seat(
-    loader: int, own: socket.socket, socks: list[socket.socket], setup: dict[str, Any], built: Built
+    loader: int,
+    own: tuple[socket.socket, int | None],
+    seats: list[tuple[socket.socket, int | None]],
+    setup: dict[str, Any],
+    built: Built,
 ) -> tuple[socket.socket, CellRuntime, Built]:
-    """In a seat just forked: hold no other seat's socket, die with the loader, apply its own state."""
+    """In a seat just forked: write to its own log, hold no other seat's socket or output, die with the
+    loader, apply its own state."""
     from policybox.cell.__main__ import die_with_parent  # not at import: __main__ imports this module
 
     die_with_parent(loader)
-    for sock in socks:
-        if sock is not own:
+    sock, output = own
+    if output is not None:
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+    _close([seat for seat in seats if seat[0] is not sock] + [(sock, output)], keep=sock)
+    return sock, CellRuntime(setup, owns_process=True), built  # the runtime applies the seat's streams, threads
+
+
+def _close(seats: list[tuple[socket.socket, int | None]], keep: socket.socket | None = None) -> None:
+    """Close the seats' sockets (but ``keep``) and outputs."""
+    for sock, output in seats:
+        if sock is not keep:
             sock.close()
-    return own, CellRuntime(setup, owns_process=True), built  # the runtime applies the seat's streams, threads
+        if output is not None:
+            os.close(output)
 
 
 def _wait_for_seats(pids: list[int]) -> None:

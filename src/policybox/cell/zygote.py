@@ -8,7 +8,7 @@ spawned one would after its imports: it applies its whole sandbox, then imports 
 Control messages are one JSON datagram each on a SOCK_SEQPACKET socket:
 
     host -> zygote  {"env": {...}, "cwd": str|null, "cpus": [int]}   with fds [cell socket, output pipe,
-                    the other seats' sockets (--cells forked: policybox.cell.seats)]
+                    and, --cells forked, the other seats' sockets, then their output pipes]
     zygote -> host  {"forked": pid}
     zygote -> host  {"exited": pid, "code": exit code, negative for a signal}
     host -> zygote  {"channel": true}   with fds [socket]
@@ -160,7 +160,8 @@ def _close_channel(channels: dict[socket.socket, set[int]], sock: socket.socket)
 
 def _fork_cell(request: dict[str, Any], fds: list[int], zygotes: list[socket.socket | int]) -> int:
     """Fork a cell for ``request``; ``zygotes``: the zygote's own sockets and fds, which no cell keeps."""
-    cell_fd, output_fd, *seat_fds = fds  # seat_fds: the other seats' sockets (--cells forked)
+    cell_fd, output_fd, *more = fds  # more: the other seats' sockets, then their outputs (--cells forked)
+    seat_fds = list(zip(more[: len(more) // 2], more[len(more) // 2 :], strict=True))
 
     def cell(zygote_pid: int) -> int:
         os.environ.clear()

@@ -8,7 +8,8 @@ submission they play for: a ladder's version, a tournament's entrant, a ``-p`` o
 never by their spec: two teams that upload the same bytes have equal specs, and are still two
 teams, in two cells with two uids. Seats of one entrant share a cell only when their game gives
 their cells the same setup (a PettingZoo game whose seats have different spaces gives them cells
-of their own). Its output goes to its first seat's log, which every seat of the cell names.
+of their own). Its output goes to its first seat's log, which every seat of the cell names (a forked seat's
+to its own log: it is a process of its own).
 
 Forked seats (``policybox.cell.seats``) are grouped exactly so: a loader never serves another entrant.
 Each seat then runs concurrently in a process of its own, so for its thread budget each counts as a
@@ -34,6 +35,12 @@ class CellGroup:
     records: list[AgentRecord]
     env: dict[str, Any]
     forked: bool = False  # its seats are forked from one loader, a process each (--cells forked)
+
+    @property
+    def forks(self) -> bool:
+        """Whether its cell is a loader that forks its seats: forked, with more than one seat (a submission
+        with one seat plays in a cell of its own, as with --cells per-agent)."""
+        return self.forked and len(self.records) > 1
 
     @property
     def first(self) -> AgentRecord:
@@ -62,7 +69,8 @@ def cell_groups(records: Sequence[AgentRecord], envs: Sequence[dict[str, Any]], 
         key = (record.entrant, json.dumps(env, sort_keys=True))
         if key in groups:
             groups[key].records.append(record)
-            record.log_path = groups[key].first.log_path
+            if cells == "per-policy":  # a forked seat writes to its own log
+                record.log_path = groups[key].first.log_path
         else:
             groups[key] = CellGroup([record], env, forked=cells == "forked")
     return list(groups.values())

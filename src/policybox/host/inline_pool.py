@@ -67,7 +67,7 @@ class InlinePool:
 
 def _starts(group: CellGroup, setup: dict[str, Any]) -> Iterator[tuple[list[AgentRecord], Start]]:
     """The cells ``group`` is played by: its one, or (forked) one per seat."""
-    if not group.forked:
+    if not group.forks:
         yield group.records, lambda: _runtime(setup)
         return
     for record in group.records:

@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -60,10 +60,13 @@ class CellProcess:
 
 
 class Launcher(Protocol):
-    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seats: int = 1) -> CellProcess:
+    def launch(
+        self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seat_outputs: Sequence[int] = ()
+    ) -> CellProcess:
         """Start one cell whose stdout and stderr are ``output_fd`` (the write end of its output pipe);
-        ``torch``: its policy imports torch, so a cell that already has it starts faster. ``seats`` > 1:
-        the loader of that many forked seats (``policybox.cell.seats``), a socket each."""
+        ``torch``: its policy imports torch, so a cell that already has it starts faster. ``seat_outputs``:
+        the cell is the loader of forked seats (``policybox.cell.seats``), the first writing to
+        ``output_fd``, one more for each of these outputs; each seat gets a socket of its own."""
         ...
 
 
@@ -74,13 +77,16 @@ class SpawnLauncher:
     environment decides what the cell imports; ``-u`` keeps the policy's prints in order in its log.
     """
 
-    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seats: int = 1) -> CellProcess:
+    def launch(
+        self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seat_outputs: Sequence[int] = ()
+    ) -> CellProcess:
         def start(cell_fds: list[int]) -> tuple[int, Callable[[float], int | None]]:
             command = [sys.executable, "-I", "-u", "-m", "policybox.cell", "--fd", str(cell_fds[0])]
-            command += [arg for fd in cell_fds[1:] for arg in ("--seat-fd", str(fd))]
+            seats = zip(cell_fds[1:], seat_outputs, strict=True)
+            command += [arg for fd, output in seats for arg in ("--seat-fd", f"{fd},{output}")]
             popen = subprocess.Popen(
                 [*command, "--parent-pid", str(os.getpid())],
-                pass_fds=cell_fds,
+                pass_fds=(*cell_fds, *seat_outputs),
                 stdin=subprocess.DEVNULL,
                 stdout=output_fd,
                 stderr=subprocess.STDOUT,
@@ -90,7 +96,7 @@ class SpawnLauncher:
             )
             return popen.pid, lambda timeout: _popen_wait(popen, timeout)
 
-        return _launch(sandbox, start, seats)
+        return _launch(sandbox, start, 1 + len(seat_outputs))
 
 
 class ZygoteLauncher:
@@ -100,16 +106,18 @@ class ZygoteLauncher:
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote
 
-    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seats: int = 1) -> CellProcess:
+    def launch(
+        self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seat_outputs: Sequence[int] = ()
+    ) -> CellProcess:
         zygote = self._zygote.with_torch() if torch else self._zygote
 
         def start(cell_fds: list[int]) -> tuple[int, Callable[[float], int | None]]:
             cwd = str(sandbox.scratch) if sandbox.scratch else None
-            fds = [cell_fds[0], output_fd, *cell_fds[1:]]
+            fds = [cell_fds[0], output_fd, *cell_fds[1:], *seat_outputs]
             pid = zygote.fork(sandbox.shared_environment(), cwd, fds)  # the spec's variables come in SETUP
             return pid, lambda timeout: zygote.wait(pid, timeout)
 
-        return _launch(sandbox, start, seats)
+        return _launch(sandbox, start, 1 + len(seat_outputs))
 
 
 def _launch(

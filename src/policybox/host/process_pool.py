@@ -405,16 +405,17 @@ class ProcessPool:
             first, self._level, self._layers, self._limits, root, lease, self._budget, len(self._groups)
         )
         try:
-            output = self._output.open(first.log_path)
+            seat_logs = [record.log_path for record in group.records[1:]] if group.forks else []
+            outputs = [self._output.open(log) for log in [first.log_path, *seat_logs] if log is not None]
             try:
-                seats = len(group.records) if group.forked else 1
-                process = self._launcher.launch(output, sandbox, first.torch, seats)
+                process = self._launcher.launch(outputs[0], sandbox, first.torch, outputs[1:])
             finally:
-                os.close(output)  # the cell holds the only write end: its exit ends the log
+                for output in outputs:
+                    os.close(output)  # the cell holds the only write end: its exit ends the log
         except BaseException:
             sandbox.close()  # its cgroups exist already; no cell will own them
             raise
-        if group.forked:
+        if group.forks:
             self._loaders.append(process)
             socks = [process.sock.dup(), *process.seat_socks]  # the first seat's: the loader keeps its own end
             cells: list[_Cell] = [
