@@ -85,8 +85,9 @@ class Game(BaseModel):
     seating: str = Field(description="How a match's versions share its seats")
     on_agent_failure: str = Field(description="What happens to an agent that fails: continue (fallback) or abort")
     cells: str = Field(
-        description="Each agent in a cell of its own, or a version's seats in one cell, stepped together "
-        "(step_group or step_batch when its policy can)"
+        description="Each agent in a cell of its own; each in a process of its own forked from one loader of its "
+        "version (one copy of its network, one uid and sandbox); or a version's seats in one cell, stepped "
+        "together (step_group or step_batch when its policy can)"
     )
     packages: dict[str, str] = Field(description="policybox and the game's package, at the versions the ladder runs")
     reward: list[str] = Field(description="How the game gives reward, as it defines it, and what a match scores")
