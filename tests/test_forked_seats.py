@@ -94,6 +94,15 @@ def test_one_seat_that_fails_fails_alone(play, how, status, message):
     assert ok(result, [0, 1, 3])
 
 
+def test_a_loader_that_ends_before_forking_fails_its_seats_with_how_it_ended(play):
+    ending = policy("forked.py:Seats", **{"kw.how": "exit_loader"})
+    result = play([ending, "random"], agents=6, steps=5, cells="forked")
+    for agent in result.agents[0::2]:
+        assert agent.status == AgentStatus.CRASHED and agent.failure.phase == "init"
+        assert "cell exited with code 5" in agent.failure.message, agent.failure
+    assert ok(result, [1, 3, 5], turns=5)
+
+
 def test_a_seat_that_hangs_is_disabled_alone_and_nothing_survives(play):
     hanging = policy("forked.py:Seats", **{"kw.seat": "0", "kw.at": "2", "kw.how": "hang", "kw.pace_s": "0.2"})
     limits = Limits(act_timeout_ms=1500, time_bank_ms=300)  # ten steps of 0.2 s outlast its deadline and bank

@@ -1,7 +1,7 @@
 """Policies for forked seats (``--cells forked``). ``Seats`` builds a large array in its constructor (what
 the seats should share, not copy) and acts from its observation and its own random stream, printing
 ``seat ID pid PID ppid PPID`` once per seat to the group's log; its kwargs make one seat raise, exit,
-kill itself or hang at a step. ``Hostile`` is the worst loader: it forks nothing and answers every
+kill itself or hang at a step, or the loader exit before forking. ``Hostile`` is the worst loader: it forks nothing and answers every
 seat's socket itself, claiming a pid that is not its team's (``kw.claim``: host, zygote or other)."""
 
 import os
@@ -40,6 +40,8 @@ class Seats(MultiAgentPolicy):
     def __init__(self, policy_env_info, seat=-1, at=-1, how="raise", big_mib=BIG_MIB, pace_s=0, **kwargs):
         super().__init__(policy_env_info, **kwargs)
         self._seat, self._at, self._how, self._pace_s = int(seat), int(at), how, float(pace_s)
+        if how == "exit_loader":  # in the loader, before any seat is forked
+            os._exit(5)
         # Random bytes: no zero page, no page the kernel could merge -- only fork shares them.
         self.big = np.random.default_rng(0).integers(0, 255, int(big_mib) << 20, dtype=np.uint8)
 

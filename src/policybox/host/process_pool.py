@@ -268,21 +268,22 @@ class _Seat(_Cell):
 
     def _on_ready(self, frame: Frame) -> None:
         ready = decode_json(frame) if frame.type == FrameType.READY else {}
+        self.process.ready = frame.type == FrameType.READY
         self.process.claim(ready.get("pid"))  # its pid, signalled only if /proc confirms it is the team's
         super()._on_ready(frame)
 
     def retire(self) -> None:
-        """Stop it for good. Its exit code is known only for a seat whose pid was verified (and whose loader
-        has not reaped it): else a crash says its process ended, and names the OOM killer if the group's
-        cgroup saw it."""
-        if self.process.pidfd is None:
-            for record in self.records:
-                failure = record.failure
-                if failure is not None and failure.kind == "Crashed":
-                    failure.message = f"its process ended ({failure.message}; how is not known to the host)"
-                    if cause := self.process.sandbox.out_of_memory():
-                        failure.kind = "OutOfMemory"
-                        failure.message += f": out of memory: {cause}"
+        """Stop it for good. How it ended is known for a seat whose pid was verified (and whose loader has
+        not reaped it), or that ended before READY (its loader's end): else a crash says its process ended,
+        and names the OOM killer if the group's cgroup saw it."""
+        crashes = [r.failure for r in self.records if r.failure is not None and r.failure.kind == "Crashed"]
+        if crashes and self.process.exit_status(EXIT_WAIT_S) is None:
+            for failure in crashes:
+                assert failure is not None
+                failure.message = f"its process ended ({failure.message}; how is not known to the host)"
+                if cause := self.process.sandbox.out_of_memory():
+                    failure.kind = "OutOfMemory"
+                    failure.message += f": out of memory: {cause}"
         super().retire()
 
 

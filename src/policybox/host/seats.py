@@ -43,6 +43,8 @@ class SeatProcess(CellProcess):
     loader: CellProcess | None = None
     pidfd: int | None = field(default=None, repr=False)  # its own process, once verified
     seat_pid: int | None = None  # its own pid, once verified
+    ready: bool = False  # it answered READY: forked (or its loader says so)
+    asked: bool = field(default=False, repr=False)  # exit_status has given its answer
 
     @classmethod
     def of(cls, loader: CellProcess, sock: socket.socket) -> SeatProcess:
@@ -74,11 +76,16 @@ class SeatProcess(CellProcess):
 
     def exit_status(self, timeout: float) -> int | None:
         """The seat's exit code (negative: that signal) once it has ended, as the kernel kept it for its
-        verified process; None if it is unknown (at once, for a seat not verified: nothing to wait on)."""
-        if self.code is not None or self.pidfd is None:
+        verified process; before READY, its loader's (the host's own child's: no seat was forked yet); None
+        if unknown (at once, for a seat that answered READY unverified: nothing to wait on). Asked once."""
+        if self.asked:
             return self.code
-        if select.select([self.pidfd], [], [], timeout)[0]:
-            self.code = _zombie_status(self.pidfd, self.seat_pid)
+        if self.pidfd is not None:
+            if select.select([self.pidfd], [], [], timeout)[0]:
+                self.code = _zombie_status(self.pidfd, self.seat_pid)
+        elif not self.ready and self.loader is not None:
+            self.code = self.loader.exit_status(timeout)
+        self.asked = True
         return self.code
 
     def close(self) -> None:
