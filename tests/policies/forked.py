@@ -1,8 +1,9 @@
 """Policies for forked seats (``--cells forked``). ``Seats`` builds a large array in its constructor (what
 the seats should share, not copy) and acts from its observation and its own random stream, printing
-``seat ID pid PID ppid PPID`` once per seat to the group's log; its kwargs make one seat raise, exit,
-kill itself or hang at a step, or the loader exit before forking. ``Hostile`` is the worst loader: it forks nothing and answers every
-seat's socket itself, claiming a pid that is not its team's (``kw.claim``: host, zygote or other)."""
+``seat ID pid PID ppid PPID uid UID draw N`` once per seat to its log; its kwargs make one seat raise,
+exit, kill itself or hang at a step, or the loader exit before forking. ``Hostile`` is the worst loader:
+it forks nothing and answers every seat's socket itself, claiming a pid that is not its team's
+(``kw.claim``: host, zygote or other)."""
 
 import os
 import select
