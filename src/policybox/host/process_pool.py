@@ -320,6 +320,9 @@ class ProcessPool:
         self, groups: list[CellGroup], limits: Limits, level: SandboxLevel, seccomp: bool, launcher: Launcher
     ) -> None:
         self._groups = groups
+        # What the memory budget is divided by where no budget cgroup holds it: every process that steps
+        # (a forked group's seats each), so that per-process limits never add up past the budget.
+        self._stepping = sum(len(group.records) if group.forks else 1 for group in groups)
         self._limits = limits
         self._level = level
         self._layers = wanted_layers(level, seccomp)
@@ -351,7 +354,7 @@ class ProcessPool:
     @property
     def memory_budget(self) -> MemoryBudget | None:
         """The memory budget this episode's cells shared (None: they had no memory limit)."""
-        return None if self._budget is None else self._budget.describe(len(self._groups))
+        return None if self._budget is None else self._budget.describe(self._stepping)
 
     def scratch_view(self, agent_id: int) -> Path | None:
         """Agent ``agent_id``'s scratch folder as the host can read it while the cell runs: through
@@ -402,9 +405,7 @@ class ProcessPool:
         first = group.first
         assert first.log_path is not None
         root = self._scratch.path if self._scratch else Path()
-        sandbox = CellSandbox(
-            first, self._level, self._layers, self._limits, root, lease, self._budget, len(self._groups)
-        )
+        sandbox = CellSandbox(first, self._level, self._layers, self._limits, root, lease, self._budget, self._stepping)
         try:
             seat_logs = [record.log_path for record in group.records[1:]] if group.forks else []
             outputs = [self._output.open(log) for log in [first.log_path, *seat_logs] if log is not None]
