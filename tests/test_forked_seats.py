@@ -178,8 +178,10 @@ def test_one_teams_seats_cannot_signal_trace_or_read_another_teams_forked_seats(
     paced = policy("forked.py:Seats", **{"kw.pace_s": "0.02"})
     result = play([prober, paced], agents=4, steps=STEPS, cells="forked")
     assert ok(result, [1, 3])  # judged by B's result: every seat played every step
-    probes = Path(result.agents[0].log_path).read_text()
-    assert "probe kill" in probes and " worked" not in probes, probes
+    probes = Path(result.agents[0].log_path).read_text() + Path(result.agents[2].log_path).read_text()
+    theirs = [pid for pid, *_ in seat_lines(result).values()]
+    assert all(f"probe {what} {pid} failed" in probes for what in ("kill", "ptrace", "read") for pid in theirs), probes
+    assert " worked" not in probes, probes
 
 
 def test_a_seat_forked_after_its_loader_ran_torch_steps_with_its_thread_budget(play):

@@ -11,7 +11,6 @@ import signal
 import socket
 import stat
 import time
-from pathlib import Path
 
 import numpy as np
 import torch  # at import: seeded before the constructor runs (policybox.cell.agent_state)
@@ -151,23 +150,22 @@ def _noop_bytes():
 
 
 def _others():
-    """The pids of the processes it can see that are cells (its own process name) of another uid: another
-    team's seats, by what /proc shows."""
-    own = Path("/proc/self/comm").read_text()
+    """The pids of the processes near its own that it may not signal (``kill(pid, 0)`` says EPERM): another
+    uid's, such as another team's seats, forked about when its own were (/proc may not list them)."""
     found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if Path(f"/proc/{name}/comm").read_text() == own and os.stat(f"/proc/{name}").st_uid != os.getuid():
-                    found.append(int(name))
-            except OSError:
-                pass
+    for pid in range(max(2, os.getpid() - 2000), os.getpid() + 2000):
+        try:
+            os.kill(pid, 0)
+        except PermissionError:
+            found.append(pid)
+        except OSError:
+            pass
     return found or [1]
 
 
 class Prober(MultiAgentPolicy):
-    """At its seats' first step, each tries to kill, ptrace-attach and read the memory of every other
-    team's cell it can see, printing what worked; then plays noop."""
+    """At its seats' first step, each tries to kill, ptrace-attach and read the memory of every process near
+    its own pid that is not its own uid's (another team's cells), printing what worked; then plays noop."""
 
     def agent_policy(self, agent_id):
         return _Probe(self.policy_env_info)
