@@ -3,7 +3,8 @@
 Runs in a fresh interpreter with the socket to the host inherited as fd N. It ties its life to the
 host, reads SETUP, builds the policy, answers READY (or ERROR), then serves OBSERVATION frames until
 STOP or until the host's end of the socket closes. Nothing of the protocol touches stdout/stderr:
-those are the agent's log file.
+those are the agent's log file. With ``--seat-fd`` (``--cells forked``) it is a loader, which forks its
+seats after SETUP (``policybox.cell.seats``); each seat goes on from READY as any cell.
 """
 
 from __future__ import annotations
