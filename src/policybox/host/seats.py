@@ -6,9 +6,11 @@ untrusted, the pid a seat claims in its READY included. A loader may not fork at
 seat itself, or name the host's pid, or another team's. So the host signals a seat's pid only once it
 has verified, from outside, that the process is its team's own: a pidfd pins the process, /proc shows
 it in the loader's session (which only the loader's descendants can be in: a process can leave a
-session, never join one) and, with the uid layer, under the group's leased uid; and the pidfd still
-says it runs, so /proc spoke of that same process. A seat that cannot be verified is stopped by closing
-its socket; the group's kill at the end of the episode (process group and cgroup) takes it.
+session, never join one) and, with the uid layer, under the group's leased uid; and then its pidfd
+still says it runs, so /proc spoke of that same process, and the loader's (opened at launch) says the
+loader runs, so the session's id is still the loader's pid and no stranger's. A seat that cannot be
+verified is stopped by closing its socket; the group's kill at the end of the episode (process group and
+cgroup) takes it.
 
 A seat is not the host's child (nor the zygote's): the host cannot wait for it. Its loader leaves each
 seat that ends a zombie until all have ended, and the kernel keeps a zombie's exit status in
@@ -43,23 +45,32 @@ class SeatProcess(CellProcess):
     loader: CellProcess | None = None
     pidfd: int | None = field(default=None, repr=False)  # its own process, once verified
     seat_pid: int | None = None  # its own pid, once verified
+    loader_pidfd: int | None = field(default=None, repr=False)  # the loader, pinned from its launch
     ready: bool = False  # it answered READY: forked (or its loader says so)
     asked: bool = field(default=False, repr=False)  # exit_status has given its answer
 
     @classmethod
     def of(cls, loader: CellProcess, sock: socket.socket) -> SeatProcess:
-        return cls(loader.pid, sock, loader.sandbox, loader.wait, loader=loader)
+        """Seat ``sock`` of ``loader``, just launched (it waits for its SETUP: its pid is its own still)."""
+        try:
+            loader_pidfd: int | None = os.pidfd_open(loader.pid)
+        except OSError:  # no pidfds here, or it has already ended: no seat of it can be verified
+            loader_pidfd = None
+        return cls(loader.pid, sock, loader.sandbox, loader.wait, loader=loader, loader_pidfd=loader_pidfd)
 
     def claim(self, pid: Any) -> bool:
         """Take ``pid`` (a READY's word) as the seat's own if /proc confirms it is the team's: a process
-        of the loader's session other than the loader, under the group's uid if it has one."""
+        of the loader's session other than the loader, under the group's uid if it has one -- while the
+        loader still runs (so its pid, the session's id, is still the loader's)."""
         if type(pid) is not int or not 0 < pid < MAX_PID or pid == self.pid or self.pidfd is not None:
+            return False
+        if self.loader_pidfd is None:
             return False
         try:
             pidfd = os.pidfd_open(pid)
         except OSError:
             return False
-        if _in_session(pid, self.pid, self.sandbox.uid) and _running(pidfd):
+        if _in_session(pid, self.pid, self.sandbox.uid) and _running(pidfd) and _running(self.loader_pidfd):
             self.pidfd, self.seat_pid = pidfd, pid
             return True
         os.close(pidfd)
@@ -92,9 +103,10 @@ class SeatProcess(CellProcess):
         if self.closed:
             return
         self.kill()
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = self.seat_pid = None
+        for pidfd in (self.pidfd, self.loader_pidfd):
+            if pidfd is not None:
+                os.close(pidfd)
+        self.pidfd = self.seat_pid = self.loader_pidfd = None
         self.sock.close()
 
 
