@@ -16,7 +16,9 @@ turn; the tables show medians and ratios. Contenders (env steps/s of the steppin
   more with torch on one thread, for reference;
 * MettaGrid policy server: ``run_episode_isolated`` with the checkpoint in a submission folder
   (``baselines.policy_uri``), all agents on one server, one WebSocket request per step;
-* policybox inline, and policybox process: default settings (the LSTM's cells fork from the zygote's sibling with
+* policybox inline, and policybox process: default settings (MettaGrid's default, forked seats: a loader of the
+  LSTM forks its 4 agents; every agent plays for one entrant, as ``policybox run -p lstm -n 4``; once more
+  with ``--cells per-agent``; the LSTM's cells fork from the zygote's sibling with
   torch, found unasked: ``policybox.host.torch_use``), with ``preload=["torch"]`` (the zygote imports torch
   once; cells are forked from it), and with the lookup switched off (every cell imports torch itself, as
   before it looked); timed by the result's ``play_s``. All with each cell's default thread budget; and once
@@ -28,7 +30,8 @@ is measured rather than dropped; any timeout is reported. A start-up table follo
 micro-measurement of what batching one policy's 24 agents into one forward pass would win. ``--only grouped``
 measures that batching end to end: 24 agents of ``batched_lstm.BatchedLSTMPolicy`` (MettaGrid's LSTM, its
 agents stepped as one batch by ``step_group``) under MettaGrid's Rollout with all agents in one group, and
-under policybox with a cell per policy and a cell per agent, with the cells' memory. ``--only lookup``
+under policybox with a cell per policy and a cell per agent, with the cells' memory; then the memory of
+MettaGrid's stock LSTM at 24 agents with a cell per policy, forked seats and a cell per agent. ``--only lookup``
 measures what looking for torch costs a run whose policies never import it: a random policy's start-up with
 the lookup and without, side by side, and one lookup's time.
 """
