@@ -60,6 +60,20 @@ def test_forked_seats_play_as_inline_as_cells_of_their_own_and_as_the_same_run_t
     assert [seats[i][3] for i in range(4)] == apart_draws
 
 
+def test_a_submission_with_more_seats_than_a_loader_forks_has_several_loaders(tmp_path):
+    from policybox.host.cell_groups import MAX_FORKED_SEATS, cell_groups
+    from policybox.host.record import AgentRecord
+    from policybox.spec import PolicySpec
+
+    spec = PolicySpec(class_path="random")
+    seats = 2 * MAX_FORKED_SEATS + 1
+    records = [AgentRecord(i, spec, "team", 1, tmp_path / f"agent-{i}.log") for i in range(seats)]
+    groups = cell_groups(records, [{}] * seats, "forked")
+    assert [len(group.records) for group in groups] == [MAX_FORKED_SEATS, MAX_FORKED_SEATS, 1]
+    assert [record.agent_id for group in groups for record in group.records] == list(range(seats))
+    assert len({record.log_path for record in records}) == seats  # a log each
+
+
 def test_mettagrid_defaults_to_forked_and_pettingzoo_to_a_cell_per_agent(play):
     assert EpisodeSettings().cells_applied == "forked"
     assert EpisodeSettings(env="pettingzoo:mpe2.simple_spread_v3:parallel_env").cells_applied == "per-agent"

@@ -11,7 +11,8 @@ their cells the same setup (a PettingZoo game whose seats have different spaces 
 of their own). Its output goes to its first seat's log, which every seat of the cell names (a forked seat's
 to its own log: it is a process of its own).
 
-Forked seats (``policybox.cell.seats``) are grouped exactly so: a loader never serves another entrant.
+Forked seats (``policybox.cell.seats``) are grouped exactly so: a loader never serves another entrant
+(and forks at most MAX_FORKED_SEATS: a submission with more seats has more loaders).
 Each seat then runs concurrently in a process of its own, so for its thread budget each counts as a
 cell (``cell_count``), while the group shares one sandbox: one uid, one memory and CPU limit.
 """
@@ -26,6 +27,8 @@ from typing import Any
 from policybox.host.record import AgentRecord
 from policybox.settings import Cells
 from policybox.wire import PROTOCOL_VERSION
+
+MAX_FORKED_SEATS = 100  # seats a loader forks; a submission with more has several loaders
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,19 @@ def cell_groups(records: Sequence[AgentRecord], envs: Sequence[dict[str, Any]], 
                 record.log_path = groups[key].first.log_path
         else:
             groups[key] = CellGroup([record], env, forked=cells == "forked")
-    return list(groups.values())
+    return [part for group in groups.values() for part in _loaders(group)]
+
+
+def _loaders(group: CellGroup) -> list[CellGroup]:
+    """A forked group as loaders of at most MAX_FORKED_SEATS seats each (a loader gets a socket and an
+    output per seat in one message of the zygote's, which holds at most 253 fds); any other group whole."""
+    if not group.forked:
+        return [group]
+    records = group.records
+    return [
+        CellGroup(records[at : at + MAX_FORKED_SEATS], group.env, True)
+        for at in range(0, len(records), MAX_FORKED_SEATS)
+    ]
 
 
 def cell_count(entrants: Sequence[str], cells: Cells) -> int:
