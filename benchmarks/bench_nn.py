@@ -16,7 +16,9 @@ turn; the tables show medians and ratios. Contenders (env steps/s of the steppin
   more with torch on one thread, for reference;
 * MettaGrid policy server: ``run_episode_isolated`` with the checkpoint in a submission folder
   (``baselines.policy_uri``), all agents on one server, one WebSocket request per step;
-* policybox inline, and policybox process: default settings (the LSTM's cells fork from the zygote's sibling with
+* policybox inline, and policybox process: default settings (MettaGrid's default, forked seats: a loader of the
+  LSTM forks its 4 agents; every agent plays for one entrant, as ``policybox run -p lstm -n 4``; once more
+  with ``--cells per-agent``; the LSTM's cells fork from the zygote's sibling with
   torch, found unasked: ``policybox.host.torch_use``), with ``preload=["torch"]`` (the zygote imports torch
   once; cells are forked from it), and with the lookup switched off (every cell imports torch itself, as
   before it looked); timed by the result's ``play_s``. All with each cell's default thread budget; and once
@@ -28,7 +30,8 @@ is measured rather than dropped; any timeout is reported. A start-up table follo
 micro-measurement of what batching one policy's 24 agents into one forward pass would win. ``--only grouped``
 measures that batching end to end: 24 agents of ``batched_lstm.BatchedLSTMPolicy`` (MettaGrid's LSTM, its
 agents stepped as one batch by ``step_group``) under MettaGrid's Rollout with all agents in one group, and
-under policybox with a cell per policy and a cell per agent, with the cells' memory. ``--only lookup``
+under policybox with a cell per policy and a cell per agent, with the cells' memory; then the memory of
+MettaGrid's stock LSTM at 24 agents with a cell per policy, forked seats and a cell per agent. ``--only lookup``
 measures what looking for torch costs a run whose policies never import it: a random policy's start-up with
 the lookup and without, side by side, and one lookup's time.
 """
@@ -65,10 +68,12 @@ import baselines  # noqa: E402
 from bench_episode import SEED, Bench, interleaved, same_every_rep  # noqa: E402
 
 from policybox.envs.mettagrid import resolve_shorthand  # noqa: E402
+from policybox.episode import run_episode  # noqa: E402
 from policybox.host import torch_use  # noqa: E402
 from policybox.host.zygote import Zygote  # noqa: E402
 from policybox.limits import Limits  # noqa: E402
 from policybox.results import EpisodeResult  # noqa: E402
+from policybox.settings import EpisodeSettings  # noqa: E402
 from policybox.spec import PolicySpec, parse_policy_arg  # noqa: E402
 
 STEPS = {4: 300, 24: 300}
@@ -82,6 +87,7 @@ BATCH_AGENTS, BATCH_ROUNDS, WARM_STEPS = 24, 200, 20
 GROUPED_CLASS = "batched_lstm.BatchedLSTMPolicy"  # benchmarks/ is on sys.path
 ROLLOUT_GROUP = "MettaGrid Rollout, one group (step_group)"
 PER_POLICY, PER_AGENT = "policybox process, cells per policy", "policybox process, cells per agent"
+PROCESS_PER_AGENT = "policybox process, --cells per-agent"
 console = Console(width=120)  # wide enough that the runners' names are not wrapped
 
 
@@ -123,7 +129,7 @@ def contenders(bench: Bench, agents: int, checkpoint: Path, outcomes: Outcomes) 
 
     def policybox(name: str, mode: str, launcher: str = "zygote", policy=spec, **extra) -> Callable[[], float]:
         def run() -> float:
-            result = bench.episode(agents, steps, policy, mode, launcher, limits=LIMITS, **extra)
+            result = one_entrant(bench, agents, steps, policy, mode, launcher, limits=LIMITS, **extra)
             return outcomes.record(name, result)
 
         return run
@@ -138,6 +144,7 @@ def contenders(bench: Bench, agents: int, checkpoint: Path, outcomes: Outcomes) 
     named = {
         "policybox inline": {"mode": "inline"},
         "policybox process": {"mode": "process"},
+        PROCESS_PER_AGENT: {"mode": "process", "cells": "per-agent"},
         "policybox process, preload torch": {"mode": "process", "preload": ["torch"]},
     }
     # Every cell with as many threads as the machine has cores: what cells did before the thread budget.
@@ -146,6 +153,21 @@ def contenders(bench: Bench, agents: int, checkpoint: Path, outcomes: Outcomes) 
         runs[name] = policybox(name, **settings)
     runs[UNFOUND] = unfound(policybox(UNFOUND, mode="process"))
     return runs
+
+
+def one_entrant(
+    bench: Bench, agents: int, steps: int, policy: PolicySpec, mode: str, launcher: str = "zygote", **extra
+) -> EpisodeResult:
+    """``bench.episode`` as ``policybox run -p POLICY -n AGENTS`` plays it: every agent for one entrant, so
+    that ``--cells forked`` (MettaGrid's default) and ``per-policy`` group them (``bench.episode`` makes each
+    agent an entrant of its own)."""
+    config = baselines.arena_config(agents, steps, SEED)
+    env_file = bench.folder / f"arena-{agents}.json"
+    env_file.write_text(config.model_dump_json())
+    settings = EpisodeSettings(env=str(env_file), steps=steps, seed=SEED, mode=mode, launcher=launcher, **extra)
+    zygote = bench.torch_zygote if "torch" in extra.get("preload", []) else bench.zygote
+    given = zygote if launcher == "zygote" else None
+    return run_episode([policy], settings, bench.folder / "logs", zygote=given, agents=agents)
 
 
 def unfound(run: Callable[[], float]) -> Callable[[], float]:
@@ -349,13 +371,13 @@ def grouped(bench: Bench, checkpoint: Path) -> None:
 
     def policybox(name: str, mode: str, cells: str) -> Callable[[], float]:
         def run() -> float:
-            return outcomes.record(name, bench.episode(agents, steps, spec, mode, limits=LIMITS, cells=cells))
+            return outcomes.record(name, one_entrant(bench, agents, steps, spec, mode, limits=LIMITS, cells=cells))
 
         return run
 
-    def memory_mib(cells: str) -> float:
+    def memory_mib(cells: str, policy: PolicySpec = spec) -> float:
         with CellMemory() as memory:
-            bench.episode(agents, steps, spec, "process", limits=LIMITS, cells=cells)
+            one_entrant(bench, agents, steps, policy, "process", limits=LIMITS, cells=cells)
         return memory.peak_mib
 
     runs = {
@@ -380,11 +402,25 @@ def grouped(bench: Bench, checkpoint: Path) -> None:
     console.print(f"  same actions every rep: {', '.join(f'{n}: {outcomes.repeat(n)}' for n in outcomes.digests)}")
     for name, problems in outcomes.problems.items():
         console.print(f"  [bold red]{name}[/]: {'; '.join(problems)}")
+    stock_memory(memory_mib, parse_policy_arg(f"lstm,data={checkpoint}"))
+
+
+def stock_memory(memory_mib: Callable[[str, PolicySpec], float], stock: PolicySpec) -> None:
+    """MettaGrid's stock LSTM (it cannot batch) at 24 agents: the cells' memory with a cell per policy, forked
+    seats and a cell per agent, each against a cell per policy."""
+    memory = {cells: memory_mib(cells, stock) for cells in ("per-policy", "forked", "per-agent")}
+    table = Table(title=f"{BATCH_AGENTS} agents of MettaGrid's stock LSTM policy: the cells' summed PSS at the most")
+    for column in ("--cells", "cells' memory (MiB)", "vs a cell per policy"):
+        table.add_column(column, justify="left" if column == "--cells" else "right")
+    for cells, mib in memory.items():
+        table.add_row(cells, f"{mib:,.0f}", f"{mib / memory['per-policy']:.2f}x")
+    console.print(table)
 
 
 class CellMemory:
     """The most memory this process's cells held at once while the block ran: their summed PSS (a page
-    shared by n processes counts 1/n), sampled every 0.5 s by a thread. Cells are the zygotes' children."""
+    shared by n processes counts 1/n), sampled every 0.5 s by a thread. Cells are the zygotes' children, and
+    forked seats their loaders'."""
 
     def __init__(self) -> None:
         self.peak_mib = 0.0
@@ -403,7 +439,7 @@ class CellMemory:
         while not self._stop.wait(0.5):
             total = 0
             for zygote in psutil.Process().children():
-                for cell in zygote.children():
+                for cell in zygote.children(recursive=True):  # a forked seat is its loader's child
                     with contextlib.suppress(psutil.Error):
                         total += cell.memory_full_info().pss
             self.peak_mib = max(self.peak_mib, total / 2**20)

@@ -61,7 +61,7 @@ def test_step_group_is_called_when_the_policy_can_and_not_when_it_cannot(play):
     assert log_lines(grouped, 2) == ["step_batch [2, 5] (6, 500, 3) uint8"] * STEPS
     # Each seat's action is a function of its own observation only: the same game, seat by seat, when
     # each agent plays in a cell of its own and steps alone.
-    alone = play(policies, agents=6, steps=STEPS, seed=4)
+    alone = play(policies, agents=6, steps=STEPS, seed=4, cells="per-agent")
     assert alone.cells == "per-agent" and log_lines(alone, 0) == ["step 0"] * STEPS
     assert digests(grouped) == digests(alone)
     assert len(set(digests(alone))) > 1

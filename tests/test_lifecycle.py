@@ -103,7 +103,8 @@ def background_host(request, tmp_path):
     ]
     host = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        processes = 3 if request.param == "spawn" else 4  # the zygote and its 3 cells
+        # MettaGrid's default, forked seats: SleepInStep's loader and its 2 seats, Sleepy's cell (and the zygote).
+        processes = 4 if request.param == "spawn" else 5
         assert wait_for(lambda: len(cells_of(host.pid)) == processes), "cells did not start"
         time.sleep(2.0)  # past step 10: every cell is asleep in step()
         yield host

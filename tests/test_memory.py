@@ -147,6 +147,7 @@ def test_evaluate_shares_one_budget_across_its_workers(tmp_path, budget_version)
     out = tmp_path / "board"
     pacer = policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.05"})  # 300 steps: 15 s of episode
     args = [*specs(hog(300, step_mib=20), pacer), "--episodes", "2", "--agents", "2", "--workers", "2"]
+    args += ["--cells", "per-agent"]  # a cgroup per cell
     driver = start("evaluate", *args, "--steps", "300", "--memory-budget-mb", "500", "--out", str(out), *LIMITS)
     try:
         folder = budget_folder(driver.pid, budget_version)
@@ -249,6 +250,7 @@ def test_each_cell_has_a_cgroup_of_its_own_inside_the_budget(tmp_path, budget_ve
     """While cells play, the budget's cgroup holds each cell's own cgroup, limited as asked."""
     out, logs = tmp_path / "result.json", tmp_path / "logs"
     args = [*specs(PACER), "-n", "3", "--steps", str(STEPS), "--memory-limit-mb", "300", "--memory-budget-mb", "700"]
+    args += ["--cells", "per-agent"]  # a cgroup per cell
     host = start("run", *args, "--out", str(out), "--log-dir", str(logs))
     try:
         folder = budget_folder(host.pid, budget_version)
@@ -264,7 +266,9 @@ def test_each_cell_has_a_cgroup_of_its_own_inside_the_budget(tmp_path, budget_ve
 
 
 def test_a_budget_left_by_a_killed_host_is_swept_with_its_cells_by_the_next_host(tmp_path, budget_version):
-    host = start("run", *specs(PACER), "-n", "2", "--steps", "2000", "--log-dir", str(tmp_path / "logs"))
+    host = start(
+        "run", *specs(PACER), "-n", "2", "--steps", "2000", "--cells", "per-agent", "--log-dir", str(tmp_path / "logs")
+    )
     try:
         folder = budget_folder(host.pid, budget_version)
         assert wait_for(lambda: len(cells_in(folder)) == 2, timeout=120)

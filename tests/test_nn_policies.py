@@ -100,7 +100,7 @@ def test_each_cell_gets_its_thread_budget(play, launcher, preload):
     """The budget reaches torch, OpenMP and numpy's BLAS whether they were loaded before the fork (the
     zygote's preload) or after; the default shares this machine's cores among the cells."""
     report = policy("threads_report.py:ThreadsReport")
-    settings = {"steps": 2, "launcher": launcher, "preload": preload}
+    settings = {"steps": 2, "launcher": launcher, "preload": preload, "cells": "per-agent"}  # a report per cell
     default = max(1, len(os.sched_getaffinity(0)) // 2)  # two cells
     result = play([report], agents=2, **settings)
     assert [agent.threads for agent in result.agents] == [default] * 2
@@ -171,7 +171,8 @@ def test_a_random_run_never_loads_torch_and_preload_torch_does(tmp_path):
     ]
     seen = _watch(run)
     roles = sorted(role for role, _, _ in seen.values())
-    assert roles.count("cell") == 3 and roles.count("zygote") == 1 and roles.count("host") == 1, roles
+    # MettaGrid's default, forked seats: a loader and its 3 seats.
+    assert roles.count("cell") == 4 and roles.count("zygote") == 1 and roles.count("host") == 1, roles
     assert not any(maps for _, maps, _ in seen.values()), seen
 
     seen = _watch([*run, "--steps", "1500", "--preload", "torch"])
@@ -184,6 +185,7 @@ def test_a_torch_policy_forks_from_a_zygote_with_torch_unasked_and_the_others_do
     the random policy's from the first, which has not, and they never map it. Judged from /proc."""
     sampler = str(POLICIES / "torch_sampler.py") + ":TorchSampler"
     run = [sys.executable, "-m", "policybox", "run", "-p", "random", "-p", sampler, "--agents", "4"]
+    run += ["--cells", "per-agent"]  # every cell a child of its zygote
     seen = _watch([*run, "--steps", "3000", "--log-dir", str(tmp_path / "logs"), "--out", str(tmp_path / "r.json")])
     zygotes = {pid: maps for pid, (role, maps, _) in seen.items() if role == "zygote"}
     assert sorted(zygotes.values()) == [False, True], seen
@@ -211,7 +213,7 @@ def test_a_policy_whose_cell_imported_torch_starts_with_it_next_time(tmp_path):
     from policybox.settings import EpisodeSettings, zygote_preload
 
     spec = policy("torch_via_helper.py:TorchViaHelper")
-    settings = EpisodeSettings(steps=3, seed=5)
+    settings = EpisodeSettings(steps=3, seed=5, cells="per-agent")  # each cell prints what it found
     before = _torch_zygotes()  # another test's, in this worker
     with Zygote(zygote_preload(settings)) as zygote:
         first = run_episode([spec], settings, tmp_path / "first", agents=2, zygote=zygote)

@@ -242,7 +242,9 @@ def test_the_rules_say_the_game_the_limits_the_ranking_and_the_submission(cup, c
         "versions_per_match": 2,
         "seating": "rotate",
         "on_agent_failure": "continue",
-        "cells": "one per agent: each agent in a cell of its own",
+        "cells": "your agents each run in a process of their own, forked from one loader of your submission: they "
+        "share one copy of its network, its uid and its sandbox, and can reach each other; other submissions "
+        "cannot reach them",  # a MettaGrid game's default
     }
     assert rules["game_file"] == "/rules/game" and rules["at_home"]["game_file"] == "game.yaml"
     assert (

@@ -262,7 +262,7 @@ def agent_records(
     ids = range(len(specs)) if agent_ids is None else agent_ids
     adapter, _ = env_family(settings)
     torch = {id(spec): torch_use.needs_torch(spec, adapter.resolve_shorthand) for spec in specs}  # once a spec
-    cells = cell_count(entrants, settings.cells)
+    cells = cell_count(entrants, settings.cells_applied)
     return [
         AgentRecord(
             agent_id,
@@ -284,13 +284,13 @@ def start_pool(
     stack: contextlib.ExitStack,
 ) -> ProcessPool | InlinePool:
     """Start the cells (or inline runtimes) that play ``records`` -- one per record, or per policy
-    (``settings.cells``) -- and wait until each is ready or has failed; they are stopped when ``stack``
+    (``settings.cells_applied``) -- and wait until each is ready or has failed; they are stopped when ``stack``
     closes. ``cell_envs[i]`` is the environment's setup for the cell half of ``records[i]``. A spec
     whose setup script has not run is refused before any cell starts."""
     check_prepared([record.spec for record in records])
     if settings.mode == "inline":
         environments.check_one_process([record.spec for record in records])
-    groups = cell_groups(records, cell_envs, settings.cells)
+    groups = cell_groups(records, cell_envs, settings.cells_applied)
     launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
     pool = (
         ProcessPool(groups, settings.limits, settings.sandbox, settings.seccomp, launcher)
@@ -554,7 +554,7 @@ def _result(
     return EpisodeResult(
         policybox_version=policybox.__version__,
         mode=settings.mode,
-        cells=settings.cells,
+        cells=settings.cells_applied,
         seed=settings.seed,
         steps=env.current_step,
         env=env.describe(),

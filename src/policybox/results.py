@@ -170,7 +170,9 @@ class EpisodeResult(BaseModel):
     mode: str
     cells: str = Field(
         default="per-agent",
-        description="per-agent: each agent in its own cell; per-policy: each policy's seats shared one cell",
+        description="per-agent: each agent in its own cell; forked: each agent in a process of its own, forked from "
+        "one loader of its policy (its seats shared one copy of its network, its uid and its sandbox); per-policy: "
+        "each policy's seats shared one cell",
     )
     seed: int
     steps: int

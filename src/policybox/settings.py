@@ -21,7 +21,7 @@ from policybox.sandbox import SandboxLevel
 Mode = Literal["process", "inline"]
 OnFailure = Literal["continue", "abort"]
 LauncherName = Literal["zygote", "spawn"]
-Cells = Literal["per-agent", "per-policy"]
+Cells = Literal["per-agent", "per-policy", "forked"]
 DEFAULT_AGENTS = 4  # for games of any size (arena, navigation) when no number is given
 REPLAY_SUFFIX = ".json.z"
 ENVIRONMENT_LIMIT_MB = 4096  # the cap on an environment's build (policybox.files.environments)
@@ -51,12 +51,16 @@ class EpisodeSettings(BaseModel):
         default="zygote",
         description="zygote: fork cells from a pre-warmed process (fast). spawn: a fresh interpreter each",
     )
-    cells: Cells = Field(
-        default="per-agent",
-        exclude_if=lambda value: value == "per-agent",  # settings stored before it existed read the same
-        description="per-agent: every agent in a cell of its own. per-policy: all the seats one policy holds in "
-        "an episode share one cell, stepped as a batch when the policy can (MettaGrid's step_group or "
-        "step_batch); its agents are then not isolated from each other, policies still are",
+    cells: Cells | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,  # settings stored before it existed read as their game's default
+        description="per-agent: every agent in a cell of its own. forked: every agent in a process of its own, "
+        "forked from one loader of its policy, so its seats share one copy of its network, its uid and its "
+        "sandbox, and can reach each other. per-policy: all the seats one policy holds in an episode share one "
+        "cell, stepped as a batch when the policy can (MettaGrid's step_group or step_batch). Policies are "
+        "isolated from each other in all three. Default: the game's -- forked for MettaGrid (whose own "
+        "runners give all of a policy's agents one object), per-agent for PettingZoo and Kaggle games (a "
+        "game may give its agents private information)",
     )
     preload: list[str] = Field(
         default_factory=list,
@@ -121,6 +125,12 @@ class EpisodeSettings(BaseModel):
         description="The most disk a policy's environment may take to build, in MiB (uv's cache and the "
         "environment, in its cell's tmpfs); the build's cell may use --memory-limit-mb on top of it",
     )
+
+    @property
+    def cells_applied(self) -> Cells:
+        """How agents are seated in cells: ``cells`` if given, else the game's default (``default_cells``).
+        Settings stored before ``cells`` existed, or without it, read so too."""
+        return self.cells or default_cells(self.env)
 
     @field_validator("env_kwargs", mode="before")
     @classmethod
@@ -204,6 +214,13 @@ def option_errors(exc: ValidationError) -> str:
         message = str(error["msg"]).removeprefix("Value error, ")
         parts.append(message if message.startswith("--") else f"--{name.replace('_', '-')}: {message}")
     return "; ".join(parts)
+
+
+def default_cells(env: str) -> Cells:
+    """A game's default ``--cells``: forked for MettaGrid, whose own runners hand all of a policy's agents
+    one Python object; per-agent elsewhere, since a PettingZoo or Kaggle game may give each agent private
+    information (a card game's hand) that its policy's other seats must not reach."""
+    return "forked" if split_env(env)[0] == "mettagrid" else "per-agent"
 
 
 def env_family(settings: EpisodeSettings) -> tuple[EnvFamily, str]:

@@ -13,15 +13,18 @@ Conversation (host on the left, one cell on the right)::
     SETUP  {protocol, agents, seed, threads,
             log_limit_bytes, spec, env, sandbox} ->
                                                <-  READY {protocol, policy, minimum_action_timeout_ms,
-                                                          torch, sandbox: {layer: status}}
+                                                          torch, sandbox: {layer: status}, pid}
                                                or  ERROR {phase: "init", type, message, traceback}
     OBSERVATION seq=t  <observations>          ->
                                                <-  ACTION seq=t  <replies>
     STOP                                       ->  (cell exits; a closed socket means the same)
 
 A cell plays the seats ``agents`` (a list of agent ids): one with ``--cells per-agent``, all the seats
-of one submission with ``--cells per-policy``. ``spec.env``, the policy's own variables, the cell sets
-itself before it imports its policy: they may be secrets, and never pass through a zygote. ``env`` is
+of one submission with ``--cells per-policy``; with ``--cells forked`` the host sends a submission's SETUP
+to its loader on its first seat's socket, and each forked seat answers READY (with its own ``pid``, which
+the host verifies before it signals it: ``policybox.host.seats``) on its own. ``spec.env``, the policy's
+own variables, the cell sets itself before it imports its policy: they may be secrets, and never pass
+through a zygote. ``env`` is
 the game's setup of the cell's half. An OBSERVATION frame holds the observations of the
 agents asked at step t, each as ``<II`` (agent id, length) then that many bytes; the ACTION frame that
 answers it holds one reply per agent asked, in the same order, each as ``<IBI`` (agent id, kind,

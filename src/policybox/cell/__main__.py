@@ -3,7 +3,8 @@
 Runs in a fresh interpreter with the socket to the host inherited as fd N. It ties its life to the
 host, reads SETUP, builds the policy, answers READY (or ERROR), then serves OBSERVATION frames until
 STOP or until the host's end of the socket closes. Nothing of the protocol touches stdout/stderr:
-those are the agent's log file.
+those are the agent's log file. With ``--seat-fd`` (``--cells forked``) it is a loader, which forks its
+seats after SETUP (``policybox.cell.seats``); each seat goes on from READY as any cell.
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ class HostConnection:
         self._sock.sendall(data)
 
 
-def serve(conn: HostConnection, parent_pid: int) -> int:
+def serve(conn: HostConnection, parent_pid: int, seats: list[tuple[socket.socket, int | None]] | None = None) -> int:
+    """``seats``: with ``--cells forked``, each seat's socket (``conn``'s first) and output (the first's:
+    this cell's), and this cell is their loader (``policybox.cell.seats``): it returns only in the seats."""
     setup = conn.read()
     if setup is None or setup.type != FrameType.SETUP:
         return 2
@@ -108,16 +111,23 @@ def serve(conn: HostConnection, parent_pid: int) -> int:
         # Only now: numpy (imported by the runtime) starts threads, and policy code may run.
         from policybox.cell.runtime import CellRuntime
 
-        runtime = CellRuntime(message, owns_process=True)
+        built = None
+        if seats:  # the loader: what follows runs in each seat it forks, on the seat's own socket
+            from policybox.cell.seats import fork_seats
+
+            own, runtime, built = fork_seats(message, seats)
+            conn = HostConnection(own)
+        else:
+            runtime = CellRuntime(message, owns_process=True)
         conn.playing_seats(len(runtime.agent_ids))
-        ready = runtime.start()
+        ready = runtime.start(built)
     except PolicyFailure as failure:
         conn.send(encode_json(FrameType.ERROR, failure.report))
         return 1
     except Exception as exc:  # a bad SETUP, a version mismatch, a strict sandbox refused
         conn.send(encode_json(FrameType.ERROR, failure_report(exc, "init")))
         return 1
-    conn.send(encode_json(FrameType.READY, {**ready, "sandbox": statuses}))
+    conn.send(encode_json(FrameType.READY, {**ready, "sandbox": statuses, "pid": os.getpid()}))
     seat = runtime.agent_ids[0] if len(runtime.agent_ids) == 1 else None  # a cell of one seat: its hot path
     while (frame := conn.read()) is not None and frame.type == FrameType.OBSERVATION:
         gc.disable()  # no collector pause between an observation and its reply: collect while waiting
@@ -140,8 +150,9 @@ def answer(runtime: CellRuntime, frame: Frame, seat: int | None) -> bytes:
         raise ProtocolError(str(exc)) from None
 
 
-def run_cell(fd: int, parent_pid: int) -> int:
-    """Serve the host over socket ``fd`` until it says stop; the cell's exit code."""
+def run_cell(fd: int, parent_pid: int, seat_fds: list[tuple[int, int]] | None = None) -> int:
+    """Serve the host over socket ``fd`` until it says stop; the cell's exit code. ``seat_fds``: with
+    ``--cells forked``, the socket and output of each seat after the first (``fd``'s), which it forks."""
     name_process(CELL)
     first_to_go_under_memory_pressure()
     sock = socket.socket(fileno=fd)
@@ -149,7 +160,8 @@ def run_cell(fd: int, parent_pid: int) -> int:
     # observations: SCHED_BATCH tasks never preempt on wakeup (they run when a CPU is free).
     os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     try:
-        return serve(HostConnection(sock), parent_pid)
+        seats = [(sock, None), *((socket.socket(fileno=s), out) for s, out in seat_fds)] if seat_fds else None
+        return serve(HostConnection(sock), parent_pid, seats)
     except (ProtocolError, OSError) as exc:
         print(f"policybox cell: connection to host failed: {exc}", file=sys.stderr)
         return 3
@@ -164,9 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="policybox.cell", description=__doc__)
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--seat-fd", type=_fds, action="append", help="--cells forked: SOCKET,OUTPUT of a seat")
     args = parser.parse_args(argv)
     die_with_parent(args.parent_pid)
-    return run_cell(args.fd, args.parent_pid)
+    return run_cell(args.fd, args.parent_pid, args.seat_fd)
+
+
+def _fds(text: str) -> tuple[int, int]:
+    sock, output = text.split(",")
+    return int(sock), int(output)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from policybox.cell.agent_state import AgentState
@@ -27,6 +28,14 @@ from policybox.cell.report import PolicyFailure, failure_report
 from policybox.envs import InvalidAction, cell_half
 from policybox.spec import PolicySpec
 from policybox.wire import PROTOCOL_VERSION, FrameType, Reply, check_protocol, encode_report
+
+
+@dataclass(frozen=True)
+class Built:
+    """A policy built for a cell's seats, and the game's cell half it was built with."""
+
+    env: Any
+    policy: Any
 
 
 class CellRuntime:
@@ -53,14 +62,22 @@ class CellRuntime:
         """Whether any of the cell's seats is still played (a seat whose policy raised is not)."""
         return bool(self._acts)
 
-    def start(self) -> dict[str, Any]:
-        """Import, construct and load the policy, then each seat's agent; the READY report."""
+    def build(self) -> Built:
+        """Import, construct and load the policy (under the cell's state): what its seats' agents are
+        built from. ``start`` does it for its own seats; a forked seat's loader does it for them all."""
         with nullcontext() if self._owns_process else self._state.active():  # inline: the cell's state
             with self._policy_call("init"):  # importing it: torch, if it brings it, is seeded first
-                self._env = cell_half(self._env_setup)
-                policy_class = load_policy_class(self.spec, self._env.resolve_shorthand)
+                env = cell_half(self._env_setup)
+                policy_class = load_policy_class(self.spec, env.resolve_shorthand)
             with self._policy_call("init"):
-                policy = self._env.build_policy(policy_class, self.spec)
+                return Built(env, env.build_policy(policy_class, self.spec))
+
+    def start(self, built: Built | None = None) -> dict[str, Any]:
+        """Build the policy (unless ``built``: a loader's, ``policybox.cell.seats``), then each seat's
+        agent; the READY report."""
+        built = built or self.build()
+        policy, self._env = built.policy, built.env
+        with nullcontext() if self._owns_process else self._state.active():  # inline: the cell's state
             minimum = 0
             for agent_id in self.agent_ids:
                 with self._policy_call("init"):

@@ -7,7 +7,8 @@ spawned one would after its imports: it applies its whole sandbox, then imports 
 
 Control messages are one JSON datagram each on a SOCK_SEQPACKET socket:
 
-    host -> zygote  {"env": {...}, "cwd": str|null, "cpus": [int]}   with fds [cell socket, output pipe]
+    host -> zygote  {"env": {...}, "cwd": str|null, "cpus": [int]}   with fds [cell socket, output pipe,
+                    and, --cells forked, the other seats' sockets, then their output pipes]
     zygote -> host  {"forked": pid}
     zygote -> host  {"exited": pid, "code": exit code, negative for a signal}
     host -> zygote  {"channel": true}   with fds [socket]
@@ -63,7 +64,7 @@ DEFAULT_PRELOAD = (
     "policybox.cell.landlock",
 )
 MAX_MESSAGE = 1 << 20
-MAX_FDS = 4  # a host process's: its stdout and stderr, and two of its own
+MAX_FDS = 253  # the kernel's most in one message (SCM_MAX_FD): a forked cell's seats, one socket each
 
 
 def preload(modules: list[str]) -> None:
@@ -159,14 +160,15 @@ def _close_channel(channels: dict[socket.socket, set[int]], sock: socket.socket)
 
 def _fork_cell(request: dict[str, Any], fds: list[int], zygotes: list[socket.socket | int]) -> int:
     """Fork a cell for ``request``; ``zygotes``: the zygote's own sockets and fds, which no cell keeps."""
-    cell_fd, output_fd = fds
+    cell_fd, output_fd, *more = fds  # more: the other seats' sockets, then their outputs (--cells forked)
+    seat_fds = list(zip(more[: len(more) // 2], more[len(more) // 2 :], strict=True))
 
     def cell(zygote_pid: int) -> int:
         os.environ.clear()
         os.environ.update(request["env"])
         if request.get("cwd"):
             os.chdir(request["cwd"])
-        return run_cell(cell_fd, zygote_pid)
+        return run_cell(cell_fd, zygote_pid, seat_fds)
 
     return _fork(request, zygotes, output_fd, output_fd, cell)
 

@@ -110,7 +110,7 @@ def ms(value: float | None) -> str:
 def show_episode(console: Console, result: EpisodeResult) -> None:
     """The episode's table, then its warnings, failures and timing."""
     names = _Names()
-    cells = " · a cell per policy" if result.cells == "per-policy" else ""
+    cells = {"per-policy": " · a cell per policy", "forked": " · seats forked per policy"}.get(result.cells, "")
     label = shown(
         f"{result.env.get('label', 'episode')} · seed {result.seed} · {result.steps} steps · {result.mode}{cells}"
     )

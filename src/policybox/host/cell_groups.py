@@ -1,5 +1,6 @@
-"""Which seats share a cell: one seat a cell (``--cells per-agent``, the default), or every seat that one
-submission holds in the episode (``--cells per-policy``), and the SETUP each cell is sent.
+"""Which seats share a cell: one seat a cell (``--cells per-agent``), or every seat that one submission
+holds in the episode (``--cells per-policy``; ``--cells forked``: a loader and its forked seats, a
+process each), and the SETUP each cell is sent.
 
 A per-policy cell builds its submission's policy once and steps its seats together -- batched, when
 the policy can batch them (``policybox.cell.runtime``). Seats are grouped by their *entrant* (the
@@ -7,7 +8,13 @@ submission they play for: a ladder's version, a tournament's entrant, a ``-p`` o
 never by their spec: two teams that upload the same bytes have equal specs, and are still two
 teams, in two cells with two uids. Seats of one entrant share a cell only when their game gives
 their cells the same setup (a PettingZoo game whose seats have different spaces gives them cells
-of their own). Its output goes to its first seat's log, which every seat of the cell names.
+of their own). Its output goes to its first seat's log, which every seat of the cell names (a forked seat's
+to its own log: it is a process of its own).
+
+Forked seats (``policybox.cell.seats``) are grouped exactly so: a loader never serves another entrant
+(and forks at most MAX_FORKED_SEATS: a submission with more seats has more loaders).
+Each seat then runs concurrently in a process of its own, so for its thread budget each counts as a
+cell (``cell_count``), while the group shares one sandbox: one uid, one memory and CPU limit.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from policybox.host.record import AgentRecord
 from policybox.settings import Cells
 from policybox.wire import PROTOCOL_VERSION
 
+MAX_FORKED_SEATS = 100  # seats a loader forks; a submission with more has several loaders
+
 
 @dataclass(frozen=True)
 class CellGroup:
@@ -28,6 +37,13 @@ class CellGroup:
 
     records: list[AgentRecord]
     env: dict[str, Any]
+    forked: bool = False  # its seats are forked from one loader, a process each (--cells forked)
+
+    @property
+    def forks(self) -> bool:
+        """Whether its cell is a loader that forks its seats: forked, with more than one seat (a submission
+        with one seat plays in a cell of its own, as with --cells per-agent)."""
+        return self.forked and len(self.records) > 1
 
     @property
     def first(self) -> AgentRecord:
@@ -56,13 +72,27 @@ def cell_groups(records: Sequence[AgentRecord], envs: Sequence[dict[str, Any]], 
         key = (record.entrant, json.dumps(env, sort_keys=True))
         if key in groups:
             groups[key].records.append(record)
-            record.log_path = groups[key].first.log_path
+            if cells == "per-policy":  # a forked seat writes to its own log
+                record.log_path = groups[key].first.log_path
         else:
-            groups[key] = CellGroup([record], env)
-    return list(groups.values())
+            groups[key] = CellGroup([record], env, forked=cells == "forked")
+    return [part for group in groups.values() for part in _loaders(group)]
+
+
+def _loaders(group: CellGroup) -> list[CellGroup]:
+    """A forked group as loaders of at most MAX_FORKED_SEATS seats each (a loader gets a socket and an
+    output per seat in one message of the zygote's, which holds at most 253 fds); any other group whole."""
+    if not group.forked:
+        return [group]
+    records = group.records
+    return [
+        CellGroup(records[at : at + MAX_FORKED_SEATS], group.env, True)
+        for at in range(0, len(records), MAX_FORKED_SEATS)
+    ]
 
 
 def cell_count(entrants: Sequence[str], cells: Cells) -> int:
     """How many cells play seats of these ``entrants`` (one per seat), as far as the entrants tell: what
-    each cell's thread budget is divided by (``policybox.threads``)."""
-    return len(entrants) if cells == "per-agent" else len(set(entrants))
+    each cell's thread budget is divided by (``policybox.threads``). A forked seat counts as a cell: it
+    runs concurrently with its group's others."""
+    return len(set(entrants)) if cells == "per-policy" else len(entrants)

@@ -9,8 +9,8 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from policybox.host.sandbox import CellSandbox
@@ -29,6 +29,7 @@ class CellProcess:
     sandbox: CellSandbox
     wait: Callable[[float], int | None]  # the exit code (negative: that signal) once it ends, else None
     code: int | None = None
+    seat_socks: list[socket.socket] = field(default_factory=list)  # --cells forked: the other seats' ends
 
     def kill(self) -> None:
         """SIGKILL the cell's whole process group and cgroup (it and anything it spawned)."""
@@ -54,12 +55,18 @@ class CellProcess:
         self.exit_status(REAP_TIMEOUT_S)
         self.sandbox.close()
         self.sock.close()
+        for sock in self.seat_socks:
+            sock.close()
 
 
 class Launcher(Protocol):
-    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False) -> CellProcess:
+    def launch(
+        self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seat_outputs: Sequence[int] = ()
+    ) -> CellProcess:
         """Start one cell whose stdout and stderr are ``output_fd`` (the write end of its output pipe);
-        ``torch``: its policy imports torch, so a cell that already has it starts faster."""
+        ``torch``: its policy imports torch, so a cell that already has it starts faster. ``seat_outputs``:
+        the cell is the loader of forked seats (``policybox.cell.seats``), the first writing to
+        ``output_fd``, one more for each of these outputs; each seat gets a socket of its own."""
         ...
 
 
@@ -70,12 +77,16 @@ class SpawnLauncher:
     environment decides what the cell imports; ``-u`` keeps the policy's prints in order in its log.
     """
 
-    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False) -> CellProcess:
-        def start(cell_fd: int) -> tuple[int, Callable[[float], int | None]]:
-            command = [sys.executable, "-I", "-u", "-m", "policybox.cell", "--fd", str(cell_fd)]
+    def launch(
+        self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seat_outputs: Sequence[int] = ()
+    ) -> CellProcess:
+        def start(cell_fds: list[int]) -> tuple[int, Callable[[float], int | None]]:
+            command = [sys.executable, "-I", "-u", "-m", "policybox.cell", "--fd", str(cell_fds[0])]
+            seats = zip(cell_fds[1:], seat_outputs, strict=True)
+            command += [arg for fd, output in seats for arg in ("--seat-fd", f"{fd},{output}")]
             popen = subprocess.Popen(
                 [*command, "--parent-pid", str(os.getpid())],
-                pass_fds=(cell_fd,),
+                pass_fds=(*cell_fds, *seat_outputs),
                 stdin=subprocess.DEVNULL,
                 stdout=output_fd,
                 stderr=subprocess.STDOUT,
@@ -85,7 +96,7 @@ class SpawnLauncher:
             )
             return popen.pid, lambda timeout: _popen_wait(popen, timeout)
 
-        return _launch(sandbox, start)
+        return _launch(sandbox, start, 1 + len(seat_outputs))
 
 
 class ZygoteLauncher:
@@ -95,30 +106,39 @@ class ZygoteLauncher:
     def __init__(self, zygote: Zygote) -> None:
         self._zygote = zygote
 
-    def launch(self, output_fd: int, sandbox: CellSandbox, torch: bool = False) -> CellProcess:
+    def launch(
+        self, output_fd: int, sandbox: CellSandbox, torch: bool = False, seat_outputs: Sequence[int] = ()
+    ) -> CellProcess:
         zygote = self._zygote.with_torch() if torch else self._zygote
 
-        def start(cell_fd: int) -> tuple[int, Callable[[float], int | None]]:
+        def start(cell_fds: list[int]) -> tuple[int, Callable[[float], int | None]]:
             cwd = str(sandbox.scratch) if sandbox.scratch else None
-            pid = zygote.fork(sandbox.shared_environment(), cwd, [cell_fd, output_fd])  # the spec's come in SETUP
+            fds = [cell_fds[0], output_fd, *cell_fds[1:], *seat_outputs]
+            pid = zygote.fork(sandbox.shared_environment(), cwd, fds)  # the spec's variables come in SETUP
             return pid, lambda timeout: zygote.wait(pid, timeout)
 
-        return _launch(sandbox, start)
+        return _launch(sandbox, start, 1 + len(seat_outputs))
 
 
-def _launch(sandbox: CellSandbox, start: Callable[[int], tuple[int, Callable[[float], int | None]]]) -> CellProcess:
-    host_sock, cell_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+def _launch(
+    sandbox: CellSandbox, start: Callable[[list[int]], tuple[int, Callable[[float], int | None]]], seats: int
+) -> CellProcess:
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(seats)]
     try:
-        with cell_sock:
-            pid, wait = start(cell_sock.fileno())
+        with contextlib.ExitStack() as cell_ends:
+            for _, cell_sock in pairs:
+                cell_ends.enter_context(cell_sock)
+            pid, wait = start([cell_sock.fileno() for _, cell_sock in pairs])
     except BaseException:
-        host_sock.close()
+        for host_sock, _ in pairs:
+            host_sock.close()
         raise
-    host_sock.setblocking(False)
+    for host_sock, _ in pairs:
+        host_sock.setblocking(False)
     # The cell runs no policy code before its SETUP, which is sent after this: nothing it
     # starts can be outside its cgroups.
     sandbox.attach(pid)
-    return CellProcess(pid, host_sock, sandbox, wait)
+    return CellProcess(pid, pairs[0][0], sandbox, wait, seat_socks=[host_sock for host_sock, _ in pairs[1:]])
 
 
 def _popen_wait(popen: subprocess.Popen[bytes], timeout: float) -> int | None:

@@ -35,6 +35,7 @@ from policybox.host.launcher import CellProcess, Launcher
 from policybox.host.output import OutputPump
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import CellSandbox, ScratchRoot, wanted_layers
+from policybox.host.seats import SeatProcess
 from policybox.host.uids import UidLease, lease_uids
 from policybox.host.verify import verified_statuses
 from policybox.limits import Limits
@@ -273,6 +274,40 @@ class _Cell:
         self.process.close()
 
 
+class _Seat(_Cell):
+    """A forked seat (``--cells forked``): a cell of its own to the host -- its socket, deadline, bank
+    and failure -- in its loader's process and sandbox (``policybox.host.seats``)."""
+
+    process: SeatProcess
+
+    def __init__(self, record: AgentRecord, process: SeatProcess, limits: Limits) -> None:
+        super().__init__([record], process, limits)
+
+    def await_ready(self) -> None:
+        """Its loader was sent the group's SETUP: the seat's READY is due on its own socket."""
+        self.in_flight, self.asked, self.sent_ns = 0, [], time.monotonic_ns()
+
+    def _on_ready(self, frame: Frame) -> None:
+        ready = decode_json(frame) if frame.type == FrameType.READY else {}
+        self.process.ready = frame.type == FrameType.READY
+        self.process.claim(ready.get("pid"))  # its pid, signalled only if /proc confirms it is the team's
+        super()._on_ready(frame)
+
+    def retire(self) -> None:
+        """Stop it for good. How it ended is known for a seat whose pid was verified (and whose loader has
+        not reaped it), or that ended before READY (its loader's end): else a crash says its process ended,
+        and names the OOM killer if the group's cgroup saw it."""
+        crashes = [r.failure for r in self.records if r.failure is not None and r.failure.kind == "Crashed"]
+        if crashes and self.process.exit_status(EXIT_WAIT_S) is None:
+            for failure in crashes:
+                assert failure is not None
+                failure.message = f"its process ended ({failure.message}; how is not known to the host)"
+                if cause := self.process.sandbox.out_of_memory():
+                    failure.kind = "OutOfMemory"
+                    failure.message += f": out of memory: {cause}"
+        super().retire()
+
+
 def _ready_fields(ready: dict[str, Any]) -> tuple[int, bool, dict[str, str]]:
     """What a READY says -- the least action timeout its policy needs (ms), whether it imported torch,
     its own account of its sandbox layers -- checked, as the cell's word is untrusted: a field of the
@@ -306,6 +341,9 @@ class ProcessPool:
         self, groups: list[CellGroup], limits: Limits, level: SandboxLevel, seccomp: bool, launcher: Launcher
     ) -> None:
         self._groups = groups
+        # What the memory budget is divided by where no budget cgroup holds it: every process that steps
+        # (a forked group's seats each), so that per-process limits never add up past the budget.
+        self._stepping = sum(len(group.records) if group.forks else 1 for group in groups)
         self._limits = limits
         self._level = level
         self._layers = wanted_layers(level, seccomp)
@@ -315,6 +353,8 @@ class ProcessPool:
         self._poller = select.epoll()  # epoll directly: the selectors wrapper costs microseconds per step
         self._by_fd: dict[int, _Cell] = {}
         self._cells: list[_Cell] = []
+        self._loaders: list[CellProcess] = []  # --cells forked: each group's loader, which its seats share
+        self._group_cells: list[list[_Cell]] = []  # each group's cells: its one, or a forked group's seats
         self._output = OutputPump(limits.log_limit_bytes)
         self._next_cpu_check = 0.0
         self._leftovers: str | None = None  # what cleanup could not remove of the cells' scratch
@@ -335,7 +375,7 @@ class ProcessPool:
     @property
     def memory_budget(self) -> MemoryBudget | None:
         """The memory budget this episode's cells shared (None: they had no memory limit)."""
-        return None if self._budget is None else self._budget.describe(len(self._groups))
+        return None if self._budget is None else self._budget.describe(self._stepping)
 
     def scratch_view(self, agent_id: int) -> Path | None:
         """Agent ``agent_id``'s scratch folder as the host can read it while the cell runs: through
@@ -364,10 +404,15 @@ class ProcessPool:
                         unused.release()
                 raise
         deadline = time.monotonic_ns() + int(self._limits.init_timeout_s * 1e9)
-        for cell, setup in zip(self._cells, setups, strict=True):
-            cell.plan = cell.process.sandbox.plan() if self._layers else None
-            setup = {**setup, "sandbox": cell.plan.model_dump(mode="json") if cell.plan else None}
-            self._send(cell, [encode_json(FrameType.SETUP, setup)], 0, [])
+        for cells, setup in zip(self._group_cells, setups, strict=True):
+            plan = cells[0].process.sandbox.plan() if self._layers else None
+            setup = {**setup, "sandbox": plan.model_dump(mode="json") if plan else None}
+            for cell in cells:
+                cell.plan = plan
+                if isinstance(cell, _Seat) and cell is not cells[0]:
+                    cell.await_ready()  # the loader reads the SETUP sent its first seat
+                else:
+                    self._send(cell, [encode_json(FrameType.SETUP, setup)], 0, [])
         self._gather(deadline, None)
         for cell in self._cells:
             if cell.playing and cell.in_flight is not None:
@@ -381,22 +426,32 @@ class ProcessPool:
         first = group.first
         assert first.log_path is not None
         root = self._scratch.path if self._scratch else Path()
-        sandbox = CellSandbox(
-            first, self._level, self._layers, self._limits, root, lease, self._budget, len(self._groups)
-        )
+        sandbox = CellSandbox(first, self._level, self._layers, self._limits, root, lease, self._budget, self._stepping)
         try:
-            output = self._output.open(first.log_path)
+            seat_logs = [record.log_path for record in group.records[1:]] if group.forks else []
+            outputs = [self._output.open(log) for log in [first.log_path, *seat_logs] if log is not None]
             try:
-                process = self._launcher.launch(output, sandbox, first.torch)
+                process = self._launcher.launch(outputs[0], sandbox, first.torch, outputs[1:])
             finally:
-                os.close(output)  # the cell holds the only write end: its exit ends the log
+                for output in outputs:
+                    os.close(output)  # the cell holds the only write end: its exit ends the log
         except BaseException:
             sandbox.close()  # its cgroups exist already; no cell will own them
             raise
-        cell = _Cell(group.records, process, self._limits)
-        self._cells.append(cell)
-        self._poller.register(cell.process.sock, select.EPOLLIN)
-        self._by_fd[cell.process.sock.fileno()] = cell
+        if group.forks:
+            self._loaders.append(process)
+            socks = [process.sock.dup(), *process.seat_socks]  # the first seat's: the loader keeps its own end
+            cells: list[_Cell] = [
+                _Seat(record, SeatProcess.of(process, sock), self._limits)
+                for record, sock in zip(group.records, socks, strict=True)
+            ]
+        else:
+            cells = [_Cell(group.records, process, self._limits)]
+        self._group_cells.append(cells)
+        for cell in cells:
+            self._cells.append(cell)
+            self._poller.register(cell.process.sock, select.EPOLLIN)
+            self._by_fd[cell.process.sock.fileno()] = cell
         for record in group.records:
             record.sandbox = {layer: status for layer, status in sandbox.statuses.items()}  # a Layer is a str
             record.memory = sandbox.memory
@@ -508,9 +563,13 @@ class ProcessPool:
         finally:
             for cell in live:
                 cell.process.kill()
+            for loader in self._loaders:
+                loader.kill()
             for cell in live:
                 self._forget(cell)
                 cell.process.close()
+            for loader in self._loaders:
+                loader.close()
             self._poller.close()
             self._output.close()
             for record in (record for cell in self._cells for record in cell.records):

@@ -52,6 +52,9 @@ CELLS = {
     "per-agent": "one per agent: each agent in a cell of its own",
     "per-policy": "one per version in a match: its seats share a cell and are stepped together, with one "
     "step_group (or step_batch) call when its policy can batch them",
+    "forked": "your agents each run in a process of their own, forked from one loader of your submission: they "
+    "share one copy of its network, its uid and its sandbox, and can reach each other; other submissions "
+    "cannot reach them",
 }
 # The limits a cell plays under, as the page names them (each a field of policybox.limits.Limits).
 LIMITS = {
@@ -82,8 +85,9 @@ class Game(BaseModel):
     seating: str = Field(description="How a match's versions share its seats")
     on_agent_failure: str = Field(description="What happens to an agent that fails: continue (fallback) or abort")
     cells: str = Field(
-        description="Each agent in a cell of its own, or a version's seats in one cell, stepped together "
-        "(step_group or step_batch when its policy can)"
+        description="Each agent in a cell of its own; each in a process of its own forked from one loader of its "
+        "version (one copy of its network, one uid and sandbox); or a version's seats in one cell, stepped "
+        "together (step_group or step_batch when its policy can)"
     )
     packages: dict[str, str] = Field(description="policybox and the game's package, at the versions the ladder runs")
     reward: list[str] = Field(description="How the game gives reward, as it defines it, and what a match scores")
@@ -155,7 +159,7 @@ def rules(ladder: LadderFolder, upload_cap: int | None = None) -> Rules:
             versions_per_match=settings.versions_per_match,
             seating=settings.seating,
             on_agent_failure=str(episode.on_agent_failure),
-            cells=CELLS[episode.cells],
+            cells=CELLS[episode.cells_applied],
             packages=facts.packages,
             reward=facts.reward,
             spaces=facts.spaces,
@@ -237,7 +241,7 @@ def at_home(settings: LadderSettings, facts: GameFacts, opponents: list[Opponent
     for policy in (f"./{BOT}", *others):
         command += ["-p", policy]
     command += ["--agents", str(settings.agents), "--steps", str(episode.steps), *_limit_options(episode.limits)]
-    if episode.cells != "per-agent":
+    if episode.cells is not None:  # else the game's default, at home as on the ladder
         command += ["--cells", episode.cells]
     if episode.on_agent_failure != "continue":
         command += ["--on-agent-failure", str(episode.on_agent_failure)]
