@@ -14,14 +14,17 @@ noisy shared machine shifts both sides of each ratio alike. Sections:
   with torch preloaded (when torch is installed: ``pip install torch==2.13.0``);
 * memory: peak RSS and unique (USS) memory per cell, spawned vs forked from the zygote;
 * floor: the raw socketpair round trip on this machine vs policybox's per-agent step overhead (one
-  agent's host-measured p50 step latency minus the same step's work timed inside one process).
+  agent's host-measured p50 step latency minus the same step's work timed inside one process), with
+  both unpinned (the scheduler places them) and, like with like, both pinned to one CPU and to two.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -41,6 +44,7 @@ sys.path.insert(0, str(BENCH))
 import baselines  # noqa: E402
 
 from policybox.episode import run_episode  # noqa: E402
+from policybox.host.process_pool import ProcessPool  # noqa: E402
 from policybox.host.zygote import Zygote  # noqa: E402
 from policybox.results import EpisodeResult  # noqa: E402
 from policybox.settings import EpisodeSettings  # noqa: E402
@@ -201,29 +205,63 @@ def _sample_cells(run: Callable[[], object]) -> dict[int, tuple[int, int]]:
 
 def floor(bench: Bench) -> None:
     """One agent (no queueing for a core): its host-measured step latency minus the same step's work
-    timed inside one process, against the raw socketpair round trip measured alongside."""
-    samples = interleaved(
-        bench.reps,
-        {
-            "floor": lambda: baselines.socketpair_round_trip_payload_us(),
-            "process": lambda: 1e3 * bench.episode(1, 2000, "noop", "process").agents[0].latency.p50_ms,
-            "work": _step_work_us,
-            "send": _send_cost_us,
-        },
-    )
-    floor_us, process_us, work_us, send_us = (
-        statistics.median(samples[name]) for name in ("floor", "process", "work", "send")
-    )
+    timed inside one process, against the raw socketpair round trip measured alongside -- unpinned, and
+    with the host and the cell placed as the round trip's two processes are: on one CPU, on two."""
+    cpus = sorted(os.sched_getaffinity(0))
+    placements = {"unpinned": None, "one CPU": (cpus[0], cpus[0])}
+    if len(cpus) > 1:
+        placements["two CPUs"] = (cpus[0], cpus[1])
+    runs: dict[str, Callable[[], float]] = {"work": _step_work_us, "send": _send_cost_us}
+    for name, pin in placements.items():
+        runs[f"floor {name}"] = lambda pin=pin: baselines.socketpair_round_trip_payload_us(pin=pin)
+        runs[f"process {name}"] = lambda pin=pin: _process_step_us(bench, pin)
+    medians = {name: statistics.median(values) for name, values in interleaved(bench.reps, runs).items()}
+    work_us = medians["work"]
     table = Table(title=f"one agent's step: the raw round-trip floor vs policybox (median of {bench.reps})")
     table.add_column("what")
     table.add_column("us", justify="right")
-    table.add_row("socketpair round trip, 1500 B -> 4 B, two processes (unpinned)", f"{floor_us:.1f}")
-    table.add_row("  of which the sender's send() of the 1500 B request", f"{send_us:.1f}")
-    table.add_row("policybox process step, host-measured p50 (noop policy, 1 agent)", f"{process_us:.1f}")
-    table.add_row("  of which the step's own work (decode, policy, encode) in one process", f"{work_us:.1f}")
-    table.add_row("  = policybox's per-agent overhead", f"{process_us - work_us:.1f}")
-    table.add_row("  overhead / floor", f"{(process_us - work_us) / floor_us:.2f}x")
+    for name in placements:
+        floor_us, process_us = medians[f"floor {name}"], medians[f"process {name}"]
+        table.add_row(f"socketpair round trip, 1500 B -> 4 B, two processes ({name})", f"{floor_us:.1f}")
+        if name == "unpinned":
+            table.add_row("  of which the sender's send() of the 1500 B request", f"{medians['send']:.1f}")
+        table.add_row(f"policybox process step, host-measured p50 (noop policy, 1 agent, {name})", f"{process_us:.1f}")
+        table.add_row("  of which the step's own work (decode, policy, encode) in one process", f"{work_us:.1f}")
+        table.add_row("  = policybox's per-agent overhead", f"{process_us - work_us:.1f}")
+        table.add_row("  overhead / floor", f"{(process_us - work_us) / floor_us:.2f}x")
     console.print(table)
+
+
+def _process_step_us(bench: Bench, pin: tuple[int, int] | None) -> float:
+    """One agent's host-measured p50 step latency (noop policy, 2000 steps); ``pin``: (host CPU, cell CPU)."""
+    with placed(pin):
+        return 1e3 * bench.episode(1, 2000, "noop", "process").agents[0].latency.p50_ms
+
+
+@contextlib.contextmanager
+def placed(pin: tuple[int, int] | None):
+    """Within: the host plays on CPU ``pin[0]`` and its cells on ``pin[1]`` (None: wherever the scheduler
+    puts them). A cell runs on the CPUs of the host that starts it, so the host starts its cells on the
+    cell CPU and moves to its own once they are ready."""
+    if pin is None:
+        yield
+        return
+    host_cpu, cell_cpu = pin
+    before, start = os.sched_getaffinity(0), ProcessPool.start
+
+    def start_there(pool: ProcessPool, setups: list) -> None:
+        os.sched_setaffinity(0, {cell_cpu})
+        try:
+            start(pool, setups)
+        finally:
+            os.sched_setaffinity(0, {host_cpu})
+
+    ProcessPool.start = start_there  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ProcessPool.start = start  # type: ignore[method-assign]
+        os.sched_setaffinity(0, before)
 
 
 def _send_cost_us(round_trips: int = 2000) -> float:

@@ -150,7 +150,8 @@ def test_checkpoint_missing_inside_its_folder(tmp_path, reference):
 
 
 def test_sleep_past_the_deadline_then_recover(tmp_path, reference):
-    sleeper = policy("faults.py:SleepOnceInStep", **{"kw.sleep_s": "2.2"})  # 0.2 s past the deadline: in the bank
+    # 0.2 s past the deadline: in the bank. Its late reply, a move, is dropped: check_fault sees only no-ops.
+    sleeper = policy("faults.py:SleepOnceInStep", **{"kw.sleep_s": "2.2", "kw.late_action": "move_north"})
     faulty = check_fault(sleeper, tmp_path, reference, AgentStatus.TIMEOUT, "Timeout", 10)
     assert faulty.timeouts >= 1
     # Every step was either answered in time or counted as missed, and it answered again after.

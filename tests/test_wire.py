@@ -10,6 +10,7 @@ from policybox.wire import (
     CELL_TO_HOST,
     HEADER,
     HOST_TO_CELL,
+    MAX_CELL_FRAME,
     MAX_JSON_DEPTH,
     REPLY_ENTRY,
     FrameDecoder,
@@ -22,8 +23,11 @@ from policybox.wire import (
     encode_frame,
     encode_json,
     encode_replies,
+    encode_reply,
     nests_within,
     observation_parts,
+    one_observation,
+    one_reply,
 )
 
 
@@ -103,6 +107,52 @@ def test_a_cells_observations_and_replies_round_trip():
     ]
     frame = cell_decoder().feed(encode_replies(7, replies))[0]
     assert decode_replies(frame.payload, [3, 5, 9]) == [reply for _, reply in replies]
+
+
+def test_a_cell_of_one_seat_reads_and_writes_the_frames_a_group_would():
+    parts = observation_parts(7, [(3, b"abc")])
+    frame = FrameDecoder(HOST_TO_CELL, 1024).feed(b"".join(parts))[0]
+    assert [(agent, bytes(data)) for agent, data in decode_observations(frame.payload)] == [(3, b"abc")]
+    assert bytes(one_observation(frame.payload, 3) or b"-") == b"abc"
+    assert one_observation(frame.payload, 4) is None  # another seat's: read as a group, which refuses it
+    two = FrameDecoder(HOST_TO_CELL, 1024).feed(b"".join(observation_parts(7, [(3, b"a"), (3, b"b")])))[0]
+    assert one_observation(two.payload, 3) is None
+    for reply in [(FrameType.ACTION, b"\x01\x00"), (FrameType.INVALID_ACTION, b"why"), (FrameType.ERROR, b"{}")]:
+        assert encode_reply(7, 3, reply) == encode_replies(7, [(3, reply)])
+
+
+def honest_read(data: bytes, step: int, agent: int) -> bytes | None:
+    """The action the general path (decoder, then decode_replies) reads in ``data`` as agent ``agent``'s
+    on-time action at ``step``; None if it reads anything else or refuses it."""
+    try:
+        frames = cell_decoder(MAX_CELL_FRAME).feed(data)
+        if len(frames) != 1 or frames[0].type != FrameType.ACTION or frames[0].seq != step:
+            return None
+        ((kind, action),) = decode_replies(frames[0].payload, [agent])
+    except ProtocolError:
+        return None
+    return action if kind == FrameType.ACTION else None
+
+
+def test_a_one_seat_reply_is_taken_only_where_the_general_path_reads_the_same_action():
+    """The host's hot path for a cell of one seat takes a frame only when decoding it in full would give
+    that same on-time action: every byte of valid frames mutated, cut or extended, it never takes more."""
+    rng = random.Random(44)
+    valid = [encode_reply(7, 3, (FrameType.ACTION, bytes(rng.randrange(256) for _ in range(n)))) for n in (0, 2, 9)]
+    cases = [*valid, encode_reply(7, 3, (FrameType.ERROR, b"{}")), encode_reply(7, 3, (FrameType.INVALID_ACTION, b"x"))]
+    for frame in valid:
+        cases += [frame[:cut] for cut in range(len(frame))] + [frame + b"\x00", frame + frame]
+        for at in range(len(frame)):
+            for value in {0, 1, 2, 3, 5, 6, 7, 8, 255, rng.randrange(256)}:
+                cases.append(frame[:at] + bytes([value]) + frame[at + 1 :])
+    taken = 0
+    for data in cases:
+        action = one_reply(data, 7, 3)
+        assert action is None or action == honest_read(data, 7, 3), data.hex()
+        taken += action is not None
+    assert taken >= len(valid)
+    assert [one_reply(frame, 7, 3) for frame in valid] == [honest_read(frame, 7, 3) for frame in valid]
+    assert one_reply(valid[1], 8, 3) is None and one_reply(valid[1], 7, 4) is None  # another step, another seat
 
 
 @pytest.mark.parametrize(

@@ -52,14 +52,15 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 PROTOCOL_VERSION = 2
 
 HEADER = struct.Struct("<B3xII")
 HEADER_SIZE = HEADER.size
+# The header read as three words: the first holds the type in its low byte and the reserved bytes above it.
+HEADER_WORDS = struct.Struct("<III")
 
 # A cell has no reason to send more than an action or a short error report per seat it plays; the host
 # reads at most this much per frame and seat, so a hostile cell cannot make it allocate more.
@@ -87,6 +88,10 @@ CELL_TO_HOST = frozenset({FrameType.READY, FrameType.ERROR, FrameType.ACTION})
 REPLY_KINDS = {kind.value: kind for kind in (FrameType.ACTION, FrameType.INVALID_ACTION, FrameType.ERROR)}
 OBSERVATION_ENTRY = struct.Struct("<II")  # agent id, length
 REPLY_ENTRY = struct.Struct("<IBI")  # agent id, kind, length
+# A frame of one entry, its header and entry packed or read at once (a cell of one seat, on the hot path).
+ONE_OBSERVATION = struct.Struct("<B3xIIII")  # type, sequence, length; agent id, length
+ONE_REPLY = struct.Struct("<B3xIIIBI")  # type, sequence, length; agent id, kind, length
+ONE_REPLY_WORDS = struct.Struct("<IIIIBI")  # as ONE_REPLY, the type and reserved bytes as one word
 
 Reply = tuple[FrameType, bytes]  # one agent's reply: its kind and bytes
 
@@ -95,8 +100,7 @@ class ProtocolError(Exception):
     """A peer sent bytes that are not a valid frame of this protocol."""
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):  # a tuple: made once per frame on the hot path, where a dataclass costs more
     type: FrameType
     seq: int
     payload: bytes
@@ -200,7 +204,7 @@ class FrameDecoder:
     """
 
     def __init__(self, allowed: frozenset[FrameType], max_length: int) -> None:
-        self._allowed = allowed
+        self._allowed = {frame_type.value: frame_type for frame_type in allowed}  # by the header's first word
         self._max_length = max_length
         self._buffer = bytearray()
         self._need: tuple[FrameType, int, int] | None = None
@@ -217,7 +221,7 @@ class FrameDecoder:
     def feed(self, data: bytes) -> list[Frame]:
         if not self._buffer and self._need is None and len(data) >= HEADER_SIZE:
             # The common case, one whole frame per read: no buffering at all.
-            frame_type, seq, length = self._parse_header(data[:HEADER_SIZE])
+            frame_type, seq, length = self._parse_header(data)
             if len(data) == HEADER_SIZE + length:
                 return [Frame(frame_type, seq, data[HEADER_SIZE:])]
             self._need = (frame_type, seq, length)
@@ -237,23 +241,36 @@ class FrameDecoder:
             del self._buffer[:length]
             self._need = None
 
-    def _parse_header(self, header: bytes) -> tuple[FrameType, int, int]:
-        raw_type, seq, length = HEADER.unpack(header)
-        if header[1:4] != b"\x00\x00\x00":
-            raise ProtocolError(f"frame header has non-zero reserved bytes: {header.hex()}")
-        try:
-            frame_type = FrameType(raw_type)
-        except ValueError:
-            raise ProtocolError(f"unknown frame type {raw_type}") from None
-        if frame_type not in self._allowed:
-            raise ProtocolError(f"frame type {frame_type.name} is not allowed in this direction")
+    def _parse_header(self, data: bytes) -> tuple[FrameType, int, int]:
+        """The header ``data`` starts with, checked. One unpack and one lookup for a valid header (a word
+        holding only an allowed type: reserved bytes zero); what they do not accept is told apart after."""
+        word, seq, length = HEADER_WORDS.unpack_from(data)
+        frame_type = self._allowed.get(word)
+        if frame_type is None:
+            raise ProtocolError(self._refusal(data[:HEADER_SIZE]))
         if length > self._max_length:
             raise ProtocolError(f"{frame_type.name} frame claims {length} bytes, limit is {self._max_length}")
         return frame_type, seq, length
 
+    @staticmethod
+    def _refusal(header: bytes) -> str:
+        """Why ``header``, whose type is not allowed here or whose reserved bytes are set, is refused."""
+        if header[1:4] != b"\x00\x00\x00":
+            return f"frame header has non-zero reserved bytes: {header.hex()}"
+        try:
+            frame_type = FrameType(header[0])
+        except ValueError:
+            return f"unknown frame type {header[0]}"
+        return f"frame type {frame_type.name} is not allowed in this direction"
+
 
 def observation_parts(step: int, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[bytes | memoryview]:
     """One OBSERVATION frame for ``(agent id, payload)`` pairs, as parts for ``sendmsg`` (no payload is copied)."""
+    if len(observations) == 1:  # a cell of one seat: its header and entry in one pack
+        ((agent_id, payload),) = observations
+        size = len(payload)
+        header = ONE_OBSERVATION.pack(FrameType.OBSERVATION, step, OBSERVATION_ENTRY.size + size, agent_id, size)
+        return [header, payload]
     parts: list[bytes | memoryview] = [b""]
     length = 0
     for agent_id, payload in observations:
@@ -273,6 +290,39 @@ def decode_observations(payload: bytes | memoryview) -> list[tuple[int, bytes | 
         entries.append((agent_id, _body(view, at, length)))
         at += length
     return entries
+
+
+def one_observation(payload: bytes, agent_id: int) -> memoryview | None:
+    """The observation of an OBSERVATION frame's ``payload`` when it holds exactly one, for agent
+    ``agent_id`` (a cell of one seat, on its hot path); None for anything else, which
+    ``decode_observations`` then reads."""
+    if len(payload) < OBSERVATION_ENTRY.size:
+        return None
+    entry_agent, length = OBSERVATION_ENTRY.unpack_from(payload)
+    if entry_agent != agent_id or length != len(payload) - OBSERVATION_ENTRY.size:
+        return None
+    return memoryview(payload)[OBSERVATION_ENTRY.size :]
+
+
+def encode_reply(step: int, agent_id: int, reply: Reply) -> bytes:
+    """The ACTION frame answering step ``step`` of a cell of one seat, ``agent_id``: as ``encode_replies``
+    writes it, in one pack."""
+    kind, data = reply
+    return ONE_REPLY.pack(FrameType.ACTION, step, REPLY_ENTRY.size + len(data), agent_id, kind, len(data)) + data
+
+
+def one_reply(data: bytes, step: int, agent_id: int) -> bytes | None:
+    """The action bytes in ``data`` when it is exactly one whole ACTION frame for step ``step`` whose only
+    reply is agent ``agent_id``'s action -- a cell of one seat's usual answer, read with one unpack on the
+    host's hot path. None for anything else, which ``FrameDecoder`` and ``decode_replies`` then read and
+    refuse if it is not the protocol: only frames they would read as this same action are taken here."""
+    if len(data) < ONE_REPLY_WORDS.size:
+        return None
+    word, seq, length, entry_agent, kind, size = ONE_REPLY_WORDS.unpack_from(data)
+    whole = length == len(data) - HEADER_SIZE <= MAX_CELL_FRAME and size == length - REPLY_ENTRY.size
+    if not whole or word != FrameType.ACTION or seq != step or entry_agent != agent_id or kind != FrameType.ACTION:
+        return None
+    return data[ONE_REPLY_WORDS.size :]
 
 
 def encode_replies(step: int, replies: Sequence[tuple[int, Reply]]) -> bytes:

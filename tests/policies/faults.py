@@ -86,14 +86,17 @@ class SleepInStep(_Faulty):
 
 
 class SleepOnceInStep(_Faulty):
-    """Misses a few deadlines at step 10, then plays on."""
+    """Misses a few deadlines at step 10, then plays on. Its late reply there is ``late_action`` (default:
+    noop), which the game must never see: a late reply answers a step that is over."""
 
-    def __init__(self, policy_env_info, sleep_s=0.7, **kwargs):
+    def __init__(self, policy_env_info, sleep_s=0.7, late_action="noop", **kwargs):
         super().__init__(policy_env_info, **kwargs)
         self._sleep_s = sleep_s
+        self._late_action = late_action
 
     def misbehave(self):
         time.sleep(self._sleep_s)
+        return self._late_action
 
 
 class Flood(_Faulty):

@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from policybox.cell import sandbox
 from policybox.cell.output import cap_output
@@ -35,7 +36,12 @@ from policybox.wire import (
     decode_observations,
     encode_json,
     encode_replies,
+    encode_reply,
+    one_observation,
 )
+
+if TYPE_CHECKING:  # imported by serve once the sandbox is applied: it imports numpy
+    from policybox.cell.runtime import CellRuntime
 
 PR_SET_PDEATHSIG = 1
 RECV_SIZE = 1 << 16
@@ -122,17 +128,26 @@ def serve(conn: HostConnection, parent_pid: int, seats: list[tuple[socket.socket
         conn.send(encode_json(FrameType.ERROR, failure_report(exc, "init")))
         return 1
     conn.send(encode_json(FrameType.READY, {**ready, "sandbox": statuses, "pid": os.getpid()}))
+    seat = runtime.agent_ids[0] if len(runtime.agent_ids) == 1 else None  # a cell of one seat: its hot path
     while (frame := conn.read()) is not None and frame.type == FrameType.OBSERVATION:
         gc.disable()  # no collector pause between an observation and its reply: collect while waiting
-        try:
-            replies = runtime.step(decode_observations(frame.payload))
-        except ValueError as exc:  # observations for seats it does not play: the host broke the protocol
-            raise ProtocolError(str(exc)) from None
-        conn.send(encode_replies(frame.seq, replies))
+        conn.send(answer(runtime, frame, seat))
         gc.enable()
         if not runtime.playing:  # every seat's policy raised
             return 1
     return 0
+
+
+def answer(runtime: CellRuntime, frame: Frame, seat: int | None) -> bytes:
+    """The ACTION frame answering an OBSERVATION frame. A cell of one seat (``seat``) reads a frame of one
+    observation for that seat without building lists; anything else is read as a group, which refuses
+    observations for seats the cell does not play."""
+    try:
+        if seat is not None and (observation := one_observation(frame.payload, seat)) is not None:
+            return encode_reply(frame.seq, seat, runtime.step_seat(seat, observation))
+        return encode_replies(frame.seq, runtime.step(decode_observations(frame.payload)))
+    except ValueError as exc:  # observations for seats it does not play: the host broke the protocol
+        raise ProtocolError(str(exc)) from None
 
 
 def run_cell(fd: int, parent_pid: int, seat_fds: list[tuple[int, int]] | None = None) -> int:

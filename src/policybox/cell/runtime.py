@@ -99,6 +99,14 @@ class CellRuntime:
         with self._state.active():
             return self._step_seats(observations)
 
+    def step_seat(self, agent_id: int, payload: bytes | memoryview) -> Reply:
+        """One seat's reply to its observation ``payload``: ``step`` of one seat, without its lists (the hot
+        path of a cell of one seat)."""
+        if self._owns_process:
+            return self._step_one(agent_id, payload)
+        with self._state.active():
+            return self._step_one(agent_id, payload)
+
     def _step_seats(self, observations: Sequence[tuple[int, bytes | memoryview]]) -> list[tuple[int, Reply]]:
         if len(observations) > 1:
             return self._step_group(observations)

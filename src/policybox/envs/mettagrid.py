@@ -29,6 +29,7 @@ from policybox.envs.base import ConfigError, GameRequest, InvalidAction, not_a_p
 from policybox.storage import StorageFull, writing
 
 if TYPE_CHECKING:
+    from mettagrid.simulator import Action
     from mettagrid.simulator.interface import ObservationToken, VisibleTalk
 
 ACTION = struct.Struct("<hh")
@@ -446,6 +447,15 @@ def _lazy_observation_class() -> type:
     return LazyAgentObservation
 
 
+@functools.cache
+def _action_class() -> type[Action]:
+    """MettaGrid's ``Action``, imported on first use (as by the first action encoded) and looked up once:
+    an import statement costs a microsecond on every step of a cell."""
+    from mettagrid.simulator import Action
+
+    return Action
+
+
 class MettaGridCell:
     """The cell half: bytes in, MettaGrid ``AgentObservation`` out; a policy's action in, bytes out."""
 
@@ -551,11 +561,9 @@ class MettaGridCell:
 
     def encode_action(self, action: Any) -> bytes:
         """A MettaGrid Action, an action name or a flat action index -> action payload."""
-        from mettagrid.simulator import Action
-
         talk = None
         vibe = None
-        if isinstance(action, Action):
+        if isinstance(action, _action_class()):
             name, vibe, talk = action.name, action.vibe, action.talk
         elif isinstance(action, str):
             name = action

@@ -56,6 +56,7 @@ from policybox.wire import (
     encode_header,
     encode_json,
     observation_parts,
+    one_reply,
 )
 
 RECV_SIZE = 1 << 16
@@ -70,6 +71,7 @@ CPU_CHECK_S = 0.25
 MAX_MINIMUM_ACTION_TIMEOUT_MS = 24 * 3600 * 1000  # a policy may say it needs up to a day per step, no more
 MAX_CLAIM_CHARS = 300  # of a cell's account of one sandbox layer
 LAYER_NAMES = frozenset(Layer)
+EPOLLOUT = select.EPOLLOUT  # read once per event of every step: a global, not a module attribute
 
 
 class _Cell:
@@ -79,6 +81,7 @@ class _Cell:
     def __init__(self, records: list[AgentRecord], process: CellProcess, limits: Limits) -> None:
         self.records = records
         self._by_id = {record.agent_id: record for record in records}
+        self._seat = records[0].agent_id if len(records) == 1 else None  # a cell of one seat: its hot path
         self.process = process
         self.decoder = FrameDecoder(CELL_TO_HOST, MAX_CELL_FRAME * len(records))  # a reply per seat
         self.in_flight: int | None = None  # sequence number awaiting a reply
@@ -101,6 +104,9 @@ class _Cell:
 
     def asked_in(self, observations: Mapping[int, object]) -> list[AgentRecord]:
         """The seats it still plays that ``observations`` (by agent id) ask to act."""
+        if self._seat is not None:  # one seat: no comprehension, asked once a cell and step
+            record = self.records[0]
+            return [record] if record.playing and self._seat in observations else []
         return [record for record in self.records if record.playing and record.agent_id in observations]
 
     def fail(self, status: AgentStatus, failure: Failure) -> None:
@@ -121,7 +127,7 @@ class _Cell:
         except OSError as exc:
             self.crashed(seq, f"could not send to the cell ({exc})")
             return
-        if sent < sum(len(part) for part in data):
+        if sent < sum(map(len, data)):
             self.outbox = memoryview(b"".join(data))[sent:]
         self.in_flight, self.asked, self.sent_ns = seq, asked, started_ns
 
@@ -151,6 +157,11 @@ class _Cell:
         if not data:
             self.crashed(step, "the cell closed its connection")
             return
+        if self._seat is not None and step is not None and self.in_flight == step and not self.decoder.pending_bytes:
+            action = one_reply(data, step, self._seat)
+            if action is not None:  # the whole of data is the on-time action of its one seat
+                self._on_action(self._seat, action, step)
+                return
         try:
             for frame in self.decoder.feed(data):
                 self._on_frame(frame, step)
@@ -189,6 +200,16 @@ class _Cell:
                 record.latencies_ns.append(latency_ns)
         if not on_time or latency_ns > self._act_timeout_ns:  # late, or waited for on the bank
             self.spend_bank(frame.seq, latency_ns - self._act_timeout_ns)
+
+    def _on_action(self, seat: int, action: bytes, step: int) -> None:
+        """Its one seat's action answers step ``step``, the request in flight: what ``_on_frame`` and
+        ``_on_replies`` make of a frame holding just that, without their lists."""
+        latency_ns = time.monotonic_ns() - self.sent_ns
+        self.in_flight = None
+        self.replies[seat] = (FrameType.ACTION, action)
+        self.records[0].latencies_ns.append(latency_ns)
+        if latency_ns > self._act_timeout_ns:  # waited for on the bank
+            self.spend_bank(step, latency_ns - self._act_timeout_ns)
 
     def _on_ready(self, frame: Frame) -> None:
         if frame.type != FrameType.READY:
@@ -451,11 +472,12 @@ class ProcessPool:
         replies: dict[int, Reply] = {}
         for cell, seats in zip(self._cells, due, strict=True):
             replies.update(cell.replies)
-            missed = [record for record in seats if record.playing and record.agent_id not in cell.replies]
-            for record in missed:
-                record.missed_deadline(step, self._limits.act_timeout_ms)
-            if missed:
-                cell.check_overdue(now)
+            if len(cell.replies) < len(seats):  # it answered only the seats asked: fewer replies, some missed
+                missed = [record for record in seats if record.playing and record.agent_id not in cell.replies]
+                for record in missed:
+                    record.missed_deadline(step, self._limits.act_timeout_ms)
+                if missed:
+                    cell.check_overdue(now)
             if check_cpu and cell.playing:
                 cell.check_cpu(self._limits.cpu_limit_s, step)
         self.retire_stopped()
@@ -493,15 +515,15 @@ class ProcessPool:
                 return
             for fd, events in self._poller.poll(remaining):
                 cell = self._by_fd[fd]
-                if events & select.EPOLLOUT and cell.outbox is not None:
+                if events & EPOLLOUT and cell.outbox is not None:
                     emptied = cell.on_writable(step)
                     if emptied and cell.playing:
                         self._poller.modify(fd, select.EPOLLIN)
-                if events & ~select.EPOLLOUT:
+                if events & ~EPOLLOUT:
                     cell.on_readable(step)
-                if not cell.playing:
+                if not (playing := cell.playing):
                     self._forget(cell)  # read no more of it; it is retired after the gather
-                if cell.in_flight != current or not cell.playing:
+                if not playing or cell.in_flight != current:
                     waiting.discard(cell)
 
     def retire_stopped(self) -> None:
