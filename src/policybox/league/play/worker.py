@@ -128,32 +128,37 @@ class Replies:
     the last episode played (``finish``) while this one plays the next -- so the time a played episode's
     cells take to stop (waiting for the kernel to tear down their namespaces, removing their cgroups and
     scratch) overlaps the next episode's start and play. Its result is sent once it is whole, after its
-    cells are gone; one episode at most is finished at a time."""
+    cells are gone."""
 
     def __init__(self, connection: Connection) -> None:
         self._connection = connection
         self._lock = threading.Lock()
-        self._finishing: threading.Thread | None = None
+        self._finishing: list[threading.Thread] = []  # oldest first
 
     def send(self, message: tuple[Any, ...]) -> None:
         with self._lock, contextlib.suppress(OSError):  # the driver is gone: the next read says so
             self._connection.send(message)
 
     def finish(self, key: Any, played: PlayedEpisode) -> None:
-        """Finish ``played`` on a thread of its own (after the one finished before it), then send its result."""
-        self.settle()
-        self._finishing = threading.Thread(target=self._finish, args=(key, played), name="policybox-finish")
-        self._finishing.start()
+        """Finish ``played`` on a thread of its own, then send its result; return once the episode before it
+        is finished, so that this thread plays on while one episode at most is being finished (two
+        for a moment: an interrupt while waiting for the older leaves both to ``settle``)."""
+        thread = threading.Thread(target=self._finish, args=(key, played), name="policybox-finish")
+        thread.start()
+        self._finishing.append(thread)
+        while len(self._finishing) > 1:
+            self._finishing[0].join()
+            self._finishing.pop(0)
 
     def _finish(self, key: Any, played: PlayedEpisode) -> None:
         outcome = _attempt(lambda: played.finish().model_dump_json())
         self.send(("failed" if isinstance(outcome, BaseException) else "played", key, outcome))
 
     def settle(self) -> None:
-        """Wait until the episode being finished, if any, is: its cells gone, its result sent."""
-        if self._finishing is not None:
-            self._finishing.join()
-            self._finishing = None
+        """Wait until every episode being finished is: its cells gone, its result sent."""
+        while self._finishing:
+            self._finishing[0].join()
+            self._finishing.pop(0)
 
 
 def serve(connection: Connection, offers: socket.socket | None = None) -> None:
