@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--mettagrid", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.mettagrid:
-        run_mettagrid(args.only, args.episodes, args.steps, args.agents)
+        run_mettagrid(args.only or "random", args.episodes, args.steps, args.agents)
         return
     pairs = [args.only] if args.only else list(POLICIES)
     times: dict[tuple[str, str], list[float]] = {}
