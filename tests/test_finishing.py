@@ -170,3 +170,22 @@ def test_a_worker_stopped_while_it_finishes_an_episode_finishes_it_first(tmp_pat
     assert (kind, key) == ("played", 1), sent
     first = EpisodeResult.model_validate_json(sent)
     assert left_of({worker.pid}, uids_of(first)) == []
+
+
+def test_an_inline_episode_is_finished_on_the_thread_that_played_it(tmp_path):
+    """Its policies live in the worker's own process: they are let go before the next episode's start."""
+    inline = job(3, tmp_path)
+    inline.settings.mode = "inline"
+    ours, theirs = Pipe()
+    player, replies = Player(), Replies(ours)
+    try:
+        replies.finish(3, player.played(inline))
+        assert theirs.poll(0)  # sent as finish returned
+        kind, key, sent = theirs.recv()
+    finally:
+        replies.settle()
+        player.close()
+    assert (kind, key) == ("played", 3), sent
+    alone = run_episode(inline.specs, inline.settings, tmp_path / "alone", entrants=inline.entrants)
+    result = EpisodeResult.model_validate_json(sent)
+    assert [a.action_digest for a in result.agents] == [a.action_digest for a in alone.agents]

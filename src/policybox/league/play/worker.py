@@ -143,6 +143,9 @@ class Replies:
         """Finish ``played`` on a thread of its own, then send its result; return once the episode before it
         is finished, so that this thread plays on while one episode at most is being finished (two
         for a moment: an interrupt while waiting for the older leaves both to ``settle``)."""
+        if played.settings.mode != "process":  # no cells to wait for; its policies, in this process, go here
+            self._finish(key, played)
+            return
         thread = threading.Thread(target=self._finish, args=(key, played), name="policybox-finish")
         thread.start()
         self._finishing.append(thread)
