@@ -115,7 +115,7 @@ def main() -> None:
         baseline = statistics.median(times[policy, "MettaGrid run_multi_episode_rollout"])
         median = statistics.median(samples)
         table.add_row(policy, runner, f"{median:.1f}", f"{args.episodes / median:.2f}", f"{baseline / median:.2f}x")
-    Console().print(table)
+    Console(width=120).print(table)  # never cut to a pipe's 80 columns
 
 
 if __name__ == "__main__":
