@@ -144,7 +144,7 @@ def run_episode(
     refuse_unbuilt: bool = False,
     entrants: Sequence[str] | None = None,
 ) -> EpisodeResult:
-    """Play one episode; cells are gone when this returns.
+    """Play one episode; cells are gone when this returns (``play_episode``, then its ``finish``).
 
     ``specs`` are PolicySpecs or ``-p`` strings (``"random"``, ``"bots/greedy.py:Greedy"``); agent i
     plays ``specs[i % len(specs)]``. ``agents``: how many play; by default the game's own number (a
@@ -163,6 +163,25 @@ def run_episode(
     only the replay could not be written, the episode's result is its ``result``. An agent's log that
     a full disk cuts short is noted in that agent's ``log_note``.
     """
+    played = play_episode(
+        specs, settings, log_dir, zygote, agents=agents, refuse_unbuilt=refuse_unbuilt, entrants=entrants
+    )
+    return played.finish()
+
+
+def play_episode(
+    specs: Sequence[PolicySpec | str],
+    settings: EpisodeSettings | None = None,
+    log_dir: str | Path | None = None,
+    zygote: Zygote | None = None,
+    *,
+    agents: int | None = None,
+    refuse_unbuilt: bool = False,
+    entrants: Sequence[str] | None = None,
+) -> PlayedEpisode:
+    """``run_episode`` up to its last step: what is left -- stopping its cells, the result, the replay --
+    is the ``PlayedEpisode``'s to finish, which a caller may do on another thread while this one starts
+    the next episode (``policybox.league.play.worker``). If this raises, the cells are gone already."""
     settings = settings or EpisodeSettings()
     parsed = [parse_policy_arg(spec) if isinstance(spec, str) else spec for spec in specs]
     given = list(entrants) if entrants is not None else [str(index) for index in range(len(parsed))]
@@ -183,26 +202,57 @@ def run_episode(
     with contextlib.ExitStack() as stack:
         stack.callback(env.close)
         records = agent_records(seated, settings, log_dir, [entrant for _, entrant in seats])
-        with contextlib.ExitStack() as cells:
-            setups = [env.cell_setup(record.agent_id) for record in records]
-            pool = start_pool(records, setups, settings, zygote, cells)
-            if refuse_unbuilt and (refused := refusal(records)):
-                raise refused
-            ready = time.monotonic()
-            limit = settings.limits.play_limit_s(env.max_steps)  # play's own: start-up had init_timeout_s
-            deadline = None if limit is None else ready + limit
-            aborted, fault = _play(env, pool, records, settings.on_agent_failure, deadline)
-            timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
-        cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
-        result = _result(env, records, settings, started_at, timings, time.monotonic() - clock, cleanup, aborted)
-        result.game_fault = fault
-        result.memory_budget = pool.memory_budget if isinstance(pool, ProcessPool) else None
-        try:
-            env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
-        except StorageFull as full:
-            full.result = result  # the episode was played: only its replay is missing
-            raise
-        return result
+        cells = stack.enter_context(contextlib.ExitStack())  # closed first, then the game
+        setups = [env.cell_setup(record.agent_id) for record in records]
+        pool = start_pool(records, setups, settings, zygote, cells)
+        if refuse_unbuilt and (refused := refusal(records)):
+            raise refused
+        ready = time.monotonic()
+        limit = settings.limits.play_limit_s(env.max_steps)  # play's own: start-up had init_timeout_s
+        deadline = None if limit is None else ready + limit
+        aborted, fault = _play(env, pool, records, settings.on_agent_failure, deadline)
+        timings = Timings(startup_s=ready - clock, play_s=time.monotonic() - ready)
+        return PlayedEpisode(
+            env, records, settings, pool, started_at, clock, timings, aborted, fault, cells, stack.pop_all()
+        )
+
+
+@dataclass
+class PlayedEpisode:
+    """An episode played to its end whose cells may still run: ``finish()`` stops them and gives its result."""
+
+    env: EnvHost
+    records: list[AgentRecord]
+    settings: EpisodeSettings
+    pool: ProcessPool | InlinePool
+    started_at: str
+    clock: float  # time.monotonic() as it began
+    timings: Timings
+    aborted: str | None
+    fault: GameFault | None
+    cells: contextlib.ExitStack  # stops the cells
+    stack: contextlib.ExitStack  # stops the cells, then closes the game
+
+    def finish(self) -> EpisodeResult:
+        """Stop the cells (kill, reap, remove their cgroups and scratch); then the result, whole only now
+        (how the cells were cleaned up, which logs were cut short); then the replay (``StorageFull`` if it
+        cannot be written, the result its ``result``); then close the game. Once, on any one thread."""
+        pool = self.pool
+        with self.stack:
+            self.cells.close()
+            cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
+            duration = time.monotonic() - self.clock
+            result = _result(
+                self.env, self.records, self.settings, self.started_at, self.timings, duration, cleanup, self.aborted
+            )
+            result.game_fault = self.fault
+            result.memory_budget = pool.memory_budget if isinstance(pool, ProcessPool) else None
+            try:
+                self.env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
+            except StorageFull as full:
+                full.result = result  # the episode was played: only its replay is missing
+                raise
+            return result
 
 
 class PolicyRefused(SpecError):

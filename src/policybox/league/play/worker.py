@@ -13,6 +13,9 @@ workers are one program, and no policy code runs in a worker, only in its cells)
                        ("played", key, EpisodeResult JSON)  |  ("set up", key, SetupOutcome)
                        ("failed", key, the exception)
 
+An episode's result is sent once its cells are stopped (``Replies``), on a thread of its own: while
+it waits for them to exit and removes their cgroups and scratch, the worker starts the next episode.
+
 The zygote is its driver's where the driver offers one: before the first message that needs it, the
 driver sends on the socket inherited as fd M a channel to its own zygote (``Zygote.channel``; one
 datagram, the preload as JSON, with the channel's fd), and the worker forks its cells there rather
@@ -46,11 +49,12 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from policybox.episode import check_playable, check_policies, run_episode
+from policybox.episode import PlayedEpisode, check_playable, check_policies, play_episode
 from policybox.files.setup_scripts import prepare_version
 from policybox.host.budget import Budget, adopt
 from policybox.host.zygote import Zygote, ZygoteError, kept_zygotes, zygote_in
@@ -104,15 +108,60 @@ class Player:
 
     def play(self, job: EpisodeJob) -> EpisodeResult:
         """Play one episode: its logs (and its replay, if it asks for one) where the job says."""
+        return self.played(job).finish()
+
+    def played(self, job: EpisodeJob) -> PlayedEpisode:
+        """``play`` up to the episode's last step: its cells are still to be stopped (``PlayedEpisode.finish``)."""
         if job.settings.replay is not None:
             with writing(Path(job.settings.replay).parent, "creating"):
                 Path(job.settings.replay).parent.mkdir(exist_ok=True)
         try:
             zygote = self.zygote_for(job.settings)
-            return run_episode(job.specs, job.settings, job.log_dir, zygote=zygote, entrants=job.entrants)
+            return play_episode(job.specs, job.settings, job.log_dir, zygote=zygote, entrants=job.entrants)
         except ZygoteError:
             self.close()  # the next episode starts a fresh one
             raise
+
+
+class Replies:
+    """The worker's side of its connection to the driver, for two threads: this one, and the one finishing
+    the last episode played (``finish``) while this one plays the next -- so the time a played episode's
+    cells take to stop (waiting for the kernel to tear down their namespaces, removing their cgroups and
+    scratch) overlaps the next episode's start and play. Its result is sent once it is whole, after its
+    cells are gone."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
+        self._finishing: list[threading.Thread] = []  # oldest first
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self._lock, contextlib.suppress(OSError):  # the driver is gone: the next read says so
+            self._connection.send(message)
+
+    def finish(self, key: Any, played: PlayedEpisode) -> None:
+        """Finish ``played`` on a thread of its own, then send its result; return once the episode before it
+        is finished, so that this thread plays on while one episode at most is being finished (two
+        for a moment: an interrupt while waiting for the older leaves both to ``settle``)."""
+        if played.settings.mode != "process":  # no cells to wait for; its policies, in this process, go here
+            self._finish(key, played)
+            return
+        thread = threading.Thread(target=self._finish, args=(key, played), name="policybox-finish")
+        thread.start()
+        self._finishing.append(thread)
+        while len(self._finishing) > 1:
+            self._finishing[0].join()
+            self._finishing.pop(0)
+
+    def _finish(self, key: Any, played: PlayedEpisode) -> None:
+        outcome = _attempt(lambda: played.finish().model_dump_json())
+        self.send(("failed" if isinstance(outcome, BaseException) else "played", key, outcome))
+
+    def settle(self) -> None:
+        """Wait until every episode being finished is: its cells gone, its result sent."""
+        while self._finishing:
+            self._finishing[0].join()
+            self._finishing.pop(0)
 
 
 def serve(connection: Connection, offers: socket.socket | None = None) -> None:
@@ -120,6 +169,7 @@ def serve(connection: Connection, offers: socket.socket | None = None) -> None:
     ``offers``: where the driver sends a channel to its zygote before the first message that needs it."""
     _start(*connection.recv()[1:])
     player = Player()
+    replies = Replies(connection)
     try:
         while True:
             try:
@@ -130,17 +180,22 @@ def serve(connection: Connection, offers: socket.socket | None = None) -> None:
             if message[0] == "stop":
                 return
             if message[0] == "check":
-                connection.send(("checked", _attempt(lambda message=message: player.check(*message[1:]))))
+                replies.send(("checked", _attempt(lambda message=message: player.check(*message[1:]))))
                 continue
+            key = message[1]
             if message[0] == "setup":
-                key, done = message[1], "set up"
                 with player.kept():  # its cells fork from the zygotes the episodes use
                     outcome = _attempt(lambda arguments=message[2]: prepare_version(*arguments))
+                replies.send(("failed" if isinstance(outcome, BaseException) else "set up", key, outcome))
+                continue
+            job = EpisodeJob.model_validate_json(message[2])
+            played = _attempt(lambda job=job: player.played(job))
+            if isinstance(played, BaseException):
+                replies.send(("failed", key, played))
             else:
-                key, job, done = message[1], EpisodeJob.model_validate_json(message[2]), "played"
-                outcome = _attempt(lambda job=job: player.play(job).model_dump_json())
-            connection.send(("failed" if isinstance(outcome, BaseException) else done, key, outcome))
+                replies.finish(key, played)
     finally:
+        replies.settle()  # every cell stopped before the zygotes they fork from
         player.close()
 
 
