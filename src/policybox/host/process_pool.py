@@ -427,10 +427,12 @@ class ProcessPool:
         assert first.log_path is not None
         root = self._scratch.path if self._scratch else Path()
         sandbox = CellSandbox(first, self._level, self._layers, self._limits, root, lease, self._budget, self._stepping)
+        seat_logs = [record.log_path for record in group.records[1:]] if group.forks else []
+        outputs: list[int] = []
         try:
-            seat_logs = [record.log_path for record in group.records[1:]] if group.forks else []
-            outputs = [self._output.open(log) for log in [first.log_path, *seat_logs] if log is not None]
             try:
+                for log in (log for log in [first.log_path, *seat_logs] if log is not None):
+                    outputs.append(self._output.open(log))  # one at a time: a log that cannot be made leaks none
                 process = self._launcher.launch(outputs[0], sandbox, first.torch, outputs[1:])
             finally:
                 for output in outputs:
@@ -563,7 +565,11 @@ class ProcessPool:
         finally:
             for cell in live:
                 cell.process.kill()
+            give_up = time.monotonic() + STOP_GRACE_S
             for loader in self._loaders:
+                # Its seats gone, a loader reaps them and exits: wait for that, so that no seat is left a
+                # zombie for the machine's init to reap after the episode (its uid still in /proc).
+                loader.exit_status(max(0.0, give_up - time.monotonic()))
                 loader.kill()
             for cell in live:
                 self._forget(cell)
