@@ -221,4 +221,11 @@ class FrameForger(NoopPolicy):
         super().__init__(policy_env_info, **kwargs)
         if attack not in {*ON_READY, *ON_STEP, "none", "split"} and not attack.startswith("mutate-"):
             raise ValueError(f"no attack {attack!r}")
-        Relay(attack).start()
+        self._attack = attack
+        self._relayed_in = None  # the process whose socket it relays: each forked seat relays its own
+
+    def agent_policy(self, agent_id):
+        if self._relayed_in != os.getpid():  # once a process: a cell, or each seat forked after init
+            self._relayed_in = os.getpid()
+            Relay(self._attack).start()
+        return super().agent_policy(agent_id)
