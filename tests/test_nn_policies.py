@@ -62,6 +62,8 @@ def test_lstm_is_reproducible_inline_equals_process_and_agents_do_not_share_a_st
     assert digests(play([lstm], **settings)) == first
     assert digests(play([lstm], mode="inline", **settings)) == first
     assert len(set(first)) == agents, "two agents played the same action sequence"
+    if agents > 4:
+        return  # that the checkpoint is loaded does not depend on the seats: checked with four
     # The checkpoint is really loaded: the same policy with its initial weights acts otherwise.
     untrained = digests(play(["lstm"], **settings))
     assert all(a != b for a, b in zip(untrained, first, strict=True))
