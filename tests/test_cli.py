@@ -105,6 +105,14 @@ def test_bad_input_is_one_clear_error(args, message, tmp_path):
     assert "╭" not in run.stderr and run.stderr.splitlines()[-1].startswith("Error: ")  # one style, plain
 
 
+@pytest.mark.parametrize(("name", "text"), [("game.json", '{"game": {'), ("game.yaml", "game: [1,\n")])
+def test_a_game_file_that_does_not_parse_is_one_clear_error(name, text, tmp_path):
+    (tmp_path / name).write_text(text)  # JSON read by json, YAML by libyaml: each error is the same message
+    run = policybox("run", "--steps", "5", "-p", "random", "--env", name, cwd=tmp_path)
+    assert run.returncode == 2 and f"{name} is not a valid MettaGridConfig" in " ".join(run.stderr.split())
+    assert "Traceback" not in run.stderr
+
+
 def test_evaluate_blames_out_for_a_file_where_its_folder_should_be(tmp_path):
     (tmp_path / "README.md").write_text("not a folder")
     run = policybox("evaluate", "-p", "random", "--out", "README.md", cwd=tmp_path)
