@@ -18,13 +18,13 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+import psutil
 from conftest import policy
 from test_interrupt import still_running, tree
 
 from policybox.episode import run_episode
 from policybox.host.cgroup import PREFIX
 from policybox.host.sandbox import SCRATCH_PREFIX
-from policybox.host.uids import running_uids
 from policybox.league.evaluate.journal import read_records
 from policybox.league.play.runner import EpisodeJob
 from policybox.league.play.worker import Player, Replies
@@ -46,6 +46,19 @@ def job(seed: int, log_dir: Path) -> EpisodeJob:
                       log_dir=str(log_dir / str(seed)))  # fmt: skip
 
 
+def live_uids() -> set[int]:
+    """The uids of every process that still runs: ``policybox.host.uids.running_uids`` but for zombies, which
+    run nothing (a forked seat's loader leaves its seats to the machine's init to reap)."""
+    uids: set[int] = set()
+    for process in psutil.process_iter():
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE:
+                uids.update(process.uids())
+        except psutil.Error:
+            continue
+    return uids
+
+
 def uids_of(result: EpisodeResult) -> set[int]:
     return {int(agent.sandbox["uid"].split()[-1]) for agent in result.agents}
 
@@ -63,7 +76,7 @@ def test_a_result_is_sent_once_its_cells_are_gone_and_equals_the_episode_played_
         kind, key, sent = theirs.recv()
         assert (kind, key) == ("played", 1), sent
         first = EpisodeResult.model_validate_json(sent)
-        assert not uids_of(first) & running_uids()  # its cells are gone as it is sent
+        assert not uids_of(first) & live_uids()  # its cells are gone as it is sent (a forked seat: a zombie at most)
         assert not any(path.exists() for path in scratch_of(first))  # and their scratch folders
         replies.finish(2, second)
         kind, key, sent = theirs.recv()
@@ -87,7 +100,7 @@ def left_of(pids: set[int], uids: set[int]) -> list[str]:
     found = [str(path) for path in Path(tempfile.gettempdir()).iterdir() if names.match(path.name)]
     for folder, subfolders, _ in os.walk("/sys/fs/cgroup"):
         found += [os.path.join(folder, name) for name in subfolders if names.match(name)]
-    found += [f"a process of uid {uid}" for uid in uids & running_uids()]
+    found += [f"a process of uid {uid}" for uid in uids & live_uids()]
     return found
 
 

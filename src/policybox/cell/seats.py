@@ -10,8 +10,8 @@ freezes the collector (a collection in a seat would otherwise touch, and so copy
 policy) and forks the seats. Each seat keeps only its own socket, dies with the loader, applies its
 own ``AgentState`` (streams and thread budget) and builds its agent from the policy; ``serve`` then
 answers READY, with the seat's pid, and its steps as in any cell. The loader keeps no seat's socket,
-so a seat that ends closes its connection; it waits for its seats -- reaping none while another still
-plays, so that the host can read how each ended (``policybox.host.seats``) -- then reaps them and exits.
+so a seat that ends closes its connection; it waits for its seats -- reaping none, so that the host can
+read how each ended (``policybox.host.seats``) -- and exits.
 
 ``inline_seat`` is the same in the host (inline mode): for each seat, the policy built afresh under the
 loader's freshly applied state, then the seat's agent under the seat's -- which is what the seat's copy
@@ -106,15 +106,11 @@ def _close(seats: list[tuple[socket.socket, int | None]], keep: socket.socket | 
 
 
 def _wait_for_seats(pids: list[int]) -> None:
-    """Wait until every seat has ended, reaping none until then: a seat that ends stays a zombie, whose exit
-    status the host reads in /proc (``policybox.host.seats``), while another still plays. Then reap them
-    all, so that none is left for the machine's init once the loader exits (the host waits for that)."""
+    """Wait until every seat has ended, reaping none: a seat that ends stays a zombie, whose exit status
+    the host reads in /proc (``policybox.host.seats``), until the loader exits."""
     for pid in pids:
         with contextlib.suppress(ChildProcessError):
             os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
 
 
 def inline_seat(setup: dict[str, Any], agent_id: int) -> tuple[CellRuntime, dict[str, Any]]:

@@ -565,11 +565,7 @@ class ProcessPool:
         finally:
             for cell in live:
                 cell.process.kill()
-            give_up = time.monotonic() + STOP_GRACE_S
             for loader in self._loaders:
-                # Its seats gone, a loader reaps them and exits: wait for that, so that no seat is left a
-                # zombie for the machine's init to reap after the episode (its uid still in /proc).
-                loader.exit_status(max(0.0, give_up - time.monotonic()))
                 loader.kill()
             for cell in live:
                 self._forget(cell)
