@@ -116,10 +116,6 @@ def plays(connection: Connection, final_id: int) -> dict[int, int]:
 
 def placings(connection: Connection, final_id: int) -> list[Placing]:
     """The placing of every played match of the final, by number."""
-    return list(
-        connection.execute(
-            select(final_matches.c.placing)
-            .where(final_matches.c.final_id == final_id, final_matches.c.state == MatchState.PLAYED)
-            .order_by(final_matches.c.number)
-        ).scalars()
-    )
+    played = final_matches.c.state == MatchState.PLAYED
+    query = select(final_matches.c.placing).where(final_matches.c.final_id == final_id, played)
+    return list(connection.execute(query.order_by(final_matches.c.number)).scalars())
