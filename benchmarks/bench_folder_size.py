@@ -26,7 +26,7 @@ from pathlib import Path
 
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
-from policybox.league.ladder import store
+from policybox.league.ladder import version_store
 from policybox.league.ladder.database import transaction
 from policybox.league.ladder.folder import SQLITE_FILE
 
@@ -63,7 +63,9 @@ def main() -> None:
         for name in ("red", "blue"):
             ladder.submit(name, "random")
             with transaction(ladder.engine) as connection:  # let in without its validation episodes
-                store.finish_qualification(connection, store.latest_version(connection, name), True, None, None, None)
+                version_store.finish_qualification(
+                    connection, version_store.latest_version(connection, name), True, None, None, None
+                )
     before = database(folder)
     with Ladder.open(folder) as ladder:
         played = ladder.run(matches=args.matches, workers=args.workers).played

@@ -29,7 +29,7 @@ episode of the game above with its rewards varied, its seats, its ratings (OpenS
 order, as the ladder rates: ``rerate`` must find no difference) and every version's counters and
 seat counts consistent with them; ``2 x --workers`` matches scheduled, as in flight. Then the
 median of ``--calls`` calls of ``board.standings`` (``ladder status``), the choice of the next match
-(``store.matches_scheduled`` + ``store.candidates`` + ``matchmaking.choose`` in one transaction, as the
+(``match_store.matches_scheduled`` + ``match_store.candidates`` + ``matchmaking.choose`` in one transaction, as the
 run loop does), ``board.name_page`` (``ladder show``), ``board.match_list`` (``ladder matches``) and the
 whole ``policybox ladder status`` command; then the run loop's driver storing ``--driver-matches``
 more matches whose episodes are instant (``--slots`` at once: its own ceiling); ``rerate`` once.
@@ -75,7 +75,7 @@ from policybox.files.version_files import Stored  # noqa: E402
 from policybox.ladder import Ladder  # noqa: E402
 from policybox.league import ranking  # noqa: E402
 from policybox.league.evaluate.results_folder import play_tournament  # noqa: E402
-from policybox.league.ladder import database, matchmaking, run_loop, store  # noqa: E402
+from policybox.league.ladder import database, match_store, matchmaking, run_loop, version_store  # noqa: E402
 from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions  # noqa: E402
 from policybox.league.ladder.settings import LadderSettings  # noqa: E402
 from policybox.league.play.tournament import Tournament, entrants, episode_seed  # noqa: E402
@@ -305,7 +305,7 @@ def qualify(ladder: Ladder) -> None:
     for policy, name in zip(POLICIES, ("random", "wanderer"), strict=True):
         version = ladder.submit(name, policy)
         with database.transaction(ladder.engine) as connection:
-            store.finish_qualification(connection, version, True, None, None, None)
+            version_store.finish_qualification(connection, version, True, None, None, None)
 
 
 def throughput(args: argparse.Namespace, databases: Databases) -> None:
@@ -465,7 +465,7 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
         connection.execute(
             names.insert(),
             [
-                {"id": i + 1, "name": f"team-{i:02d}", "retired": i + 1 == retire_name, "created_at": store.now()}
+                {"id": i + 1, "name": f"team-{i:02d}", "retired": i + 1 == retire_name, "created_at": database.now()}
                 for i in range(NAMES)
             ],
         )
@@ -481,8 +481,8 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
                     "source": "random",
                     "state": e.state,
                     "reason": e.reason,
-                    "submitted_at": store.now(),
-                    "qualified_at": store.now() if e.activated_after is not None else None,
+                    "submitted_at": database.now(),
+                    "qualified_at": database.now() if e.activated_after is not None else None,
                     "activated_after": e.activated_after,
                     "statuses": {},
                 }
@@ -497,7 +497,7 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
                     "outcome": "rejected" if e.state == "rejected" else "qualified",
                     "reason": e.reason,
                     "result": sample,
-                    "finished_at": store.now(),
+                    "finished_at": database.now(),
                 }
                 for e in entries
                 if e.state != "qualifying"
@@ -520,8 +520,8 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
                 "id": match_id,
                 "seed": seed,
                 "state": "played" if played else "scheduled",
-                "scheduled_at": store.now(),
-                "played_at": store.now() if played else None,
+                "scheduled_at": database.now(),
+                "played_at": database.now() if played else None,
                 "result": None,
             }
         )
@@ -635,9 +635,11 @@ def _after_fill(ladder: Ladder) -> float:
 def next_match(ladder: Ladder) -> list[int] | None:
     """What ``ladder run`` does to choose a match, without storing it."""
     with database.transaction(ladder.engine) as connection:
-        index = store.matches_scheduled(connection)
+        index = match_store.matches_scheduled(connection)
         return matchmaking.choose(
-            store.candidates(connection, ladder.settings.agents), run_loop.matchmaking_rules(ladder.settings), index
+            match_store.candidates(connection, ladder.settings.agents),
+            run_loop.matchmaking_rules(ladder.settings),
+            index,
         )
 
 

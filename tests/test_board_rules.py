@@ -319,9 +319,9 @@ def test_an_old_schema_ladder_is_migrated_to_superseded(tmp_path, database_url):
             .join(names, names.c.id == versions.c.name_id)
             .order_by(names.c.name, versions.c.number)
         ).all()
-        from policybox.league.ladder import store
+        from policybox.league.ladder import match_store
 
-        candidates = {c.version_id for c in store.candidates(connection, 4)}
+        candidates = {c.version_id for c in match_store.candidates(connection, 4)}
     assert [tuple(row) for row in states] == [
         ("idle", 1, "active"),
         ("walker", 1, "superseded"),

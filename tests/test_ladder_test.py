@@ -9,13 +9,13 @@ import json
 from conftest import policybox
 from helpers.ladders import WANDERER, activate, api_ladder
 
-from policybox.league.ladder import store
+from policybox.league.ladder import match_store
 from policybox.league.ladder.database import transaction
 
 
 def ratings_and_matches(ladder) -> tuple[dict, int]:
     with transaction(ladder.engine) as connection:
-        return store.live_ratings(connection), store.matches_scheduled(connection)
+        return match_store.live_ratings(connection), match_store.matches_scheduled(connection)
 
 
 def test_a_better_version_is_found_better_than_its_base_and_nothing_is_rated(tmp_path):

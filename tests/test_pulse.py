@@ -29,7 +29,7 @@ from test_web_browser import stop
 
 from policybox.cli.ladder_commands import progress_line
 from policybox.ladder import Ladder
-from policybox.league.ladder import heartbeat, reads, store
+from policybox.league.ladder import heartbeat, reads
 from policybox.league.ladder.database import reading, transaction
 from policybox.league.ladder.final import play_final
 from policybox.league.ladder.run_loop import Progress
@@ -58,7 +58,7 @@ def beat_of(folder: Path) -> heartbeat.Beat:
 
 def write_beat(folder: Path, beat: heartbeat.Beat) -> None:
     with Ladder.open(folder) as ladder, transaction(ladder.engine) as connection:
-        store.write_beat(connection, beat.model_dump_json())
+        heartbeat.write_beat(connection, beat.model_dump_json())
 
 
 @pytest.fixture

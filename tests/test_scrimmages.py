@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
 from policybox.ladder import Ladder
-from policybox.league.ladder import store
+from policybox.league.ladder import match_store, version_store
 from policybox.league.ladder.database import match_seats, matches, ratings, scrimmages, versions
 from policybox.league.ladder.folder import LadderFolder
 from policybox.league.views import board
@@ -85,7 +85,7 @@ def test_ladder_run_plays_scrimmages_and_no_rating_or_board_changes(played):
     with Ladder.open(cup.folder, read_only=True) as ladder, ladder.engine.connect() as connection:
         states = connection.execute(select(scrimmages.c.state, scrimmages.c.seats)).all()
         assert [state for state, _ in states] == ["played"] * 3
-        ids = {name: store.latest_version(connection, name).id for name in ("alphabot", "betabot")}
+        ids = {name: version_store.latest_version(connection, name).id for name in ("alphabot", "betabot")}
         # four seats, the two names dealt in turn as a tournament's rotate seating deals them
         assert all(sorted(seats) == sorted([ids["alphabot"], ids["betabot"]] * 2) for _, seats in states)
         assert states[0][1] != states[1][1]
@@ -93,7 +93,7 @@ def test_ladder_run_plays_scrimmages_and_no_rating_or_board_changes(played):
         assert rated == 5  # the 4 before and the run's 1: no scrimmage is a match
         assert connection.execute(select(func.count(func.distinct(ratings.c.match_id)))).scalar() == rated
         # every rating is what the rated matches alone give, replayed in order (what ladder rerate checks)
-        live, replayed = store.live_ratings(connection), store.replayed_ratings(connection, "forfeit")
+        live, replayed = match_store.live_ratings(connection), match_store.replayed_ratings(connection, "forfeit")
         assert live.keys() == replayed.keys() and all(live[v] == pytest.approx(replayed[v]) for v in live)
         counted = dict(connection.execute(select(versions.c.id, versions.c.matches)).all())
         seated = connection.execute(
@@ -362,7 +362,7 @@ def test_a_run_killed_with_scrimmages_waiting_loses_none_and_plays_none_twice(cu
     with Ladder.open(cup.folder, read_only=True) as ladder, ladder.engine.connect() as connection:
         results = connection.execute(select(scrimmages.c.result)).scalars().all()
         assert all(result["steps"] > 0 for result in results)
-        live, replayed = store.live_ratings(connection), store.replayed_ratings(connection, "forfeit")
+        live, replayed = match_store.live_ratings(connection), match_store.replayed_ratings(connection, "forfeit")
         assert live.keys() == replayed.keys() and all(live[v] == pytest.approx(replayed[v]) for v in live)
     assert ladder_command("rerate", str(cup.folder)).returncode == 0
 

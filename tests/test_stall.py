@@ -29,7 +29,7 @@ from test_setup import BUILD, team
 from test_web import bot_zip, upload
 
 from policybox.ladder import Ladder
-from policybox.league.ladder import store
+from policybox.league.ladder import version_store
 from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
 from policybox.league.ladder.folder import TeamLimit
 from policybox.league.ladder.settings import EPISODE_LIMIT_FORMULA, LadderSettings
@@ -138,7 +138,7 @@ def test_a_run_that_reaches_its_matches_stops_a_running_setup_script(tmp_path):
         assert ladder.run(matches=2, workers=1).played == 2  # not after the script's 600 s
         assert not leftovers(marker)  # its cell and the sleep it started are gone
         with transaction(ladder.engine) as connection:
-            assert [v.name for v in store.qualifying(connection)] == ["slow-setup"]  # queued for the next run
+            assert [v.name for v in version_store.qualifying(connection)] == ["slow-setup"]  # queued for the next run
 
 
 def test_sigterm_stops_a_running_setup_script_and_leaves_nothing(tmp_path):
@@ -153,7 +153,7 @@ def test_sigterm_stops_a_running_setup_script_and_leaves_nothing(tmp_path):
     assert run.returncode == 143 and "Traceback" not in err
     wait_until(lambda: not leftovers(marker), timeout=30, what="the sleep to go")
     with Ladder.open(tmp_path / "cup") as ladder, transaction(ladder.engine) as connection:
-        assert [v.name for v in store.qualifying(connection)] == ["slow-setup"]
+        assert [v.name for v in version_store.qualifying(connection)] == ["slow-setup"]
 
 
 def test_one_teams_slow_setups_never_keep_another_teams_version_waiting(tmp_path):

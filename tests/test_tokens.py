@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from test_web import bot_zip, upload
 
 from policybox.ladder import Ladder
-from policybox.league.ladder import database, store
+from policybox.league.ladder import database, team_store
 from policybox.league.web.app import make_app
 from policybox.league.web.viewer import COOKIE
 
@@ -139,7 +139,7 @@ def test_a_session_idle_for_longer_than_its_limit_is_over(cup):
     folder, token = cup
     with TestClient(make_app(folder)) as client:
         kept, idle = log_in(client, token), log_in(client, token)
-        long_ago = (datetime.now(UTC) - store.SESSION_IDLE - timedelta(minutes=1)).isoformat(timespec="seconds")
+        long_ago = (datetime.now(UTC) - team_store.SESSION_IDLE - timedelta(minutes=1)).isoformat(timespec="seconds")
         with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:
             last = connection.execute(select(func.max(database.sessions.c.id))).scalar()
             connection.execute(

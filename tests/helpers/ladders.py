@@ -72,12 +72,12 @@ def api_ladder(folder: Path, database: str | None = None, **settings) -> Ladder:
 
 def activate(ladder: Ladder, name: str) -> None:
     """Let a version play without its qualification (to test what happens to one that fails later)."""
-    from policybox.league.ladder import store
+    from policybox.league.ladder import version_store
     from policybox.league.ladder.database import transaction
 
     with transaction(ladder.engine) as connection:
-        version = store.latest_version(connection, name)
-        store.finish_qualification(connection, version, True, None, None, None)
+        version = version_store.latest_version(connection, name)
+        version_store.finish_qualification(connection, version, True, None, None, None)
 
 
 def two_teams(folder: Path, database: str | None = None, **settings) -> dict[str, str]:

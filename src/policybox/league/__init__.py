@@ -6,8 +6,8 @@ It is built in wings, each a package that says one thing; a wing imports only th
 - ``choices`` and ``ranking``: what a tournament and a ladder may choose (seating, ranking rule, backend), and
   the rules every leaderboard ranks by (forfeits, placings, ratings, shared ranks);
 - ``play``: the tournament and its seating, and the workers that play episodes (local or on Ray);
-- ``ladder``: the continuous ladder -- its folder, run loop, database and store, matchmaking, and a
-  version's life;
+- ``ladder``: the continuous ladder -- its folder, run loop, database and the modules that write it
+  (one a noun), matchmaking, and a version's life;
 - ``views``: what a leaderboard shows, as data (the board, a results folder's summary, plots);
 - ``evaluate``: a tournament played into a results folder that survives crashes;
 - ``report`` and ``web``: the static page and the web site, faces on the views.

@@ -39,7 +39,7 @@ from policybox.league.evaluate.versus import (
     sequential_test,
     versus_tournament,
 )
-from policybox.league.ladder import life, reads, store
+from policybox.league.ladder import life, reads, version_store
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LadderFolder
 from policybox.league.stats.sequential import TestState
@@ -85,9 +85,11 @@ def results_folder(ladder: LadderFolder, a: str, b: str) -> Path:
     return ladder.folder / TESTS / f"{a.replace('@', '-')}-{b.partition('@')[2]}"
 
 
-def _versions(connection: Any, name: str, base: str | int | None) -> tuple[store.Version, store.Version]:
+def _versions(
+    connection: Any, name: str, base: str | int | None
+) -> tuple[version_store.Version, version_store.Version]:
     """A and B: the base version (given, or the qualified one before B) and the playing version."""
-    row = store.name_row(connection, name)
+    row = version_store.name_row(connection, name)
     if row is None:
         raise NotFound(f"this ladder has no submission called {name!r}: policybox ladder status DIR lists them")
     qualified = [v for v in reads.versions_of(connection, row.id) if v.state in life.QUALIFIED]
@@ -105,7 +107,7 @@ def _versions(connection: Any, name: str, base: str | int | None) -> tuple[store
         a = _base(connection, name, row.id, base)
         if a.number == b.number:
             raise SpecError(f"--base v{a.number} is {name}'s playing version itself: give an earlier version")
-    return store.version_by_id(connection, a.id), store.version_by_id(connection, b.id)
+    return version_store.version_by_id(connection, a.id), version_store.version_by_id(connection, b.id)
 
 
 def _base(connection: Any, name: str, name_id: int, base: str | int) -> Any:
@@ -121,16 +123,16 @@ def _base(connection: Any, name: str, name_id: int, base: str | int) -> Any:
     return version
 
 
-def _opponents(connection: Any, name: str) -> list[store.Version]:
+def _opponents(connection: Any, name: str) -> list[version_store.Version]:
     """The other names' playing versions (active, not retired), in name order."""
-    current = store.current_versions(connection)
+    current = version_store.current_versions(connection)
     return [
-        store.version_by_id(connection, row.id)
+        version_store.version_by_id(connection, row.id)
         for other, row in sorted(current.items())
         if other != name and row.state in life.PLAYING and not row.retired
     ]
 
 
-def _spec(ladder: LadderFolder, version: store.Version) -> PolicySpec:
+def _spec(ladder: LadderFolder, version: version_store.Version) -> PolicySpec:
     """The version's spec as its cells get it, named ``NAME@vN`` (as a rerun names it)."""
     return ladder.stored(version.id).spec.model_copy(update={"name": f"{version.name}@v{version.number}"})

@@ -11,6 +11,14 @@ rather than an Alembic script: the schema is small and made by code, a ladder's 
 in its folder, and a list of functions keyed by version is what Alembic's runtime would reduce to,
 without its ini file, environment script and revision files to ship and keep apart from the code.
 
+**Who writes what.** Each table has one module that writes it (and holds the reads the run loop,
+submissions and tokens make of it): ``names``, ``versions`` and ``qualifications``
+``version_store``; ``matches``, ``match_seats``, ``seat_counts`` and ``ratings`` ``match_store``;
+``teams``, ``tokens``, ``token_uses``, ``sessions`` and ``owners`` ``team_store``; ``scrimmages``
+``scrimmage_store``; ``finals`` and ``final_matches`` ``final_store``; ``meta`` this module (its
+schema version, the ladder's id and settings) but for the run's heartbeat (``heartbeat``). What
+the views read is ``reads``.
+
 **Whose database.** ``meta`` also holds the ladder's id; a folder's ``ladder.json`` names the id it
 expects, so a folder pointed at another ladder's database is refused.
 
@@ -29,6 +37,7 @@ import errno
 import json
 import os
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -38,6 +47,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Connection,
+    CursorResult,
     Engine,
     Float,
     ForeignKey,
@@ -75,6 +85,13 @@ class MatchState(StrEnum):
     VOID = "void"  # the machinery failed it every time: it counts for nobody
 
 
+class FinalStage(StrEnum):
+    """A final's life (``finals.state``): ``ladder run`` waits while one is open."""
+
+    OPEN = "open"  # being played, or stopped before its end: ``ladder final`` continues it
+    DONE = "done"
+
+
 class LadderError(PolicyboxError):
     """A ladder's folder or database the user pointed at cannot be used; the message says why."""
 
@@ -96,6 +113,18 @@ def dispose(engine: Engine) -> None:
     """Close an engine's connections -- unless its database's files changed under it (FilesChanged)."""
     if engine.url.database is None or engine.url.database.split("?")[0].removeprefix("file:") not in _UNSAFE:
         engine.dispose()
+
+
+def now() -> str:
+    """The time now as every table stores it: ISO UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_id(inserted: CursorResult[Any]) -> int:
+    """The id of the row an insert made."""
+    key = inserted.inserted_primary_key
+    assert key is not None  # every table's insert here has an integer primary key
+    return int(key[0])
 
 
 def storable(text: str, limit: int = MAX_TEXT) -> str:
@@ -314,7 +343,7 @@ finals = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("created_at", String(32), nullable=False),
-    Column("state", String(16), nullable=False),  # open | done
+    Column("state", String(16), nullable=False),  # FinalStage
     Column("version_ids", JSON, nullable=False),  # the frozen field
     Column("rounds", Integer, nullable=False),  # whole cycles of the balanced schedule (seating.cycle)
     Column("seed", Integer, nullable=False),

@@ -24,7 +24,11 @@ final (Plackett-Luce, bootstrap intervals, rank probabilities, groups). With ``u
 up to N more matches go to the adjacent pairs still uncertain (``uncertain_pairs``): one match per
 such pair a batch, the pair seated together and the other seats given to the versions that played
 the fewest of the final's matches, rotated so the pair changes seats; the ranking is refitted after
-each batch, and it stops early once no pair is uncertain. The final is then ``done``.
+each batch, and it stops early once no pair is uncertain. The final is then ``done``
+(``FinalStage``).
+
+This module decides; it runs no SQL. A final's rows are ``final_store``'s to write (and to read
+while it plays); what a view shows of one (``latest_final``) is read through ``reads``.
 """
 
 from __future__ import annotations
@@ -35,21 +39,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from policybox.league import ranking
 from policybox.league.choices import Backend
-from policybox.league.ladder import heartbeat, store
-from policybox.league.ladder.database import (
-    LadderError,
-    MatchState,
-    final_matches,
-    finals,
-    names,
-    reading,
-    transaction,
-    versions,
-)
+from policybox.league.ladder import final_store, heartbeat, reads, version_store
+from policybox.league.ladder.database import FinalStage, LadderError, MatchState, reading, transaction
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ladder.run_loop import episode_job
 from policybox.league.play.backends import open_runner
@@ -70,7 +65,7 @@ class FinalMatch(BaseModel):
     """One match of a final: its place in the schedule, and how it ended."""
 
     number: int = Field(description="Its place in the final's schedule, from 0; the separating matches follow")
-    state: str = Field(description="scheduled, played or void")
+    state: MatchState = Field(description="scheduled, played or void")
     placing: list[list[str]] | None = Field(default=None, description="Groups of names, best first (played only)")
     reason: str | None = Field(default=None, description="Why it is void")
     played_at: str | None = None
@@ -81,7 +76,7 @@ class FinalState(BaseModel):
     """A final as every view shows it: what it froze, how far it is, and its ranking so far."""
 
     id: int
-    state: str = Field(description="open (being played, or stopped before its end) or done")
+    state: FinalStage = Field(description="open (being played, or stopped before its end) or done")
     created_at: str
     rounds: int = Field(description="Cycles of the balanced schedule")
     versions: list[str] = Field(description="The frozen field: name vN of each version")
@@ -129,7 +124,7 @@ def play_final(
             _play_scheduled(ladder, runner, final, on_match)
             _separate(ladder, runner, final, until_separated, on_match)
         with transaction(ladder.engine) as connection:
-            connection.execute(finals.update().where(finals.c.id == final.id).values(state="done"))
+            final_store.close_final(connection, final.id)
     state = latest_final(ladder)
     assert state is not None
     return state
@@ -138,18 +133,14 @@ def play_final(
 def _open(ladder: LadderFolder, rounds: int) -> _Final:
     """The open final, or a new one over the frozen field with its schedule stored."""
     with transaction(ladder.engine) as connection:
-        row = connection.execute(select(finals).where(finals.c.state == "open")).first()
+        row = final_store.open_final(connection)
         if row is not None:
             return _Final(row.id, list(row.version_ids), row.seed)
         field = frozen_field(connection)
         if len(field) < 2:
             raise LadderError("a final needs at least two ranked names (active, not retired, with a match played)")
         seed = draw_seed()  # its schedule's
-        inserted = connection.execute(
-            finals.insert().values(created_at=store.now(), state="open", version_ids=field, rounds=rounds, seed=seed)
-        ).inserted_primary_key
-        assert inserted is not None
-        final_id = int(inserted[0])
+        final_id = final_store.add_final(connection, field, rounds, seed)
         schedule = final_schedule(len(field), ladder.settings.agents, places(ladder), rounds, seed)
         _schedule(connection, _Final(final_id, field, seed), 0, [[field[i] for i in row] for row in schedule])
         return _Final(final_id, field, seed)
@@ -172,27 +163,17 @@ def final_schedule(versions: int, seats: int, places: int, rounds: int, seed: in
 
 def frozen_field(connection: Connection) -> list[int]:
     """The playing version of every ranked name, by name: what a final opened now would play."""
-    current = store.current_versions(connection)
+    current = version_store.current_versions(connection)
     return [
         row.id
         for name, row in sorted(current.items())
-        if row.state in store.PLAYING and not row.retired and row.matches > 0
+        if row.state in version_store.PLAYING and not row.retired and row.matches > 0
     ]
 
 
 def _schedule(connection: Connection, final: _Final, first: int, seat_maps: list[list[int]]) -> None:
-    rows = [
-        {
-            "final_id": final.id,
-            "number": number,
-            "seed": draw_seed(),  # each match's own, drawn as a rated match's is: a policy cannot tell them apart
-            "seats": seats,
-            "state": MatchState.SCHEDULED,
-        }
-        for number, seats in enumerate(seat_maps, start=first)
-    ]
-    if rows:
-        connection.execute(final_matches.insert(), rows)
+    # each match's seed its own, drawn as a rated match's is: a policy cannot tell them apart
+    final_store.add_matches(connection, final.id, first, [(draw_seed(), seats) for seats in seat_maps])
 
 
 def _play_scheduled(
@@ -201,12 +182,8 @@ def _play_scheduled(
     """Play every match of the final stored as scheduled, storing each as it ends (void if the
     machinery fails it every time)."""
     with transaction(ladder.engine) as connection:
-        waiting = connection.execute(
-            select(final_matches.c.number, final_matches.c.seed, final_matches.c.seats)
-            .where(final_matches.c.final_id == final.id, final_matches.c.state == MatchState.SCHEDULED)
-            .order_by(final_matches.c.number)
-        ).all()
-        labels = _names(connection, final.version_ids)
+        waiting = final_store.waiting(connection, final.id)
+        labels = version_store.names_by_id(connection, final.version_ids)
     jobs = {
         row.number: episode_job(
             ladder,
@@ -223,30 +200,15 @@ def _play_scheduled(
         assert isinstance(number, int)
         seated = ((labels[seats_of[number][agent.agent_id]], agent) for agent in result.agents)
         order = placing(ranking.episode_outcomes(seated, result.steps, ladder.settings.rank_by))
-        _store(ladder, final, number, state=MatchState.PLAYED, placing=order, result=result.model_dump(mode="json"))
+        with transaction(ladder.engine) as connection:
+            final_store.record_match(connection, final.id, number, order, result)
         if on_match:
             on_match(number + 1)
 
     for number, why in play_all(runner, dict(jobs), finished).items():
         assert isinstance(number, int)
-        _store(ladder, final, number, state=MatchState.VOID, reason=why)
-
-
-def _store(ladder: LadderFolder, final: _Final, number: int, **values: Any) -> None:
-    """Store match ``number``'s outcome (``values``); a played one with its stamp, as a rated match has."""
-    with transaction(ladder.engine) as connection:
-        if values["state"] == MatchState.PLAYED:
-            row = connection.execute(
-                select(final_matches.c.seed, final_matches.c.seats).where(
-                    final_matches.c.final_id == final.id, final_matches.c.number == number
-                )
-            ).one()
-            values["stamp"] = store.stamp_of(connection, row.seed, list(row.seats))
-        connection.execute(
-            final_matches.update()
-            .where(final_matches.c.final_id == final.id, final_matches.c.number == number)
-            .values(played_at=store.now(), **values)
-        )
+        with transaction(ladder.engine) as connection:
+            final_store.void_match(connection, final.id, number, why)
 
 
 def _separate(
@@ -258,19 +220,18 @@ def _separate(
 ) -> None:
     """Spend up to ``budget`` matches (counting those a killed run already spent) on the uncertain pairs."""
     with transaction(ladder.engine) as connection:
-        row = connection.execute(select(finals.c.rounds).where(finals.c.id == final.id)).one()
-        scheduled = row.rounds * cycle(len(final.version_ids), places(ladder))
+        scheduled = final_store.rounds(connection, final.id) * cycle(len(final.version_ids), places(ladder))
     while True:
         with transaction(ladder.engine) as connection:
-            total = _count(connection, final.id)
+            total = final_store.match_count(connection, final.id)
             if total - scheduled >= budget:
                 return
-            pairs = uncertain_pairs(rank_placings(_placings(connection, final.id)))
+            pairs = uncertain_pairs(rank_placings(final_store.placings(connection, final.id)))
             if not pairs:
                 return
-            labels = _names(connection, final.version_ids)
+            labels = version_store.names_by_id(connection, final.version_ids)
             by_label = {label: version_id for version_id, label in labels.items()}
-            plays = _plays(connection, final.id)
+            plays = final_store.plays(connection, final.id)
             batch = [
                 separating_match(
                     (by_label[a], by_label[b]), final.version_ids, plays, ladder.settings.agents, places(ladder), turn
@@ -296,72 +257,20 @@ def separating_match(
 def _progress(ladder: LadderFolder, final_id: int) -> str:
     """How far the final is, as its heartbeat says it: ``3 of 12 matches played``."""
     with reading(ladder.engine) as connection:
-        states = connection.execute(select(final_matches.c.state).where(final_matches.c.final_id == final_id)).scalars()
-        counted = Counter(states)
+        counted = final_store.states(connection, final_id)
     return f"{sum(counted.values()) - counted[MatchState.SCHEDULED]} of {sum(counted.values())} matches played"
-
-
-def _count(connection: Connection, final_id: int) -> int:
-    return (
-        connection.execute(
-            select(func.count()).select_from(final_matches).where(final_matches.c.final_id == final_id)
-        ).scalar()
-        or 0
-    )
-
-
-def _plays(connection: Connection, final_id: int) -> dict[int, int]:
-    """Each version's matches in the final, scheduled or played."""
-    plays: dict[int, int] = {}
-    query = select(final_matches.c.seats).where(final_matches.c.final_id == final_id)
-    for seats in connection.execute(query).scalars():
-        for version_id in set(seats):
-            plays[version_id] = plays.get(version_id, 0) + 1
-    return plays
-
-
-def _placings(connection: Connection, final_id: int) -> list[Placing]:
-    return list(
-        connection.execute(
-            select(final_matches.c.placing)
-            .where(final_matches.c.final_id == final_id, final_matches.c.state == MatchState.PLAYED)
-            .order_by(final_matches.c.number)
-        ).scalars()
-    )
-
-
-def _names(connection: Connection, version_ids: list[int]) -> dict[int, str]:
-    """Each version's name: how the final's placings and ranking name it (one version a name)."""
-    rows = connection.execute(
-        select(versions.c.id, names.c.name)
-        .join(names, names.c.id == versions.c.name_id)
-        .where(versions.c.id.in_(version_ids))
-    )
-    return {row.id: row.name for row in rows}
 
 
 def latest_final(ladder: LadderFolder) -> FinalState | None:
     """The latest final, open or done, with its ranking so far; None when the ladder has had none."""
     with reading(ladder.engine) as connection:
-        row = connection.execute(select(finals).order_by(finals.c.id.desc())).first()
+        row = reads.latest_final(connection)
         if row is None:
             return None
-        query = (
-            select(final_matches.c.state, func.count())
-            .where(final_matches.c.final_id == row.id)
-            .group_by(final_matches.c.state)
-        )
-        states: dict[str, int] = {state: count for state, count in connection.execute(query)}
-        labels = connection.execute(
-            select(versions.c.id, names.c.name, names.c.retired, versions.c.number)
-            .join(names, names.c.id == versions.c.name_id)
-            .where(versions.c.id.in_(row.version_ids))
-            .order_by(names.c.name)
-        ).all()
-        placings = _placings(connection, row.id)
-        stored = connection.execute(
-            select(final_matches).where(final_matches.c.final_id == row.id).order_by(final_matches.c.number)
-        ).all()
+        labels = reads.final_field(connection, row.version_ids)
+        stored = reads.final_matches_of(connection, row.id)
+    states = Counter(match.state for match in stored)
+    placings: list[Placing] = [match.placing for match in stored if match.state == MatchState.PLAYED]
     ranked = rank_placings(placings)
     return FinalState(
         id=row.id,
@@ -370,9 +279,9 @@ def latest_final(ladder: LadderFolder) -> FinalState | None:
         rounds=row.rounds,
         versions=[f"{label.name} v{label.number}" for label in labels],
         retired=[label.name for label in labels if label.retired],
-        scheduled=sum(states.values()),
-        played=states.get(MatchState.PLAYED, 0),
-        void=states.get(MatchState.VOID, 0),
+        scheduled=len(stored),
+        played=states[MatchState.PLAYED],
+        void=states[MatchState.VOID],
         ranking=ranked,
         separate=separate(ranked),
         until_separated=separating_budget(ranked) or None,
@@ -437,20 +346,11 @@ class StoredFinalMatch:
 def latest_final_match(ladder: LadderFolder, number: int) -> StoredFinalMatch | None:
     """Match ``number`` of the latest final, as stored; None when there is no such match."""
     with reading(ladder.engine) as connection:
-        final_id = connection.execute(select(func.max(finals.c.id))).scalar()
-        if final_id is None:
+        final = reads.latest_final(connection)
+        if final is None:
             return None
-        row = connection.execute(
-            select(final_matches).where(final_matches.c.final_id == final_id, final_matches.c.number == number)
-        ).first()
+        row = reads.final_match(connection, final.id, number)
         if row is None:
             return None
-        labels = {
-            label.id: (label.name, label.number)
-            for label in connection.execute(
-                select(versions.c.id, names.c.name, versions.c.number)
-                .join(names, names.c.id == versions.c.name_id)
-                .where(versions.c.id.in_(list(row.seats)))
-            )
-        }
-    return StoredFinalMatch(final_id, row, [labels[version_id] for version_id in row.seats])
+        labels = reads.version_refs(connection, row.seats)
+    return StoredFinalMatch(final.id, row, [labels[version_id] for version_id in row.seats])

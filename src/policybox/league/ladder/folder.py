@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from policybox.episode import check_shorthands
 from policybox.errors import NotFound, PolicyboxError, SpecError
 from policybox.files import version_files
-from policybox.league.ladder import life, private, store
+from policybox.league.ladder import life, match_store, private, team_store, version_store
 from policybox.league.ladder.build_check import check_builds
 from policybox.league.ladder.database import (
     SCHEMA_VERSION,
@@ -42,7 +42,9 @@ from policybox.league.ladder.database import (
     transaction,
 )
 from policybox.league.ladder.settings import LadderSettings
-from policybox.league.ladder.store import Version as Version  # a submission's new version: part of the folder's API
+from policybox.league.ladder.version_store import (
+    Version as Version,  # a submission's new version: part of the folder's API
+)
 from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import write_atomically, writing
 from policybox.submission import private_folder
@@ -167,15 +169,15 @@ class LadderFolder:
                 _check_owner(connection, name, team)
                 _check_limits(connection, name, team, self.settings)
             _check_retired(connection, name)
-            latest = store.latest_version(connection, name)
+            latest = version_store.latest_version(connection, name)
             if latest is not None and latest.digest == kept.digest:
                 raise SpecError(f"{source} holds the same content as {latest.label}: there is nothing new to submit")
-            version = store.add_version(
+            version = version_store.add_version(
                 connection, name, kept.digest, kept.spec.redacted().model_dump(mode="json"), _shown(source)
             )
             self.keep(version.id, kept)
             if team is not None and version.number == 1:
-                store.claim(connection, name, team)
+                team_store.claim(connection, name, team)
         return version
 
     def keep(self, version_id: int, kept: version_files.Stored) -> None:
@@ -215,55 +217,55 @@ class LadderFolder:
         makes the team that name's owner)."""
         version_files.check_name(team, "team name")
         with transaction(self.engine) as connection:
-            return store.new_token(connection, team)
+            return team_store.new_token(connection, team)
 
     def revoke(self, team: str) -> tuple[int, int]:
         """Revoke every token of ``team`` and end every web session made with one: (tokens, sessions)."""
         version_files.check_name(team, "team name")
         with transaction(self.engine) as connection:
-            if not store.is_team(connection, team):
+            if not team_store.is_team(connection, team):
                 raise NotFound(f"this ladder has no team called {team!r}: policybox ladder tokens DIR lists them")
-            return store.revoke(connection, team)
+            return team_store.revoke(connection, team)
 
     def team_of(self, token: str) -> str | None:
         with transaction(self.engine) as connection:
-            return store.team_of(connection, token)
+            return team_store.team_of(connection, token)
 
     def owner_of(self, name: str) -> str | None:
         with transaction(self.engine) as connection:
-            return store.owner_of(connection, name)
+            return team_store.owner_of(connection, name)
 
     def names_of(self, team: str) -> set[str]:
         """The names ``team`` owns (those whose first version it submitted)."""
         with transaction(self.engine) as connection:
-            return store.names_of(connection, team)
+            return team_store.names_of(connection, team)
 
     def retire(self, name: str) -> None:
         """Take ``name`` out of matchmaking, and refuse its submissions, until ``reinstate``; its history
         and ratings stay."""
         with transaction(self.engine) as connection:
             self._known(connection, name)
-            store.set_retired(connection, name, True)
+            version_store.set_retired(connection, name, True)
 
     def reinstate(self, name: str) -> Version:
         """Bring a retired ``name`` back and lift its current version's suspension (``life.reinstate``):
         it plays again, and takes submissions. Its current version (else its latest)."""
         with transaction(self.engine) as connection:
             self._known(connection, name)
-            current = store.current_versions(connection).get(name)
-            retired = store.name_row(connection, name).retired
+            current = version_store.current_versions(connection).get(name)
+            retired = version_store.name_row(connection, name).retired
             decided = life.reinstate(name, retired, None if current is None else (current.id, current.state))
             if decided.lift is not None:
-                store.set_state(connection, decided.lift, life.VersionState.ACTIVE, None)
-                store.reset_streak(connection, decided.lift)
+                version_store.set_state(connection, decided.lift, life.VersionState.ACTIVE, None)
+                version_store.reset_streak(connection, decided.lift)
             if decided.unretire:
-                store.set_retired(connection, name, False)
-            found = store.latest_version(connection, name)
+                version_store.set_retired(connection, name, False)
+            found = version_store.latest_version(connection, name)
             assert found is not None
-            return found if current is None else store.version_by_id(connection, current.id)
+            return found if current is None else version_store.version_by_id(connection, current.id)
 
     def _known(self, connection: Any, name: str) -> None:
-        if store.name_row(connection, name) is None:
+        if version_store.name_row(connection, name) is None:
             raise NotFound(f"this ladder has no submission called {name!r}")
 
     # -----------------------------------------------------------------------------------------
@@ -302,10 +304,10 @@ class LadderFolder:
         """Every rating recomputed from the stored matches; each version whose live rating differs, with
         both (none, when the ladder's live ratings are a replay of its results, as they must be)."""
         with transaction(self.engine) as connection:
-            replayed = store.replayed_ratings(connection, self.settings.rank_by)
-            live = store.live_ratings(connection)
+            replayed = match_store.replayed_ratings(connection, self.settings.rank_by)
+            live = match_store.live_ratings(connection)
             return [
-                (store.version_by_id(connection, version_id), live.get(version_id), replayed.get(version_id))
+                (version_store.version_by_id(connection, version_id), live.get(version_id), replayed.get(version_id))
                 for version_id in sorted(set(live) | set(replayed))
                 if live.get(version_id) != replayed.get(version_id)
             ]
@@ -325,7 +327,7 @@ def _held(lock: str) -> str:
 
 
 def _check_retired(connection: Any, name: str) -> None:
-    row = store.name_row(connection, name)
+    row = version_store.name_row(connection, name)
     life.check_submission(name, row is not None and row.retired)
 
 
@@ -335,7 +337,7 @@ class NotOwner(SpecError):
 
 def _check_owner(connection: Any, name: str, team: str) -> None:
     """A team submits only a new name (it becomes the team's) or a name it owns."""
-    if store.name_row(connection, name) is not None and store.owner_of(connection, name) != team:
+    if version_store.name_row(connection, name) is not None and team_store.owner_of(connection, name) != team:
         raise NotOwner(f"{name} belongs to another team (or to the organiser): choose another name")
 
 
@@ -351,11 +353,11 @@ class TeamLimit(PolicyboxError):
 def _check_limits(connection: Any, name: str, team: str, settings: LadderSettings) -> None:
     """A team makes at most ``submissions_per_hour`` submissions in any hour, and owns at most
     ``names_per_team`` names (retired ones not counted)."""
-    team_id = store.lock_team(connection, team)
+    team_id = team_store.lock_team(connection, team)
     if team_id is None:
         raise SpecError(f"this ladder has no team {team!r}: make it a token first (policybox ladder token DIR {team})")
     now, most = datetime.now(UTC), settings.submissions_per_hour
-    recent = store.submissions_since(connection, team_id, (now - HOUR).isoformat(timespec="seconds"))
+    recent = team_store.submissions_since(connection, team_id, (now - HOUR).isoformat(timespec="seconds"))
     if len(recent) >= most:
         frees = datetime.fromisoformat(recent[len(recent) - most]) + HOUR
         wait_s = max(1, math.ceil((frees - now).total_seconds()))
@@ -365,7 +367,7 @@ def _check_limits(connection: Any, name: str, team: str, settings: LadderSetting
             f"accepted from {frees:%H:%M:%S} UTC, in {wait_s} s",
             wait_s,
         )
-    if store.name_row(connection, name) is None and (owned := store.names_owned(connection, team_id)) >= (
+    if version_store.name_row(connection, name) is None and (owned := team_store.names_owned(connection, team_id)) >= (
         settings.names_per_team
     ):
         raise TeamLimit(

@@ -1,6 +1,6 @@
 """The ladder's heartbeat: what ``ladder run`` tells everyone else of itself, and how they read it.
 
-A run writes a heartbeat (``Beat``) to the database (``store.write_beat``: a row of ``meta``, so every
+A run writes a heartbeat (``Beat``) to the database (``write_beat``: its row of ``meta``, this module's alone, so every
 reader -- ``ladder status``, the web page, on this machine or another -- reads it where it reads the
 rest): its process, when it started, its last beat (every ``BEAT_S`` while it lives, and whenever a
 match is stored or what it plays changes), whether it is **playing** (episodes or setups under way)
@@ -28,12 +28,12 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from policybox.errors import PolicyboxError
-from policybox.league.ladder import store
-from policybox.league.ladder.database import transaction
+from policybox.league.ladder import database
+from policybox.league.ladder.database import meta, storable, transaction
 
 BEAT_S = 5.0  # a live run beats at least this often
 CHANGE_S = 1.0  # and at most this often for a change in what it plays (a stored match: at once)
@@ -42,6 +42,7 @@ RATE_WINDOW_S = 600.0  # the rate is measured over this much of the latest playi
 RATE_AFTER_S = 10.0  # and only once the run has played this long, an episode finished
 
 State = Literal["playing", "idle", "stopped"]
+BEAT_KEY = "heartbeat"  # its row of meta: the latest beat, as JSON
 
 
 class InFlight(BaseModel):
@@ -92,10 +93,10 @@ class Heart:
 
     def __init__(self, engine: Engine, command: str) -> None:
         self.engine = engine
-        self.pid, self.host, self.command, self.started_at = os.getpid(), socket.gethostname(), command, store.now()
+        self.pid, self.host, self.command, self.started_at = os.getpid(), socket.gethostname(), command, database.now()
         self.written = 0.0  # time.monotonic() of the last beat written
         self.shown: tuple[object, ...] = ()  # what it said then, but for the time
-        self.since = store.now()
+        self.since = database.now()
         self.busy = 0.0  # seconds spent playing
         self.ticked = time.monotonic()
         self.playing = False
@@ -127,14 +128,14 @@ class Heart:
         if not force and since_written < (BEAT_S if said == self.shown else CHANGE_S):
             return
         if not self.shown or state != self.shown[0]:
-            self.since = store.now()
+            self.since = database.now()
         self._write(self._beat(state, self.since, note, matches, qualifying))
         self.shown, self.written = said, time.monotonic()
 
     def stop(self) -> None:
         """Write that the run stopped, now."""
         self._tick(False)
-        self._write(self._beat("stopped", store.now()))
+        self._write(self._beat("stopped", database.now()))
 
     def _beat(
         self,
@@ -149,7 +150,7 @@ class Heart:
             host=self.host,
             command=self.command,
             started_at=self.started_at,
-            beat_at=store.now(),
+            beat_at=database.now(),
             state=state,
             since=since,
             note=note,
@@ -166,7 +167,15 @@ class Heart:
 
     def _write(self, beat: Beat) -> None:
         with transaction(self.engine) as connection:
-            store.write_beat(connection, beat.model_dump_json())
+            write_beat(connection, beat.model_dump_json())
+
+
+def write_beat(connection: Connection, beat: str) -> None:
+    """Store the run's latest beat, in place of the one before."""
+    beat = storable(beat)  # its note may quote a worker's error
+    updated = connection.execute(meta.update().where(meta.c.key == BEAT_KEY).values(value=beat))
+    if not updated.rowcount:
+        connection.execute(meta.insert().values(key=BEAT_KEY, value=beat))
 
 
 @contextlib.contextmanager

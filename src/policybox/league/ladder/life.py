@@ -28,7 +28,7 @@
 - **Ranked** (``ranked``): only a name whose playing version is active, and that is not retired, is
   ranked once it has played; the others are listed below the ranked rows with their state and reason.
 
-The store writes what these functions decide; no other module decides a state.
+``version_store`` and ``match_store`` write what these functions decide; no other module decides a state.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """The queries the views run: what ``policybox.league.views.board`` (and a ``NAME@vN`` rerun) read of a ladder's
 database, each a function of an open connection that returns rows.
 
-``store`` holds what the run loop, submissions and tokens read and write; this module holds the
-views' reads, so that no view runs SQL of its own. Each is opened with ``database.reading``, whose
-errors are translated as a write's are (``database.transaction``): a database that cannot be used
-is one ``LadderError``, wherever it is met.
+Each noun's writes, and what the run loop, submissions and tokens read, are its own module's
+(``version_store``, ``match_store``, ``team_store``, ``scrimmage_store``, ``final_store``, the
+heartbeat's row ``heartbeat``); this module holds the views' reads (a final's too), so that no view
+runs SQL of its own. Each is opened with ``database.reading``, whose errors are translated as a
+write's are (``database.transaction``): a database that cannot be used is one ``LadderError``,
+wherever it is met.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.league.ladder import life, store
+from policybox.league.ladder import heartbeat, life
 from policybox.league.ladder.database import (
     MatchState,
     final_matches,
+    finals,
     match_seats,
     matches,
     meta,
@@ -30,6 +33,7 @@ from policybox.league.ladder.database import (
     versions,
 )
 from policybox.league.ladder.life import VersionState
+from policybox.league.ladder.version_store import SUMMARY
 
 
 def names_in_order(connection: Connection) -> list[str]:
@@ -69,9 +73,9 @@ def played_seats(connection: Connection, version_ids: Iterable[int]) -> Sequence
 
 
 def versions_of(connection: Connection, name_id: int) -> Sequence[Any]:
-    """A name's versions, oldest first: ``store.SUMMARY``'s columns and the source."""
+    """A name's versions, oldest first: ``SUMMARY``'s columns and the source."""
     return connection.execute(
-        select(*store.SUMMARY, versions.c.source).where(versions.c.name_id == name_id).order_by(versions.c.number)
+        select(*SUMMARY, versions.c.source).where(versions.c.name_id == name_id).order_by(versions.c.number)
     ).all()
 
 
@@ -244,6 +248,34 @@ def played_final_match(connection: Connection, final_id: int, number: int) -> An
     ).first()
 
 
+def latest_final(connection: Connection) -> Any:
+    """The latest final's row (open or done), or None: the ladder has had none."""
+    return connection.execute(select(finals).order_by(finals.c.id.desc())).first()
+
+
+def final_field(connection: Connection, version_ids: Iterable[int]) -> Sequence[Any]:
+    """A final's frozen field, by name: each version's id, name, number, and whether its name is retired."""
+    return connection.execute(
+        select(versions.c.id, names.c.name, names.c.retired, versions.c.number)
+        .join(names, names.c.id == versions.c.name_id)
+        .where(versions.c.id.in_(list(version_ids)))
+        .order_by(names.c.name)
+    ).all()
+
+
+def final_matches_of(connection: Connection, final_id: int) -> Sequence[Any]:
+    """Every stored match of final ``final_id``, played or not, in schedule order (every column)."""
+    query = select(final_matches).where(final_matches.c.final_id == final_id)
+    return connection.execute(query.order_by(final_matches.c.number)).all()
+
+
+def final_match(connection: Connection, final_id: int, number: int) -> Any:
+    """Match ``number`` of final ``final_id``, played or not; or None."""
+    return connection.execute(
+        select(final_matches).where(final_matches.c.final_id == final_id, final_matches.c.number == number)
+    ).first()
+
+
 def version_refs(connection: Connection, version_ids: Iterable[int]) -> dict[int, tuple[str, int]]:
     """Each version's (name, number)."""
     query = select(versions.c.id, names.c.name, versions.c.number).join(names, names.c.id == versions.c.name_id)
@@ -256,7 +288,7 @@ def queued(connection: Connection) -> Sequence[Any]:
     """The versions qualifying or rejected, oldest first, each with its name (and whether it is retired)
     and its setup's output."""
     return connection.execute(
-        select(*store.SUMMARY, names.c.name, names.c.retired, qualifications.c.setup_output)
+        select(*SUMMARY, names.c.name, names.c.retired, qualifications.c.setup_output)
         .join(names, names.c.id == versions.c.name_id)
         .outerjoin(qualifications, qualifications.c.version_id == versions.c.id)
         .where(versions.c.state.in_([VersionState.QUALIFYING, VersionState.REJECTED]))
@@ -314,5 +346,5 @@ def scrimmage(connection: Connection, scrimmage_id: int) -> Any:
 
 def beat(connection: Connection) -> str | None:
     """The run's latest heartbeat as stored (``heartbeat.read`` parses it), or None: no run has beaten."""
-    found: str | None = connection.execute(select(meta.c.value).where(meta.c.key == store.BEAT_KEY)).scalar()
+    found: str | None = connection.execute(select(meta.c.value).where(meta.c.key == heartbeat.BEAT_KEY)).scalar()
     return found

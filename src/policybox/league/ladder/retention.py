@@ -28,7 +28,7 @@ from pathlib import Path
 
 from policybox.files import environments as layers
 from policybox.host.remove import remove_tree
-from policybox.league.ladder import store
+from policybox.league.ladder import match_store, scrimmage_store, version_store
 from policybox.league.ladder.database import transaction
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.settings import REPLAY_SUFFIX
@@ -73,10 +73,13 @@ def prune(
     young = time.time() - hours * 3600  # a log folder modified after this is kept
     keep_replays = ladder.settings.keep_replays if keep_replays is None else keep_replays
     with transaction(ladder.engine) as connection:
-        logs_from, replays_from = store.oldest_kept(connection, keep_logs), store.oldest_kept(connection, keep_replays)
-        playing = {match_id for match_id, _, _ in store.scheduled(connection)}
-        qualifying = {(version.name, version.number) for version in store.qualifying(connection)}
-        unplayed = store.scrimmages_to_play(connection)
+        logs_from, replays_from = (
+            match_store.oldest_kept(connection, keep_logs),
+            match_store.oldest_kept(connection, keep_replays),
+        )
+        playing = {match_id for match_id, _, _ in match_store.scheduled(connection)}
+        qualifying = {(version.name, version.number) for version in version_store.qualifying(connection)}
+        unplayed = scrimmage_store.scrimmages_to_play(connection)
     freed = Freed()
     qualifications = []
     for path in _entries(ladder.folder / LOGS):
@@ -113,7 +116,7 @@ def _prune_environments(ladder: LadderFolder, freed: Freed) -> None:
     one still qualifying (its requirements were built into it, or are being built)."""
     settings = ladder.settings.settings
     with transaction(ladder.engine) as connection:
-        qualifying = [ladder.stored(version.id).spec for version in store.qualifying(connection)]
+        qualifying = [ladder.stored(version.id).spec for version in version_store.qualifying(connection)]
     folder = ladder.environments.absolute()
     used = {Path(site).parent for spec in ladder.kept_specs() if (site := layers.environment_of(spec))}
     if asking := [spec.requirements for spec in qualifying if spec.requirements]:

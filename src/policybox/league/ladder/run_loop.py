@@ -75,7 +75,19 @@ from policybox.files.setup_scripts import SetupOutcome
 from policybox.files.version_files import Stored
 from policybox.league import ranking
 from policybox.league.choices import Backend
-from policybox.league.ladder import heartbeat, life, matchmaking, retention, scrimmage, stamp, store
+from policybox.league.ladder import (
+    final_store,
+    heartbeat,
+    life,
+    match_store,
+    matchmaking,
+    retention,
+    scrimmage,
+    scrimmage_store,
+    stamp,
+    team_store,
+    version_store,
+)
 from policybox.league.ladder.database import LadderError, transaction
 from policybox.league.ladder.folder import HOUR, LOGS, REPLAYS, LadderFolder
 from policybox.league.ladder.settings import LadderSettings
@@ -144,7 +156,7 @@ class _Void:
 
 @dataclass
 class _Setup:
-    version: store.Version
+    version: version_store.Version
     stored: Stored  # as submitted: its setup script still to run, its environment still to build
     out: Path  # where what it makes is kept
     team: str | None  # whose it is (None: the organiser's): a team has one setup or build at a time
@@ -153,7 +165,7 @@ class _Setup:
 
 @dataclass
 class _Qualification:
-    version: store.Version
+    version: version_store.Version
     stored: Stored  # what its cells are given: after its setup script, if it has one
     setup_output: str | None
     attempts: int = 0
@@ -236,11 +248,11 @@ class _Loop:
 
     def run(self) -> None:
         with transaction(self.ladder.engine) as connection:
-            left = store.scheduled(connection)
+            left = match_store.scheduled(connection)
         for match_id, seed, seats in left:  # a killed run's: played again, as they were (and counted)
             with transaction(self.ladder.engine) as connection:
                 if why := _retired_in(connection, seats):  # a retired name never plays: voided instead
-                    store.void(connection, match_id, why)
+                    match_store.void(connection, match_id, why)
                     self.progress.void += 1
                     continue
             self.scheduled += 1
@@ -280,15 +292,18 @@ class _Loop:
     def _in_final(self) -> bool:
         """Whether a final is open (see the module's docstring): then the run waits, and says so."""
         with transaction(self.ladder.engine) as connection:
-            final = store.open_final(connection)
+            final = final_store.open_final(connection)
         if final is not None:
-            self.progress.note = f"final {final} is open: ladder final finishes it; until then no match is played"
+            self.progress.note = f"final {final.id} is open: ladder final finishes it; until then no match is played"
         return final is not None
 
     def _waiting_for_more(self) -> bool:
         """Whether anything may still come of waiting: a version qualifying, or two that can play."""
         with transaction(self.ladder.engine) as connection:
-            return bool(store.qualifying(connection)) or len(store.candidates(connection, self.settings.agents)) >= 2
+            return (
+                bool(version_store.qualifying(connection))
+                or len(match_store.candidates(connection, self.settings.agents)) >= 2
+            )
 
     # ---------------------------------------------------------------------------------------------
 
@@ -299,8 +314,8 @@ class _Loop:
         if self._in_final():
             return
         with transaction(self.ladder.engine) as connection:
-            waiting = [v for v in store.qualifying(connection) if v.id not in self.qualifying]
-            teams = {version.name: store.owner_of(connection, version.name) for version in waiting}
+            waiting = [v for v in version_store.qualifying(connection) if v.id not in self.qualifying]
+            teams = {version.name: team_store.owner_of(connection, version.name) for version in waiting}
         for version in waiting:
             if len(self.setups) >= self.settings.setup_workers and len(self.in_flight) >= self.capacity:
                 return  # no room for either
@@ -361,13 +376,13 @@ class _Loop:
                 if throttled := _throttled(connection, self.settings.max_matches_per_hour):
                     self.progress.note = throttled
                     return
-                index = store.matches_scheduled(connection)
-                seats = matchmaking.choose(store.candidates(connection, self.settings.agents), rules, index)
+                index = match_store.matches_scheduled(connection)
+                seats = matchmaking.choose(match_store.candidates(connection, self.settings.agents), rules, index)
                 if seats is None:
                     self.progress.note = "waiting for two versions that can play"
                     return
                 seed = draw_seed()  # as every ladder episode's: no policy can tell which kind it plays
-                match_id = store.schedule(connection, seed, seats)
+                match_id = match_store.schedule(connection, seed, seats)
             self.scheduled += 1
             self.progress.note = ""
             self._play(_Match(match_id, seed, seats))
@@ -382,14 +397,14 @@ class _Loop:
         work = _Scrimmage(*found)
         with transaction(self.ladder.engine) as connection:
             if why := _retired_in(connection, work.seats):
-                store.void_scrimmage(connection, work.id, why)
+                scrimmage_store.void_scrimmage(connection, work.id, why)
                 return
         self._submit(work)
 
     def _next_scrimmage(self) -> tuple[int, int, list[int]] | None:
         playing = [work.id for work in self.in_flight.values() if isinstance(work, _Scrimmage)]
         with transaction(self.ladder.engine) as connection:
-            return store.next_scrimmage(connection, playing)
+            return scrimmage_store.next_scrimmage(connection, playing)
 
     def _scrimmage_played(self, work: _Scrimmage, result: EpisodeResult | None, why: str = "") -> None:
         """Store a scrimmage's result (or why it is void): nothing else changes. Data the database
@@ -397,12 +412,12 @@ class _Loop:
         try:
             with transaction(self.ladder.engine) as connection:
                 if result is None:
-                    store.void_scrimmage(connection, work.id, why)
+                    scrimmage_store.void_scrimmage(connection, work.id, why)
                 else:
-                    store.record_scrimmage(connection, work.id, result)
+                    scrimmage_store.record_scrimmage(connection, work.id, result)
         except REFUSALS as exc:
             with transaction(self.ladder.engine) as connection:
-                store.void_scrimmage(connection, work.id, _refused("this scrimmage's data", exc))
+                scrimmage_store.void_scrimmage(connection, work.id, _refused("this scrimmage's data", exc))
 
     def _play(self, match: _Match) -> None:
         self.matches[match.id] = match
@@ -470,7 +485,7 @@ class _Loop:
         else:
             self._given_up(work.version, "validation episode", exc)
 
-    def _given_up(self, version: store.Version, what: str, exc: Exception) -> None:
+    def _given_up(self, version: version_store.Version, what: str, exc: Exception) -> None:
         """The machinery failed ``version``'s ``what`` ``MAX_ATTEMPTS`` times: rejected, with a reason that
         says so (its team may submit it again) and no word of the machinery's (the organiser's note has
         it) -- not left queued, to fail again at every turn."""
@@ -491,7 +506,7 @@ class _Loop:
         row is suspended (unless the void is a retired name's: nobody's doing)."""
         counted = self.settings.suspend_after if void.counted else None
         with transaction(self.ladder.engine) as connection:
-            suspended = store.void(connection, match_id, void.why, counted)
+            suspended = match_store.void(connection, match_id, void.why, counted)
         self.progress.void += 1
         self.progress.suspended += len(suspended)
 
@@ -504,8 +519,8 @@ class _Loop:
             with transaction(self.ladder.engine) as connection:
                 if why := _retired_in(connection, match.seats):
                     return _Void(why, counted=False)
-                rated = ranking.rate(store.ratings_of(connection, outcomes), outcomes)
-                suspended = store.record_match(
+                rated = ranking.rate(match_store.ratings_of(connection, outcomes), outcomes)
+                suspended = match_store.record_match(
                     connection, match.id, match.seats, result, outcomes, rated, self.settings.suspend_after
                 )
         except REFUSALS as exc:
@@ -520,7 +535,7 @@ class _Loop:
 
     def _qualified(
         self,
-        version: store.Version,
+        version: version_store.Version,
         ok: bool,
         reason: str | None,
         setup_output: str | None,
@@ -540,11 +555,11 @@ class _Loop:
             with transaction(self.ladder.engine) as connection:
                 if _retired_in(connection, [version.id]):
                     return
-                store.finish_qualification(connection, version, ok, reason, setup_output, result, shown, played)
+                version_store.finish_qualification(connection, version, ok, reason, setup_output, result, shown, played)
         except REFUSALS as exc:
             ok, reason = False, _refused("this version's qualification record", exc)
             with transaction(self.ladder.engine) as connection:
-                store.finish_qualification(connection, version, False, reason, None, None)
+                version_store.finish_qualification(connection, version, False, reason, None, None)
         if ok:
             self.progress.qualified += 1
         else:
@@ -574,7 +589,7 @@ def _throttled(connection: Connection, most: int | None) -> str | None:
     if most is None:
         return None
     now = datetime.now(UTC)
-    recent = store.scheduled_since(connection, (now - HOUR).isoformat(timespec="seconds"))
+    recent = match_store.scheduled_since(connection, (now - HOUR).isoformat(timespec="seconds"))
     if len(recent) < most:
         return None
     frees = datetime.fromisoformat(recent[len(recent) - most]) + HOUR
@@ -586,7 +601,7 @@ def _throttled(connection: Connection, most: int | None) -> str | None:
 
 def _retired_in(connection: Connection, seats: list[int]) -> str | None:
     """Why a match (or a qualification) with these versions is not played: the retired names, if any."""
-    retired = store.retired_among(connection, seats)
+    retired = version_store.retired_among(connection, seats)
     return f"{', '.join(retired)} retired: a retired name never plays" if retired else None
 
 

@@ -1,7 +1,7 @@
 """Scrimmages: a team asks for N unrated matches of one of its names against a name it chooses (as
 Battlecode's teams do), within ``scrimmages_per_hour``.
 
-Each is stored when asked for (``store.add_scrimmages``) with a seed drawn as every ladder episode's
+Each is stored when asked for (``scrimmage_store.add_scrimmages``) with a seed drawn as every ladder episode's
 (``draw_seed``: no policy can tell a scrimmage from a rated match) and its seats: the two names' playing
 versions, dealt over the game's seats by the ladder's own ``seating`` (``seating.seat_maps``: with
 ``rotate``, the N scrimmages take turns in every seat). ``ladder run`` plays them beside the rated
@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from policybox.errors import PolicyboxError
-from policybox.league.ladder import store
+from policybox.league.ladder import scrimmage_store, team_store, version_store
 from policybox.league.ladder.database import transaction
 from policybox.league.ladder.folder import HOUR, LadderFolder
 from policybox.league.play.seating import seat_maps
@@ -67,30 +67,30 @@ def ask(ladder: LadderFolder, team: str, name: str, opponent: str, count: int) -
     if opponent == name:
         raise ScrimmageRefused(f"{name} cannot scrimmage against itself: choose another name as the opponent")
     with transaction(ladder.engine) as connection:
-        team_id = store.lock_team(connection, team)  # one team's requests counted and stored one at a time
+        team_id = team_store.lock_team(connection, team)  # one team's requests counted and stored one at a time
         if team_id is None:
             raise ScrimmageRefused(f"this ladder has no team {team!r}", 403)
-        if store.name_row(connection, name) is not None and store.owner_of(connection, name) != team:
+        if version_store.name_row(connection, name) is not None and team_store.owner_of(connection, name) != team:
             raise ScrimmageRefused(
                 f"{name} is not a name of team {team}: ask for scrimmages of one of yours "
-                f"({', '.join(sorted(store.names_of(connection, team))) or 'none yet'})",
+                f"({', '.join(sorted(team_store.names_of(connection, team))) or 'none yet'})",
                 403,
             )
-        current = store.current_versions(connection)
+        current = version_store.current_versions(connection)
         mine, theirs = _playing(current, name), _playing(current, opponent)
         left = _room(connection, team_id, team, most, count)
         seeds = [draw_seed() for _ in range(count)]
         maps = seat_maps(ladder.settings.seating, 2, ladder.settings.agents, count, seeds.__getitem__)
         pair = [mine.id, theirs.id]
         plays = [(seed, [pair[index] for index in seat_map]) for seed, seat_map in zip(seeds, maps, strict=True)]
-        ids = store.add_scrimmages(connection, team_id, mine.id, theirs.id, plays)
+        ids = scrimmage_store.add_scrimmages(connection, team_id, mine.id, theirs.id, plays)
     return Asked(ids, name, mine.number, opponent, theirs.number, left - count)
 
 
 def _playing(current: dict[str, Any], name: str) -> Any:
     """``name``'s playing version, if it may play now: active, its name not retired."""
     row = current.get(name)
-    if row is None or row.retired or row.state not in store.PLAYING:
+    if row is None or row.retired or row.state not in version_store.PLAYING:
         why = "has no name" if row is None else ("retired" if row.retired else f"{row.state}, not active")
         shown = f"this ladder {why} {name!r}" if row is None else f"{name} is {why}"
         raise ScrimmageRefused(f"{shown}: choose a name on the board whose playing version is active")
@@ -100,7 +100,7 @@ def _playing(current: dict[str, Any], name: str) -> Any:
 def _room(connection: Connection, team_id: int, team: str, most: int, count: int) -> int:
     """How many scrimmages ``team`` may still ask for this hour; ``count`` more than that is a 429."""
     now = datetime.now(UTC)
-    recent = store.scrimmages_since(connection, team_id, (now - HOUR).isoformat(timespec="seconds"))
+    recent = scrimmage_store.scrimmages_since(connection, team_id, (now - HOUR).isoformat(timespec="seconds"))
     left = most - len(recent)
     if count <= left:
         return left

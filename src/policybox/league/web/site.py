@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy.exc import SQLAlchemyError
 
 from policybox.errors import PolicyboxError
-from policybox.league.ladder import store
+from policybox.league.ladder import team_store
 from policybox.league.ladder.database import transaction
 from policybox.league.ladder.folder import LadderFolder
 from policybox.league.web import UPLOAD_CAP
@@ -49,7 +49,7 @@ class Site:
         self._noted[token_id] = when
         try:
             with transaction(self.writer.engine) as connection:
-                store.note_use(connection, token_id, session)
+                team_store.note_use(connection, token_id, session)
         except (PolicyboxError, SQLAlchemyError):  # not writable now, or the token revoked this moment:
             self._noted.pop(token_id, None)  # a use not noted is no reason to refuse the page
 

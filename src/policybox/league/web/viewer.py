@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from policybox.league.ladder import store
+from policybox.league.ladder import team_store
 from policybox.league.ladder.database import transaction
 from policybox.league.web import render
 from policybox.league.web.body import capped
@@ -39,7 +39,7 @@ COOKIE = "policybox_session"
 FORM_CAP = 4096  # a login form holds one token
 NO_TOKEN = "that is not a token of this ladder: ask its organiser for your team's token"
 
-Lookup = Callable[[Connection, str], store.Credential | None]
+Lookup = Callable[[Connection, str], team_store.Credential | None]
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def bearer(request: Request) -> str | None:
 
 def identify(site: Site, token: str | None) -> Viewer:
     """The team whose token it is, with its names; nobody for no token or one the ladder does not hold."""
-    return _seen(site, _read(site, store.credential, token), None)
+    return _seen(site, _read(site, team_store.credential, token), None)
 
 
 def viewer(site: Site, request: Request) -> Viewer:
@@ -70,17 +70,17 @@ def viewer(site: Site, request: Request) -> Viewer:
     if token is not None:
         return identify(site, token)
     session = request.cookies.get(COOKIE)
-    return _seen(site, _read(site, store.session_credential, session), session)
+    return _seen(site, _read(site, team_store.session_credential, session), session)
 
 
-def _read(site: Site, lookup: Lookup, secret: str | None) -> store.Credential | None:
+def _read(site: Site, lookup: Lookup, secret: str | None) -> team_store.Credential | None:
     if not secret:
         return None
     with transaction(site.reader.engine) as connection:
         return lookup(connection, secret)
 
 
-def _seen(site: Site, found: store.Credential | None, session: str | None) -> Viewer:
+def _seen(site: Site, found: team_store.Credential | None, session: str | None) -> Viewer:
     if found is None:
         return NOBODY
     site.note_use(found.token_id, session)
@@ -121,11 +121,11 @@ async def login(request: Request) -> Response:
 
 def _log_in(site: Site, token: str) -> str | None:
     """A new session for ``token`` (None if it is not one of the ladder's): made through the writer."""
-    found = _read(site, store.credential, token)
+    found = _read(site, team_store.credential, token)
     if found is None:
         return None
     with transaction(site.writer.engine) as connection:
-        return store.new_session(connection, found.token_id)
+        return team_store.new_session(connection, found.token_id)
 
 
 async def logout(request: Request) -> Response:
@@ -141,4 +141,4 @@ async def logout(request: Request) -> Response:
 
 def _log_out(site: Site, session: str) -> None:
     with transaction(site.writer.engine) as connection:
-        store.end_session(connection, session)
+        team_store.end_session(connection, session)
