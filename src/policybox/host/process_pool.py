@@ -31,6 +31,7 @@ from typing import Any
 from policybox.host import torch_use
 from policybox.host.budget import host_budget
 from policybox.host.cell_groups import CellGroup
+from policybox.host.cell_pool import CellPool
 from policybox.host.launcher import CellProcess, Launcher
 from policybox.host.output import OutputPump
 from policybox.host.record import AgentRecord
@@ -334,7 +335,7 @@ def _phase(step: int | None) -> str:
     return "init" if step is None else "step"
 
 
-class ProcessPool:
+class ProcessPool(CellPool):
     """All cells of one episode. Use as a context manager: every cell is killed and reaped on exit."""
 
     def __init__(
