@@ -2,7 +2,7 @@
 
 A spec may declare ``requirements`` (pip requirement lines; ``policybox.spec`` also reads a submission
 folder's ``requirements.txt``). ``with_environment`` gives the spec its environment, as its last import
-root, which its cells put on their import path before they import the policy:
+root (``policybox.layers``), which its cells put on their import path before they import the policy:
 
 * **Built in cells, never on the host.** Resolving, downloading, unpacking, installing and
   byte-compiling are each a job in a cell of their own (``policybox.files.build_policy``, run by
@@ -64,22 +64,21 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from policybox.errors import PolicyboxError, SpecError
+from policybox.errors import PolicyboxError
 from policybox.files.build_policy import (
     BUILT,
     CERT,
     CONSTRAINTS,
     HOST,
     INSTALLING,
-    LOCK,
     OUT_OF_MEMORY,
     REQUIREMENTS,
-    SITE,
     environment_name,
 )
 from policybox.files.harvest import NOT_KEPT
 from policybox.files.setup_policy import TIMED_OUT
 from policybox.inert import inert
+from policybox.layers import LOCK, SITE, environment_of
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
 from policybox.storage import writing
@@ -279,22 +278,6 @@ def as_locked(spec: PolicySpec) -> PolicySpec:
     lock = (Path(site).parent / LOCK).read_text().split()
     python_path = [entry for entry in spec.python_path if entry != site]
     return spec.model_copy(update={"python_path": python_path, "requirements": lock})
-
-
-def environment_of(spec: PolicySpec) -> str | None:
-    """The layer a built spec imports from (``with_environment``), if any."""
-    return next((p for p in spec.python_path if Path(p).name == SITE and (Path(p).parent / LOCK).is_file()), None)
-
-
-def check_one_process(specs: Sequence[PolicySpec]) -> None:
-    """Refuse, for inline mode, specs built in different environments: every policy then imports in this
-    one process, which holds one version of a package -- the first imported -- for all of them."""
-    layers = {layer for spec in specs if (layer := environment_of(spec))}
-    if len(layers) > 1:
-        raise SpecError(
-            f"inline mode plays every policy in this process, which cannot hold {len(layers)} environments' "
-            "packages at once: play these policies in process mode"
-        )
 
 
 def environment(requirements: Sequence[str], folder: Path, source: PackageSource, policy: str) -> Path:
