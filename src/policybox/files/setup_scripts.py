@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policybox.files.cell_jobs import run_job
-from policybox.files.environments import EnvironmentRefused, package_source, with_environment
+from policybox.files.environments import EnvironmentRefused, with_environment
+from policybox.files.package_source import package_source
 from policybox.files.packing import spec_roots, with_paths
 from policybox.files.version_files import Stored, keep_spec
 from policybox.inert import inert
