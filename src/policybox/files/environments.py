@@ -26,11 +26,11 @@ root (``policybox.layers``), which its cells put on their import path before the
   code runs: with no network -- offline, from the local folders of the package source (find-links
   folders, ``file://`` indexes), bound in read-only -- and named by the request, never by the lock
   such a build hands back.
-* **From the organiser's index, as pip takes it** (``policybox.files.package_source``). What the host's ``pip install`` reaches by default
-  (pip's configured index, extra indexes and find-links, read with ``pip config list``, and its
-  constraint files), or the settings' ``index_url`` and ``find_links`` instead; with more than one
-  index, the best version across all of them, as pip chooses (uv's ``unsafe-best-match``). uv reads
-  no pip configuration itself, so it is passed on explicitly.
+* **From the organiser's index, as pip takes it** (``policybox.files.package_source``). What the host's
+  ``pip install`` reaches by default (pip's configured index, extra indexes and find-links, read with
+  ``pip config list``, and its constraint files), or the settings' ``index_url`` and ``find_links``
+  instead; with more than one index, the best version across all of them, as pip chooses (uv's
+  ``unsafe-best-match``). uv reads no pip configuration itself, so it is passed on explicitly.
 * **Read-only to cells.** The folder is root's (mode 700 at the top); a cell sees its own layer only,
   bound read-only into its private view like its policy files.
 
