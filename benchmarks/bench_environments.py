@@ -30,7 +30,8 @@ from rich.console import Console
 from rich.table import Table
 
 from policybox.episode import run_episode
-from policybox.files.environments import environment, package_source, with_environment
+from policybox.files.environments import environment, with_environment
+from policybox.files.package_source import package_source
 from policybox.host.zygote import Zygote
 from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.spec import PolicySpec

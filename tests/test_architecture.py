@@ -1,5 +1,6 @@
-"""The package's structure, as rules a change cannot quietly break: the engine never imports the
-league, the league's wings import only downwards, and the names say what they hold.
+"""The package's structure, as rules a change cannot quietly break: no module imports itself back
+round a cycle, the engine never imports the league, the engine's floors and the league's wings import
+only downwards, and the names say what they hold.
 
 Read from the source with ``ast`` (every import, also those inside functions), and checked on the
 import system where it matters: ``import policybox.episode`` loads nothing of the league.
@@ -28,6 +29,27 @@ FLOORS = {
     "policybox.league.evaluate": 4,
     "policybox.league.report": 5,
     "policybox.league.web": 5,
+}
+# The engine's floors, lowest first, as the league's wings: a module may import its own floor and those
+# below, never above. A row names a module, or a package and everything in it; ``policybox`` itself (its
+# version, and public names imported on first use, by name) only by its name.
+ENGINE_FLOORS = {
+    # the ground: errors, text, limits, storage, the wire and the sandbox's plan -- no game, no cell
+    **dict.fromkeys(
+        ["policybox", "policybox.errors", "policybox.lines", "policybox.limits", "policybox.inert", "policybox.wire"], 0
+    ),
+    **dict.fromkeys(["policybox.process_names", "policybox.threads", "policybox.storage", "policybox.sandbox"], 0),
+    **dict.fromkeys(["policybox.untrusted_files", "policybox.submission"], 0),
+    # what a policy is (its spec, its environment's layer) and what happened to it
+    **dict.fromkeys(["policybox.spec", "policybox.layers", "policybox.results"], 1),
+    "policybox.envs": 2,  # the games
+    **dict.fromkeys(["policybox.settings", "policybox.cell", "policybox.probe"], 3),
+    "policybox.host": 4,  # the cells, from the host's side
+    **dict.fromkeys(["policybox.game", "policybox.startup"], 5),  # an episode's game and cells, started
+    **dict.fromkeys(["policybox.episode", "policybox.files"], 6),
+    # on top: the MettaGrid wrapper, the ladder from Python, the command line and the league
+    **dict.fromkeys(["policybox.mettagrid", "policybox.ladder", "policybox.__main__", "policybox.cli"], 7),
+    "policybox.league": 7,
 }
 # Above the engine: what may import the league (the CLI, the public API's ladder, the package's lazy names).
 LEAGUE_USERS = ("policybox.league", "policybox.cli", "policybox.ladder", "policybox.__init__", "policybox.__main__")
@@ -61,6 +83,31 @@ def floor(module: str) -> int | None:
         if module == prefix or module.startswith(prefix + "."):
             return level
     return None
+
+
+def engine_floor(module: str) -> int | None:
+    """The floor of a module's own row, else of its innermost package's (``policybox`` only by its name)."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        if name in ENGINE_FLOORS and (end == len(parts) or name != "policybox"):
+            return ENGINE_FLOORS[name]
+    return None
+
+
+def test_every_module_is_on_an_engine_floor():
+    """A new module goes into a floor (or the table above gets a row): none floats outside."""
+    assert [module for module in modules() if engine_floor(module) is None] == []
+
+
+def test_no_engine_module_imports_one_above_it():
+    offenders = [
+        f"{module} (floor {engine_floor(module)}) imports {target} (floor {engine_floor(target)})"
+        for module, path in modules().items()
+        for target in imports(path)
+        if (engine_floor(target) or 0) > (engine_floor(module) or 0)
+    ]
+    assert offenders == []
 
 
 def test_the_engine_never_imports_the_league():
@@ -117,3 +164,59 @@ def test_no_two_league_files_share_a_name():
     files = [path for path in (SRC / "league").rglob("*.py") if "starters" not in path.parts]  # not modules
     names = Counter(path.name for path in files if path.name != "__init__.py")
     assert [name for name, count in names.items() if count > 1] == []
+
+
+def import_graph() -> dict[str, list[str]]:
+    """Each module of the package, and those of the package it imports."""
+    known = modules()
+    return {module: sorted(target for target in imports(path) if target in known) for module, path in known.items()}
+
+
+def import_cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, however far round: each strongly connected component
+    of ``graph`` with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def cycle_through(first: str, component: list[str], graph: dict[str, list[str]]) -> list[str]:
+    """The shortest import path from ``first`` back to itself within ``component``."""
+    paths = {first: [first]}
+    reached = [first]
+    for module in reached:  # breadth first: ``reached`` grows as it is read
+        for target in graph[module]:
+            if target == first:
+                return [*paths[module], first]
+            if target in component and target not in paths:
+                paths[target] = [*paths[module], target]
+                reached.append(target)
+    raise AssertionError(f"{component} is no cycle")
+
+
+def test_no_import_cycle():
+    """No module imports one that imports it back, however far round, even inside a function."""
+    graph = import_graph()
+    cycles = [cycle_through(component[0], component, graph) for component in import_cycles(graph)]
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)

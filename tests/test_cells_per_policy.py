@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 import time
@@ -250,3 +251,14 @@ def test_two_teams_that_upload_the_same_bytes_play_in_two_cells_with_two_uids(tm
     match_logs = sorted((tmp_path / "cup" / "logs").glob("match-*/agent-*.log"))
     assert len(match_logs) == 2  # four seats, two versions: two cells
     assert len(most[0]) == 2, most  # ... as two users at once
+
+
+def test_the_thread_budget_counts_the_cells_started_when_a_policys_seats_differ(play):
+    """One policy's seats whose game gives their cells different setups (an adversary sees less than
+    the agents) play in a cell per setup, and the cores are divided among those cells, not among the
+    one cell the policy alone would suggest."""
+    adversary = "pettingzoo:mpe2.simple_adversary_v3:parallel_env"
+    result = play(["random"], agents=None, env=adversary, steps=5, cells="per-policy")
+    cells = {agent.log_path for agent in result.agents}
+    assert len(result.agents) == 3 and len(cells) == 2  # the adversary's cell, and the two agents'
+    assert {agent.threads for agent in result.agents} == {max(1, len(os.sched_getaffinity(0)) // len(cells))}

@@ -18,7 +18,8 @@ WEB = {"starlette", "uvicorn", "jinja2"}
 DATABASE = {"sqlalchemy"}
 STATISTICS = {"scipy", "openskill"}
 # What --help needs none of: no game, no array, no table, no database, no statistics, no web.
-HEAVY = WEB | DATABASE | STATISTICS | {"numpy", "rich", "mettagrid", "yaml", "torch", "policybox.episode"}
+HEAVY = WEB | DATABASE | STATISTICS | {"numpy", "rich", "mettagrid", "yaml", "torch"}
+HEAVY |= {"policybox.episode", "policybox.startup"}  # the episode loop, and the starting of cells
 
 
 def imported(*args: str, cwd: Path | None = None, ok: tuple[int, ...] = (0,)) -> set[str]:

@@ -29,6 +29,7 @@ import psutil
 import pytest
 
 import policybox.files.environments as environments
+from policybox.files.package_source import PackageSource
 
 CAP_MB = 32  # the environment cap these builds run under (the default is 4096)
 MEMORY_MB = 256  # a cell's memory limit for the compile bomb: its build's cell may use CAP_MB on top
@@ -40,7 +41,8 @@ ROOT_PEAK_MB = 400  # the most any process of the host's may hold (the host itse
 BUILD = """
 import json, sys
 from pathlib import Path
-from policybox.files.environments import EnvironmentRefused, PackageSource, environment
+from policybox.files.environments import EnvironmentRefused, environment
+from policybox.files.package_source import PackageSource
 from policybox.limits import Limits
 from policybox.settings import EpisodeSettings
 asked = json.loads(sys.argv[1])
@@ -247,7 +249,7 @@ def test_with_an_extra_index_the_best_version_of_all_is_taken_as_pip_takes_it(tm
     )
     [chosen] = [item["metadata"]["version"] for item in json.loads(pip.stdout)["install"]]
     assert chosen == "2.0"
-    source = environments.PackageSource(f"file://{main}", (f"file://{extra}",))
+    source = PackageSource(f"file://{main}", (f"file://{extra}",))
     built = environments.environment(["pbtoy"], tmp_path / "envs", source, "bot")
     assert (built / "lock.txt").read_text() == f"pbtoy=={chosen}\n"
     assert (built / "site" / "pbtoy.py").read_text() == f"VERSION = '{chosen}'\n"

@@ -30,7 +30,8 @@ from conftest import POLICIES, policybox, policybox_process, remount
 import policybox.files.cell_jobs as cell_jobs
 import policybox.files.environments as environments
 from policybox.episode import run_episode
-from policybox.files.environments import EnvironmentRefused, PackageSource, with_environments
+from policybox.files.environments import EnvironmentRefused, with_environments
+from policybox.files.package_source import PackageSource, package_source, pip_configured_source
 from policybox.results import AgentStatus
 from policybox.settings import EpisodeSettings
 from policybox.spec import SpecError, parse_policy_arg
@@ -251,7 +252,7 @@ def test_a_wheelhouse_alone_builds_offline(tmp_path):
     wheelhouse.mkdir()
     for wheel in Path("/opt/pypi/files").glob(f"more_itertools-{OLD}-*.whl"):
         (wheelhouse / wheel.name).write_bytes(wheel.read_bytes())
-    source = environments.package_source(EpisodeSettings(find_links=[str(wheelhouse)]))
+    source = package_source(EpisodeSettings(find_links=[str(wheelhouse)]))
     assert source.uv_arguments() == ["--no-index", "--find-links", str(wheelhouse)]
     built = environments.environment([f"more-itertools=={OLD}"], tmp_path / "envs", source, "bot")
     assert (built / "lock.txt").read_text() == f"more-itertools=={OLD}\n"
@@ -263,14 +264,14 @@ def test_by_default_requirements_come_from_where_pip_install_looks():
     configured = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
     ).stdout
-    source = environments.pip_configured_source()
+    source = pip_configured_source()
     for value in (*source.find_links, *source.extra_index_urls, *source.constraints, *filter(None, [source.cert])):
         assert value in configured
     named = [("find-links", source.find_links), ("extra-index-url", source.extra_index_urls), ("cert", source.cert)]
     for name, values in named:
         assert bool(values) == (f"{name}=" in configured)
     assert len(set(source.find_links)) == len(source.find_links)  # pip lists one from a file and PIP_FIND_LINKS
-    assert environments.package_source(EpisodeSettings()) == source
+    assert package_source(EpisodeSettings()) == source
 
 
 def test_an_index_over_https_is_checked_against_the_certificates_pip_trusts(tmp_path):
@@ -427,7 +428,7 @@ def test_an_sdist_is_never_built_on_the_host(tmp_path):
     the file is never made (uv gets --only-binary :all:; without it, uv builds it here and the file is
     made -- the wheelhouse holds setuptools for that)."""
     wheelhouse = trojan_sdist(tmp_path)
-    source = environments.package_source(EpisodeSettings(find_links=[str(wheelhouse)]))
+    source = package_source(EpisodeSettings(find_links=[str(wheelhouse)]))
     with pytest.raises(EnvironmentRefused, match="cannot be resolved.*trojan"):
         environments.environment(["trojan==1.0"], tmp_path / "envs", source, "bot")
     assert not (tmp_path / "built-on-the-host").exists()
@@ -475,7 +476,7 @@ def test_an_allowed_sdist_is_built_in_a_sandboxed_cell_offline_and_plays(tmp_pat
 
 def test_a_failing_sdist_build_is_refused_with_its_output_and_leaves_nothing(tmp_path):
     wheelhouse = trojan_sdist(tmp_path, build="raise SystemExit('this build needs a compiler it cannot have')")
-    source = environments.package_source(EpisodeSettings(find_links=[str(wheelhouse)], sdists=True))
+    source = package_source(EpisodeSettings(find_links=[str(wheelhouse)], sdists=True))
     with pytest.raises(EnvironmentRefused) as refused:
         environments.environment(["trojan==1.0"], tmp_path / "envs", source, "bot")
     assert str(refused.value).startswith(
@@ -502,7 +503,7 @@ def test_a_build_from_source_that_hands_back_a_symlink_is_refused_and_keeps_noth
         "attempt('symlink', lambda: os.symlink('/etc/shadow', out / 'stolen'))"
     )
     wheelhouse = trojan_sdist(tmp_path, build=plant)
-    source = environments.package_source(EpisodeSettings(find_links=[str(wheelhouse)], sdists=True))
+    source = package_source(EpisodeSettings(find_links=[str(wheelhouse)], sdists=True))
     with pytest.raises(EnvironmentRefused) as refused:
         environments.environment(["trojan==1.0"], tmp_path / "envs", source, "bot")
     assert refused.value.public.startswith("what its build made cannot be kept: more than 4096 MiB")

@@ -23,7 +23,7 @@ from test_faults import policybox_run
 
 from policybox.envs import GameRequest, InvalidAction, family, split_env
 from policybox.envs.conformance import HOSTILE_PAYLOADS
-from policybox.host.process_pool import MAX_CLAIM_CHARS
+from policybox.host.pool_cell import MAX_CLAIM_CHARS
 from policybox.results import AgentResult, AgentStatus, EpisodeResult
 
 STEPS = 3

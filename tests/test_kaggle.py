@@ -414,7 +414,7 @@ def test_the_hosts_schema_check_is_kaggles_own_again_once_the_last_game_leaves_i
     out): Kaggle's own ``process_schema`` is back only when the last leaves, and it is back."""
     from kaggle_environments import core
 
-    from policybox.envs.kaggle import fast_schemas, process_schema
+    from policybox.envs.kaggle_schemas import fast_schemas, process_schema
 
     shipped = core.process_schema
     first, second = fast_schemas(), fast_schemas()

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from conftest import policy
 
-from policybox.envs import mettagrid
+from policybox.envs import mettagrid, mettagrid_shorthands
 from policybox.envs.mettagrid import ACTION, NO_VIBE
 from policybox.results import AgentStatus
 
@@ -68,7 +68,7 @@ def test_shorthands_resolve_in_threads_at_once_while_garbage_is_collected():
     errors: list[BaseException] = []
     try:
         for _ in range(20):
-            mettagrid._read_registry.cache_clear()
+            mettagrid_shorthands._read_registry.cache_clear()
             start = threading.Barrier(8)
 
             def resolve(start: threading.Barrier = start) -> None:

@@ -26,7 +26,7 @@ from conftest import POLICIES
 
 import policybox.files.setup_scripts as setup
 import policybox.submission as submission
-from policybox.episode import PolicyRefused, run_episode
+from policybox.episode import run_episode
 from policybox.files.harvest import HarvestRefused, harvest
 from policybox.files.version_files import keep
 from policybox.host.zygote import ZygoteError
@@ -35,6 +35,7 @@ from policybox.limits import Limits
 from policybox.results import AgentStatus
 from policybox.settings import EpisodeSettings
 from policybox.spec import SpecError
+from policybox.startup import PolicyRefused
 
 BUILD = """
 import os

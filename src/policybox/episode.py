@@ -1,49 +1,35 @@
-"""One episode: an environment, one policy per agent (in cells or inline), and its EpisodeResult."""
+"""One episode: an environment, one policy per agent (in cells or inline), played step by step to its
+EpisodeResult. Its cells are started by ``policybox.startup``, its game opened by ``policybox.game``."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import os
-import tempfile
 import time
 import traceback
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import policybox
-from policybox.envs import ActionSink, ConfigError, EnvHost, GameRequest, InvalidAction
-from policybox.errors import PolicyboxError, SpecError
-from policybox.files import environments
-from policybox.host import torch_use
-from policybox.host.cell_groups import cell_count, cell_groups
-from policybox.host.diagnosis import unavailable
-from policybox.host.inline_pool import InlinePool
-from policybox.host.launcher import Launcher, SpawnLauncher, ZygoteLauncher
-from policybox.host.process_pool import ProcessPool
+from policybox.envs import ActionSink, ConfigError, EnvHost, InvalidAction
+from policybox.errors import SpecError
+from policybox.game import check_shorthands, open_env
+from policybox.host.cell_pool import CellPool
+from policybox.host.output import log_tail
 from policybox.host.record import AgentRecord
-from policybox.host.sandbox import wanted_layers
-from policybox.host.zygote import Zygote, zygote_for
+from policybox.host.zygote import Zygote
 from policybox.results import AgentResult, AgentStatus, EpisodeResult, Failure, GameFault
-from policybox.sandbox import SandboxLevel, SandboxUnavailable
-from policybox.settings import (
-    REPLAY_SUFFIX,
-    EpisodeSettings,
-    Mode,
-    OnFailure,
-    agent_count,
-    env_family,
-    zygote_preload,
-)
+from policybox.sandbox import SandboxLevel
+from policybox.settings import REPLAY_SUFFIX, EpisodeSettings, OnFailure, agent_count
 from policybox.spec import PolicySpec, parse_policy_arg
-from policybox.storage import StorageFull, writing
-from policybox.threads import cell_threads
+from policybox.startup import agent_records, check_strict, refusal, start_pool
+from policybox.storage import StorageFull
 from policybox.wire import FrameType, Reply
 
-LOG_TAIL_BYTES = 4096
 SLOW_SHARE = 0.5  # of the time played: an agent whose replies took more is blamed for the episode's time limit
 GAME_TRACEBACK_CHARS = 8000
 T = TypeVar("T")
@@ -64,27 +50,6 @@ def assign_policies(specs: Sequence[T], num_agents: int) -> list[T]:
     return [specs[i % len(specs)] for i in range(num_agents)]
 
 
-def check_shorthands(specs: Sequence[PolicySpec], settings: EpisodeSettings) -> None:
-    """Fail fast on a misspelt shorthand, before any cell starts (the family's registry, not policy code)."""
-    adapter, _ = env_family(settings)
-    for spec in specs:
-        if spec.is_shorthand:
-            try:
-                adapter.resolve_shorthand(spec.class_path)
-            except LookupError as exc:
-                raise SpecError(str(exc)) from None
-
-
-def check_strict(settings: EpisodeSettings) -> None:
-    """Refuse a strict episode unless every layer works here (as ``policybox doctor`` finds)."""
-    if settings.mode != "process":
-        raise SandboxUnavailable("a strict sandbox needs --mode process: inline mode runs policies in the host")
-    missing = unavailable(wanted_layers(SandboxLevel.STRICT, seccomp=True))
-    if missing:
-        reasons = "; ".join(f"{check.layer}: {check.detail}" for check in missing)
-        raise SandboxUnavailable(f"strict sandbox refused, layers missing on this machine: {reasons}")
-
-
 def check_playable(specs: Sequence[PolicySpec], settings: EpisodeSettings, agents: int) -> None:
     """What can be wrong with an episode before any cell starts (a misspelt shorthand, a game that
     cannot be built, a strict sandbox this machine lacks), found once, before many episodes."""
@@ -92,26 +57,6 @@ def check_playable(specs: Sequence[PolicySpec], settings: EpisodeSettings, agent
     if settings.sandbox == SandboxLevel.STRICT:
         check_strict(settings)
     open_env(settings, agents).close()
-
-
-def open_env(settings: EpisodeSettings, agents: int, names: Sequence[str] = ()) -> EnvHost:
-    """The settings' game, started for ``agents`` seats; ``names`` are the seats' policies."""
-    adapter, target = env_family(settings)
-    request = GameRequest(
-        target, settings.env_kwargs, agents, settings.steps, settings.seed, settings.replay, names, settings.limits
-    )
-    try:
-        host = adapter.open_host(request)
-    except PolicyboxError:
-        raise
-    except Exception as exc:  # the game itself broke before anyone played: the game is the user's to fix
-        raise ConfigError(
-            f"the game {settings.env} could not be started with seed {settings.seed}: {type(exc).__name__}: {exc}"
-        ) from exc
-    if len(host.agent_names) != agents:
-        host.close()
-        raise ConfigError(f"{settings.env} is a game for {len(host.agent_names)} agents, not {agents}")
-    return host
 
 
 def default_log_dir(seed: int) -> Path:
@@ -201,9 +146,9 @@ def play_episode(
     env = open_env(settings, len(seated), [spec.display_name for spec in seated])
     with contextlib.ExitStack() as stack:
         stack.callback(env.close)
-        records = agent_records(seated, settings, log_dir, [entrant for _, entrant in seats])
+        setups = [env.cell_setup(agent_id) for agent_id in range(len(seated))]
+        records = agent_records(seated, settings, log_dir, [entrant for _, entrant in seats], setups)
         cells = stack.enter_context(contextlib.ExitStack())  # closed first, then the game
-        setups = [env.cell_setup(record.agent_id) for record in records]
         pool = start_pool(records, setups, settings, zygote, cells)
         if refuse_unbuilt and (refused := refusal(records)):
             raise refused
@@ -224,7 +169,7 @@ class PlayedEpisode:
     env: EnvHost
     records: list[AgentRecord]
     settings: EpisodeSettings
-    pool: ProcessPool | InlinePool
+    pool: CellPool
     started_at: str
     clock: float  # time.monotonic() as it began
     timings: Timings
@@ -240,157 +185,25 @@ class PlayedEpisode:
         pool = self.pool
         with self.stack:
             self.cells.close()
-            cleanup = pool.cleanup if isinstance(pool, ProcessPool) else "inline"
             duration = time.monotonic() - self.clock
             result = _result(
-                self.env, self.records, self.settings, self.started_at, self.timings, duration, cleanup, self.aborted
+                self.env,
+                self.records,
+                self.settings,
+                self.started_at,
+                self.timings,
+                duration,
+                pool.cleanup,
+                self.aborted,
             )
             result.game_fault = self.fault
-            result.memory_budget = pool.memory_budget if isinstance(pool, ProcessPool) else None
+            result.memory_budget = pool.memory_budget
             try:
                 self.env.write_replay()  # with the cells gone, and the game still open for the replay's final stats
             except StorageFull as full:
                 full.result = result  # the episode was played: only its replay is missing
                 raise
             return result
-
-
-class PolicyRefused(SpecError):
-    """A policy cannot be built in its cell: the message names each such policy and why."""
-
-
-def refusal(records: Sequence[AgentRecord], tidy: Callable[[str], str] | None = None) -> PolicyRefused | None:
-    """The refusal of the policies whose agents failed while being built, if any (one line each);
-    ``tidy`` rewrites each failure's message first (before it is cut to a line)."""
-    failed: dict[str, str] = {}
-    for record in records:
-        failure = record.failure
-        if failure is not None and failure.phase == "init" and record.status.is_terminal:
-            if tidy is not None:
-                failure = failure.model_copy(update={"message": tidy(failure.message)})
-            tail = log_tail(record.log_path) if failure.kind == "Crashed" and record.log_path else None
-            why = failure.one_line() + (f"; its log ends: {tail.strip()[-300:]}" if tail and tail.strip() else "")
-            failed.setdefault(record.spec.display_name, f"{record.spec.display_name} cannot be built: {why}")
-    return PolicyRefused("; ".join(failed.values())) if failed else None
-
-
-def check_policies(
-    specs: Sequence[PolicySpec],
-    settings: EpisodeSettings,
-    agents: int,
-    zygote: Zygote | None = None,
-    tidy: Callable[[str], str] | None = None,
-) -> None:
-    """Build each distinct policy once as an episode would -- in a cell, under its sandbox and start-up
-    deadline (or inline) -- and raise ``PolicyRefused`` for those that cannot be built (``tidy``: as
-    ``refusal``). Specs are tried a game's worth of seats at a time; no step is played."""
-    distinct = list({spec.model_dump_json(): spec for spec in specs}.values())
-    env = open_env(settings, agents)
-    try:
-        with tempfile.TemporaryDirectory(prefix="policybox-check-") as logs:
-            for start in range(0, len(distinct), agents):
-                batch = distinct[start : start + agents]
-                records = agent_records(batch, settings, Path(logs) / str(start), list(map(str, range(len(batch)))))
-                with contextlib.ExitStack() as cells:
-                    start_pool(records, [env.cell_setup(r.agent_id) for r in records], settings, zygote, cells)
-                    if refused := refusal(records, tidy):
-                        raise refused
-    finally:
-        env.close()
-
-
-def agent_records(
-    specs: Sequence[PolicySpec],
-    settings: EpisodeSettings,
-    log_dir: Path | None,
-    entrants: Sequence[str],
-    agent_ids: Sequence[int] | None = None,
-) -> list[AgentRecord]:
-    """One record per agent, ``specs[i]`` for agent ``agent_ids[i]`` (default: i), playing for
-    ``entrants[i]`` (its submission: which seats may share a cell), with its cell's thread budget and
-    log file."""
-    ids = range(len(specs)) if agent_ids is None else agent_ids
-    adapter, _ = env_family(settings)
-    torch = {id(spec): torch_use.needs_torch(spec, adapter.resolve_shorthand) for spec in specs}  # once a spec
-    cells = cell_count(entrants, settings.cells_applied)
-    return [
-        AgentRecord(
-            agent_id,
-            spec,
-            entrant,
-            cell_threads(spec.env, settings.threads_per_cell, cells),
-            _log_path(log_dir, agent_id, settings.mode),
-            torch=torch[id(spec)],
-        )
-        for agent_id, spec, entrant in zip(ids, specs, entrants, strict=True)
-    ]
-
-
-def start_pool(
-    records: list[AgentRecord],
-    cell_envs: Sequence[dict[str, Any]],
-    settings: EpisodeSettings,
-    zygote: Zygote | None,
-    stack: contextlib.ExitStack,
-) -> ProcessPool | InlinePool:
-    """Start the cells (or inline runtimes) that play ``records`` -- one per record, or per policy
-    (``settings.cells_applied``) -- and wait until each is ready or has failed; they are stopped when ``stack``
-    closes. ``cell_envs[i]`` is the environment's setup for the cell half of ``records[i]``. A spec
-    whose setup script has not run is refused before any cell starts."""
-    check_prepared([record.spec for record in records])
-    if settings.mode == "inline":
-        environments.check_one_process([record.spec for record in records])
-    groups = cell_groups(records, cell_envs, settings.cells_applied)
-    launcher = _launcher(settings, zygote, stack) if settings.mode == "process" else None
-    pool = (
-        ProcessPool(groups, settings.limits, settings.sandbox, settings.seccomp, launcher)
-        if launcher is not None
-        else InlinePool(groups)
-    )
-    stack.enter_context(pool)
-    pool.start([group.setup_message(settings.seed, settings.limits.log_limit_bytes) for group in groups])
-    return pool
-
-
-def check_prepared(specs: Sequence[PolicySpec]) -> None:
-    """Refuse a spec that still has a setup script or requirements: built without what its script makes,
-    or without its packages, it would fail in ways that blame nobody. ``policybox.files.setup_scripts``
-    runs the script in a cell and gives the spec of its result; ``policybox.files.environments`` builds
-    the environment and gives the spec that imports from it."""
-    for spec in specs:
-        if spec.requirements:
-            raise SpecError(
-                f"policy {spec.display_name} declares requirements ({', '.join(spec.requirements)}) whose environment "
-                "must be built first: policybox run and evaluate build it; from Python, "
-                "policybox.files.environments.with_environments"
-            )
-        if spec.setup_script:
-            raise SpecError(
-                f"policy {spec.display_name} has a setup script ({spec.setup_script}) that must run first, in a "
-                "cell: policybox run, evaluate and ladder submit run it; from Python, "
-                "policybox.files.setup_scripts.prepared"
-            )
-
-
-def _launcher(settings: EpisodeSettings, zygote: Zygote | None, stack: contextlib.ExitStack) -> Launcher:
-    if settings.launcher == "spawn":
-        return SpawnLauncher()
-    if zygote is None:
-        zygote = zygote_for(zygote_preload(settings), stack)
-    elif set(settings.preload) - set(zygote.preload):
-        raise ValueError(f"the zygote given preloads {zygote.preload}, not {settings.preload}")
-    return ZygoteLauncher(zygote)
-
-
-def _log_path(log_dir: Path | None, agent_id: int, mode: Mode) -> Path | None:
-    """Where agent ``agent_id``'s output goes: a 0600 file (made by the host's output pump) in a 0700
-    folder, so that nothing -- another cell included -- reads an agent's output but the operator."""
-    if mode != "process" or log_dir is None:
-        return None
-    with writing(log_dir, "creating"):
-        log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    log_dir.chmod(0o700)
-    return log_dir / f"agent-{agent_id}.log"
 
 
 class _GameRaised(Exception):
@@ -418,7 +231,7 @@ def _fault(phase: str, step: int, exc: Exception, agent: int | None = None, blam
 
 def _play(
     env: EnvHost,
-    pool: ProcessPool | InlinePool,
+    pool: CellPool,
     records: list[AgentRecord],
     on_agent_failure: OnFailure,
     deadline: float | None,
@@ -441,7 +254,7 @@ def _play(
 
 def _steps(
     env: EnvHost,
-    pool: ProcessPool | InlinePool,
+    pool: CellPool,
     records: list[AgentRecord],
     on_agent_failure: OnFailure,
     deadline: float | None,
@@ -523,7 +336,7 @@ def _apply(
             records[i].invalid_action(step, why)
 
 
-def _leave(pool: ProcessPool | InlinePool, records: list[AgentRecord], live: Collection[int], step: int) -> None:
+def _leave(pool: CellPool, records: list[AgentRecord], live: Collection[int], step: int) -> None:
     """Stop the cells of the agents that have left the game (terminated or truncated) this step."""
     if len(live) < len(records):
         gone = [record for record in records if record.left_at_step is None and record.agent_id not in live]
@@ -620,12 +433,3 @@ def _result(
         startup_s=round(timings.startup_s, 4),
         play_s=round(timings.play_s, 4),
     )
-
-
-def log_tail(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as log:
-            log.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
-            return log.read().decode("utf-8", "replace") or None
-    except OSError:
-        return None

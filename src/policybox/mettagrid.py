@@ -37,14 +37,16 @@ from mettagrid.simulator import Action, AgentObservation
 
 from policybox.envs import ConfigError
 from policybox.envs.mettagrid import cell_setup, encode_observation, parse_action
-from policybox.episode import agent_records, apply_reply, check_shorthands, check_strict, start_pool
+from policybox.episode import apply_reply
 from policybox.errors import SpecError
+from policybox.game import check_shorthands
 from policybox.host.record import AgentRecord
 from policybox.host.remove import remove_tree
 from policybox.host.zygote import Zygote
 from policybox.sandbox import SandboxLevel
 from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.spec import PolicySpec, check_spec, parse_policy_arg
+from policybox.startup import agent_records, check_strict, start_pool
 
 NOOP = "noop"  # MettaGrid's no-op action: what a failed agent plays
 # Settings of a whole episode, which MettaGrid's own runner decides when the policy is a SandboxedPolicy.
@@ -256,8 +258,9 @@ class _Cells:
         zygote: Zygote | None,
     ) -> None:
         self._stack = contextlib.ExitStack()
+        setups = [cell_setup(policy_env)] * len(agent_ids)
         self._records = agent_records(
-            [spec] * len(agent_ids), settings, log_dir, ["policy"] * len(agent_ids), agent_ids
+            [spec] * len(agent_ids), settings, log_dir, ["policy"] * len(agent_ids), setups, agent_ids
         )
         self._by_id = {record.agent_id: record for record in self._records}
         self._token_shape = tuple(policy_env.observation_shape)
@@ -266,9 +269,7 @@ class _Cells:
         self._calls = 0
         self._steps = dict.fromkeys(agent_ids, 0)
         try:
-            self._pool = start_pool(
-                self._records, [cell_setup(policy_env)] * len(self._records), settings, zygote, self._stack
-            )
+            self._pool = start_pool(self._records, setups, settings, zygote, self._stack)
         except BaseException:
             self._stack.close()
             raise

@@ -1,6 +1,6 @@
 """What an episode is asked to be: ``EpisodeSettings`` (the game, its length and seed, the mode, the
-limits and the sandbox), and the few rules read off them -- the game's adapter, how many agents play,
-what a zygote preloads.
+limits and the sandbox), and the few rules read off them -- the game's adapter (``Game``, looked up here
+once for all of them), how many agents play, what a zygote preloads.
 
 Its own module, apart from the episode loop, so that the league, the web page and the CLI can name an
 episode's settings without importing ``policybox.episode``.
@@ -8,7 +8,9 @@ episode's settings without importing ``policybox.episode``.
 
 from __future__ import annotations
 
+import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -127,6 +129,12 @@ class EpisodeSettings(BaseModel):
     )
 
     @property
+    def game(self) -> Game:
+        """The game's family adapter and what it is asked to open: every rule read off the game (how many
+        agents play, its shorthands, what a zygote preloads, which policies need torch) asks it here."""
+        return game_of(self.env)
+
+    @property
     def cells_applied(self) -> Cells:
         """How agents are seated in cells: ``cells`` if given, else the game's default (``default_cells``).
         Settings stored before ``cells`` existed, or without it, read so too."""
@@ -223,17 +231,26 @@ def default_cells(env: str) -> Cells:
     return "forked" if split_env(env)[0] == "mettagrid" else "per-agent"
 
 
-def env_family(settings: EpisodeSettings) -> tuple[EnvFamily, str]:
-    """The adapter of the settings' game and what it is asked to open (``--env`` without the family)."""
-    name, target = split_env(settings.env)
-    return family(name), target
+@dataclass(frozen=True)
+class Game:
+    """An ``--env``'s game as its family sees it: the family's adapter, and what it is asked to open."""
+
+    adapter: EnvFamily
+    target: str  # ``--env`` without the family
+
+
+@functools.cache
+def game_of(env: str) -> Game:
+    """The game of an ``--env`` value: its family looked up once a run (``EpisodeSettings.game``)."""
+    name, target = split_env(env)
+    return Game(family(name), target)
 
 
 def agent_count(settings: EpisodeSettings, agents: int | None, default: int) -> int:
     """How many agents play: the game's own number when it has one (a PettingZoo game, a MettaGrid
     config file) -- ``agents``, if given, must equal it -- else ``agents`` or ``default``."""
-    adapter, target = env_family(settings)
-    fixed = adapter.fixed_agents(target, settings.env_kwargs)
+    game = settings.game
+    fixed = game.adapter.fixed_agents(game.target, settings.env_kwargs)
     if fixed is None:
         return default if agents is None else agents
     if agents is not None and agents != fixed:
@@ -243,5 +260,4 @@ def agent_count(settings: EpisodeSettings, agents: int | None, default: int) -> 
 
 def zygote_preload(settings: EpisodeSettings) -> tuple[str, ...]:
     """What a zygote for these settings imports: the game family's modules, then ``--preload``."""
-    adapter, _ = env_family(settings)
-    return tuple(dict.fromkeys([*adapter.ZYGOTE_PRELOAD, *settings.preload]))
+    return tuple(dict.fromkeys([*settings.game.adapter.ZYGOTE_PRELOAD, *settings.preload]))

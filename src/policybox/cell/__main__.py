@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import gc
 import os
-import signal
 import socket
 import sys
 from typing import TYPE_CHECKING
 
 from policybox.cell import sandbox
+from policybox.cell.lifeline import die_with_parent
 from policybox.cell.output import cap_output
 from policybox.cell.report import PolicyFailure, failure_report
 from policybox.process_names import CELL, name_process
@@ -43,7 +42,6 @@ from policybox.wire import (
 if TYPE_CHECKING:  # imported by serve once the sandbox is applied: it imports numpy
     from policybox.cell.runtime import CellRuntime
 
-PR_SET_PDEATHSIG = 1
 RECV_SIZE = 1 << 16
 OOM_SCORE_ADJ_MAX = 1000
 
@@ -58,14 +56,6 @@ def first_to_go_under_memory_pressure() -> None:
     # No /proc: there is nothing to adjust either.
     with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adj:
         adj.write(str(OOM_SCORE_ADJ_MAX))
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Get SIGKILLed when the host dies; exit now if it already has (the race prctl cannot close)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 class HostConnection:

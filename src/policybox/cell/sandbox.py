@@ -10,17 +10,14 @@ capability; seccomp last, since it forbids the calls the earlier layers make. Ea
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
-import signal
 import sys
 from collections.abc import Callable
 
 from policybox.cell import mounts
+from policybox.cell.lifeline import die_with_parent
 from policybox.sandbox import ACTIVE, Layer, SandboxLevel, SandboxPlan
-
-PR_SET_PDEATHSIG = 1
 
 
 class SandboxRefused(RuntimeError):
@@ -139,10 +136,7 @@ def _switch_user(plan: SandboxPlan, parent_pid: int) -> str:
     os.setgroups([])
     os.setresgid(plan.gid, plan.gid, plan.gid)
     os.setresuid(plan.uid, plan.uid, plan.uid)
-    # A change of credentials clears the parent-death signal: arm it again, and close the race.
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:
-        os._exit(1)
+    die_with_parent(parent_pid)  # a change of credentials clears the parent-death signal: arm it again
     return f"{ACTIVE}: uid {plan.uid}"
 
 

@@ -26,6 +26,7 @@ import os
 import socket
 from typing import Any
 
+from policybox.cell.lifeline import die_with_parent
 from policybox.cell.report import PolicyFailure, failure_report
 from policybox.cell.runtime import Built, CellRuntime
 from policybox.wire import FrameType, encode_json
@@ -85,8 +86,6 @@ def _become_seat(
 ) -> tuple[socket.socket, CellRuntime, Built]:
     """In a seat just forked: write to its own log, hold no other seat's socket or output, die with the
     loader, apply its own state."""
-    from policybox.cell.__main__ import die_with_parent  # not at import: __main__ imports this module
-
     die_with_parent(loader)
     sock, output = own
     if output is not None:

@@ -49,8 +49,9 @@ from collections.abc import Callable
 from typing import Any
 
 from policybox.cell import sandbox
-from policybox.cell.__main__ import die_with_parent, run_cell
+from policybox.cell.__main__ import run_cell
 from policybox.cell.agent_state import thread_pools
+from policybox.cell.lifeline import die_with_parent
 from policybox.process_names import ZYGOTE, name_process
 
 # The cell's own sandbox modules too: imported once here rather than in every cell. The host adds

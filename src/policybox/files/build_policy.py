@@ -32,6 +32,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from policybox.files.setup_policy import COPY, CellJob
+from policybox.layers import LOCK, SITE
 
 REQUIREMENTS = "requirements.in"
 HOST = "host.txt"
@@ -39,8 +40,6 @@ CONSTRAINTS = "constraints"
 BUILT = "built.txt"
 CERT = "cert.pem"  # the certificate bundle an index over HTTPS is checked against, if the host has one
 LOCKED = "locked.txt"
-LOCK = "lock.txt"
-SITE = "site"
 OUT_OF_MEMORY = "out of memory"
 RESOLVING, INSTALLING = "uv (resolving)", "uv (installing)"  # how the job names its two commands
 # Where a process's memory cgroup counts the OOM killer's kills ("oom_kill N"), by /proc/self/cgroup's

@@ -22,10 +22,10 @@ import contextlib
 import tempfile
 from pathlib import Path
 
-from policybox.episode import agent_records, check_strict, log_tail, open_env, start_pool
 from policybox.files.harvest import NOT_KEPT, HarvestRefused, harvest
 from policybox.files.setup_policy import COPY, SWEEP_S
-from policybox.host.process_pool import ProcessPool
+from policybox.game import open_env
+from policybox.host.output import log_tail
 from policybox.host.record import AgentRecord
 from policybox.host.sandbox import wanted_layers
 from policybox.host.zygote import ZygoteError, zygote_for
@@ -33,6 +33,7 @@ from policybox.results import Failure
 from policybox.sandbox import SandboxLevel
 from policybox.settings import EpisodeSettings, agent_count, zygote_preload
 from policybox.spec import PolicySpec
+from policybox.startup import agent_records, check_strict, start_pool
 from policybox.submission import private_folder
 
 MIB = 1024 * 1024
@@ -56,9 +57,9 @@ def run_job(
     with tempfile.TemporaryDirectory(prefix="policybox-job-") as temp:
         workdir = None if wanted_layers(settings.sandbox, settings.seccomp) else Path(temp) / "work"
         kwargs = {**job.init_kwargs, "timeout_s": timeout_s, "workdir": workdir and str(workdir)}
-        [record] = agent_records(
-            [job.model_copy(update={"init_kwargs": kwargs})], settings, Path(temp) / "logs", ["job"]
-        )
+        job = job.model_copy(update={"init_kwargs": kwargs})
+        # One seat, so one cell whatever the game's setup of it: the thread budget needs no game open yet.
+        [record] = agent_records([job], settings, Path(temp) / "logs", ["job"], [{}])
         record.online = online
         if workdir is not None:
             workdir.mkdir()
@@ -78,9 +79,8 @@ def _run_cell(record: AgentRecord, what: str, settings: EpisodeSettings, out: Pa
                 if zygote is not None and not zygote.alive:  # it took the cell with it: not the job's doing
                     raise ZygoteError(f"the zygote died while {what} ran")
                 return _reason(record.failure, what)
-            assert isinstance(pool, ProcessPool)  # mode is process
             scratch = workdir or pool.scratch_view(record.agent_id)
-            assert scratch is not None  # a ready cell with a sandbox has a scratch folder
+            assert scratch is not None  # a ready cell of process mode with a sandbox has a scratch folder
             limits = settings.limits
             try:
                 harvest(scratch / COPY, out, max_entries=limits.disk_limit_files, max_bytes=limits.disk_limit_mb * MIB)

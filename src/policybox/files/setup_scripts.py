@@ -26,14 +26,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from policybox.episode import PolicyRefused
 from policybox.files.cell_jobs import run_job
-from policybox.files.environments import EnvironmentRefused, package_source, with_environment
+from policybox.files.environments import EnvironmentRefused, with_environment
+from policybox.files.package_source import package_source
 from policybox.files.packing import spec_roots, with_paths
 from policybox.files.version_files import Stored, keep_spec
 from policybox.inert import inert
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
+from policybox.startup import PolicyRefused
 from policybox.submission import private_folder
 
 SETUP_TIMEOUT_S = 300.0  # MettaGrid's

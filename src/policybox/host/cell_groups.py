@@ -63,20 +63,29 @@ class CellGroup:
         }
 
 
+def shared_cells(entrants: Sequence[str], envs: Sequence[dict[str, Any]], cells: Cells) -> list[list[int]]:
+    """Which seats share a cell, as the seats' indices, a list a cell (a forked group whole, before it is
+    split into loaders): one seat a cell with ``per-agent``; else the seats of one entrant whose game gives
+    their cells the same setup (``envs[i]``: seat i's). The one rule for the cells started and their
+    thread budget (``cell_count``)."""
+    if cells == "per-agent":
+        return [[seat] for seat in range(len(entrants))]
+    shared: dict[tuple[str, str], list[int]] = {}
+    for seat, (entrant, env) in enumerate(zip(entrants, envs, strict=True)):
+        shared.setdefault((entrant, json.dumps(env, sort_keys=True)), []).append(seat)
+    return list(shared.values())
+
+
 def cell_groups(records: Sequence[AgentRecord], envs: Sequence[dict[str, Any]], cells: Cells) -> list[CellGroup]:
     """The cells that play ``records`` (``envs[i]``: the game's setup of record i's cell half)."""
-    if cells == "per-agent":
-        return [CellGroup([record], env) for record, env in zip(records, envs, strict=True)]
-    groups: dict[tuple[str, str], CellGroup] = {}
-    for record, env in zip(records, envs, strict=True):
-        key = (record.entrant, json.dumps(env, sort_keys=True))
-        if key in groups:
-            groups[key].records.append(record)
-            if cells == "per-policy":  # a forked seat writes to its own log
-                record.log_path = groups[key].first.log_path
-        else:
-            groups[key] = CellGroup([record], env, forked=cells == "forked")
-    return [part for group in groups.values() for part in _loaders(group)]
+    groups = []
+    for seats in shared_cells([record.entrant for record in records], envs, cells):
+        group = CellGroup([records[seat] for seat in seats], envs[seats[0]], forked=cells == "forked")
+        if cells == "per-policy":  # its seats write to its first's log; a forked seat writes to its own
+            for record in group.records[1:]:
+                record.log_path = group.first.log_path
+        groups.extend(_loaders(group))
+    return groups
 
 
 def _loaders(group: CellGroup) -> list[CellGroup]:
@@ -91,8 +100,8 @@ def _loaders(group: CellGroup) -> list[CellGroup]:
     ]
 
 
-def cell_count(entrants: Sequence[str], cells: Cells) -> int:
-    """How many cells play seats of these ``entrants`` (one per seat), as far as the entrants tell: what
-    each cell's thread budget is divided by (``policybox.threads``). A forked seat counts as a cell: it
-    runs concurrently with its group's others."""
-    return len(set(entrants)) if cells == "per-policy" else len(entrants)
+def cell_count(entrants: Sequence[str], envs: Sequence[dict[str, Any]], cells: Cells) -> int:
+    """How many cells play seats of these ``entrants`` (``envs[i]``: seat i's cell setup), as
+    ``shared_cells`` groups them: what each cell's thread budget is divided by (``policybox.threads``).
+    A forked seat counts as a cell: it runs concurrently with its group's others."""
+    return len(entrants) if cells == "forked" else len(shared_cells(entrants, envs, cells))

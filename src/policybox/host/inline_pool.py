@@ -12,20 +12,22 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from policybox.cell.report import PolicyFailure, failure_report
 from policybox.cell.runtime import CellRuntime
 from policybox.cell.seats import inline_seat
 from policybox.host.cell_groups import CellGroup
+from policybox.host.cell_pool import CellPool
 from policybox.host.record import AgentRecord
-from policybox.results import AgentStatus, Failure
+from policybox.results import AgentStatus, Failure, MemoryBudget
 from policybox.wire import FrameType, Reply, decode_object
 
 Start = Callable[[], tuple[CellRuntime, dict[str, Any]]]  # a cell's runtime, built, and its READY report
 
 
-class InlinePool:
+class InlinePool(CellPool):
     def __init__(self, groups: list[CellGroup]) -> None:
         self._groups = groups
         self._cells: list[tuple[list[AgentRecord], CellRuntime | None]] = []  # each cell's seats and runtime
@@ -35,6 +37,20 @@ class InlinePool:
 
     def __exit__(self, *exc: object) -> None:
         self._cells = []
+
+    @property
+    def cleanup(self) -> str:
+        """Nothing to stop: its policies ran in the host."""
+        return "inline"
+
+    @property
+    def memory_budget(self) -> MemoryBudget | None:
+        """No memory limit: its policies share the host's."""
+        return None
+
+    def scratch_view(self, agent_id: int) -> Path | None:
+        """No scratch folder: its policies see the host's files."""
+        return None
 
     def start(self, setups: list[dict[str, Any]]) -> None:
         for group, setup in zip(self._groups, setups, strict=True):

@@ -28,6 +28,7 @@ from policybox.storage import full_error, write_all, writing
 CHUNK = 1 << 16
 NOTICE = b"\n[policybox: output limit reached; the pipe from this agent is closed]\n"
 POLL_S = 0.1
+LOG_TAIL_BYTES = 4096  # of an agent's log: the end its result and its failure quote
 
 
 @dataclass
@@ -129,3 +130,13 @@ class OutputPump:
         self._poller.close()
         os.close(self._wake_read)
         os.close(self._wake_write)
+
+
+def log_tail(path: Path) -> str | None:
+    """The end of an agent's log (its last LOG_TAIL_BYTES), None if it is empty or cannot be read."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+            return log.read().decode("utf-8", "replace") or None
+    except OSError:
+        return None

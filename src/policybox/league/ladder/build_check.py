@@ -1,7 +1,7 @@
 """The check every submission passes before a ladder stores it: its policy is built in a cell.
 
 It is the check ``policybox evaluate`` and ``ladder run`` make before any episode
-(``policybox.episode.check_policies``): the policy imported, built and loaded in its own cell, under
+(``policybox.startup.check_policies``): the policy imported, built and loaded in its own cell, under
 the ladder's sandbox and start-up deadline, in a game opened for the ladder's seats -- never in the
 process that asks (always ``--mode process``, even on a ladder that plays inline: ``ladder serve``
 must not import an upload). No step is played, and nothing is stored: a misspelt class is refused
@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from policybox.episode import check_policies
 from policybox.settings import EpisodeSettings
 from policybox.spec import PolicySpec
+from policybox.startup import check_policies
 
 
 def check_builds(spec: PolicySpec, settings: EpisodeSettings, agents: int, files: Path | None = None) -> None:

@@ -26,9 +26,9 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from policybox.episode import check_shorthands
 from policybox.errors import NotFound, PolicyboxError, SpecError
 from policybox.files import version_files
+from policybox.game import check_shorthands
 from policybox.league.ladder import life, match_store, private, team_store, version_store
 from policybox.league.ladder.build_check import check_builds
 from policybox.league.ladder.database import (

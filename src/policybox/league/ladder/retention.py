@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policybox.files import environments as layers
+from policybox.files.package_source import package_source
 from policybox.host.remove import remove_tree
+from policybox.layers import environment_of
 from policybox.league.ladder import match_store, scrimmage_store, version_store
 from policybox.league.ladder.database import transaction
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
@@ -118,9 +120,9 @@ def _prune_environments(ladder: LadderFolder, freed: Freed) -> None:
     with transaction(ladder.engine) as connection:
         qualifying = [ladder.stored(version.id).spec for version in version_store.qualifying(connection)]
     folder = ladder.environments.absolute()
-    used = {Path(site).parent for spec in ladder.kept_specs() if (site := layers.environment_of(spec))}
+    used = {Path(site).parent for spec in ladder.kept_specs() if (site := environment_of(spec))}
     if asking := [spec.requirements for spec in qualifying if spec.requirements]:
-        source = layers.package_source(settings)
+        source = package_source(settings)
         used |= {found for wanted in asking if (found := layers.built_before(wanted, folder, source))}
     for path in layers.unused(folder, used):
         _delete(path, freed, "environments")

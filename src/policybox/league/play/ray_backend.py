@@ -36,7 +36,8 @@ import ray
 
 from policybox.envs import ConfigError
 from policybox.errors import PolicyboxError
-from policybox.files.environments import as_locked, package_source, with_environment
+from policybox.files.environments import as_locked, with_environment
+from policybox.files.package_source import package_source
 from policybox.files.packing import Bundle, pack, relocate, unpack
 from policybox.league.play.runner import MAX_ATTEMPTS, EpisodeJob
 from policybox.league.play.worker import Player

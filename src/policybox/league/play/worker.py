@@ -54,7 +54,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from policybox.episode import PlayedEpisode, check_playable, check_policies, play_episode
+from policybox.episode import PlayedEpisode, check_playable, play_episode
 from policybox.files.setup_scripts import prepare_version
 from policybox.host.budget import Budget, adopt
 from policybox.host.zygote import Zygote, ZygoteError, kept_zygotes, zygote_in
@@ -63,6 +63,7 @@ from policybox.process_names import WORKER, name_process
 from policybox.results import EpisodeResult
 from policybox.settings import EpisodeSettings, zygote_preload
 from policybox.spec import PolicySpec
+from policybox.startup import check_policies
 from policybox.storage import writing
 
 PR_SET_PDEATHSIG = 1

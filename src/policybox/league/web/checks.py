@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
-from policybox.episode import PolicyRefused
 from policybox.errors import PolicyboxError
 from policybox.league.ladder.folder import HOUR, TeamLimit
+from policybox.startup import PolicyRefused
 
 MAX_CHECKS = 2  # uploads processed at once: each build check is a cell, each unpacking a disk's worth of writes
 CHECK_BUSY_RETRY_S = 5  # Retry-After for a team whose previous upload is still being checked
