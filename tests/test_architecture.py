@@ -117,3 +117,23 @@ def test_no_two_league_files_share_a_name():
     files = [path for path in (SRC / "league").rglob("*.py") if "starters" not in path.parts]  # not modules
     names = Counter(path.name for path in files if path.name != "__init__.py")
     assert [name for name, count in names.items() if count > 1] == []
+
+
+def test_the_views_read_only_through_the_reads_module():
+    """A view reads a ladder's database only through ``policybox.league.ladder.reads``: none imports the
+    store, takes more of SQLAlchemy than the ``Connection`` type it hands the reads, or executes anything."""
+    offenders = []
+    for module, path in modules().items():
+        if not module.startswith("policybox.league.views"):
+            continue
+        if "policybox.league.ladder.store" in imports(path):
+            offenders.append(f"{module} imports the store")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "sqlalchemy" for alias in node.names):
+                offenders.append(f"{module} imports sqlalchemy")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
+                taken = {f"{node.module}.{alias.name}" for alias in node.names} - {"sqlalchemy.Connection"}
+                offenders.extend(f"{module} imports {name}" for name in sorted(taken))
+            elif isinstance(node, ast.Attribute) and node.attr == "execute":
+                offenders.append(f"{module} executes SQL (line {node.lineno})")
+    assert offenders == []

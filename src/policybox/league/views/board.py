@@ -28,7 +28,7 @@ from policybox.errors import NotFound
 from policybox.files.version_files import NAME_PATTERN
 from policybox.league import ranking
 from policybox.league.choices import RankBy
-from policybox.league.ladder import life, reads, rerun, retention, store
+from policybox.league.ladder import life, reads, rerun, retention
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ladder.life import VersionState
@@ -112,7 +112,7 @@ def standings(ladder: LadderFolder, private_for: set[str] | None = None) -> Stan
     """One row per name: the ranked ones best first, then the others. ``private_for``: the names whose
     reasons are shown whole (None: every name's); the others' reasons are cut to their first line."""
     with reading(ladder.engine) as connection:
-        current = store.current_versions(connection)
+        current = reads.current_versions(connection)
         rows = [
             _standing(connection, name, current.get(name), _visible(name, private_for))
             for name in reads.names_in_order(connection)
@@ -201,9 +201,9 @@ def own(text: str | None, private: bool) -> str | None:
 
 
 def _standing(connection: Connection, name: str, current: Any, private: bool) -> Standing:
-    latest = store.latest_version(connection, name)
+    latest = reads.latest_version(connection, name)
     assert latest is not None
-    retired = store.name_row(connection, name).retired
+    retired = reads.name_row(connection, name).retired
     why = life.RETIRED_REASON if retired else None
     if current is None:  # nothing qualified yet: its latest is what there is to show
         return Standing(
@@ -251,7 +251,7 @@ def conduct(ladder: LadderFolder) -> list[Conduct]:
     """Step latency and failure causes of each name's playing version (one row per name that has one),
     by the rules of ``evaluate``'s summary. A failure's example is its one line: no log tail."""
     with reading(ladder.engine) as connection:
-        current = {row.id: row for row in store.current_versions(connection).values()}
+        current = {row.id: row for row in reads.current_versions(connection).values()}
         seats = reads.played_seats(connection, current)
     by_version: dict[int, list[Any]] = defaultdict(list)
     for seat in seats:
@@ -422,7 +422,7 @@ def name_page(ladder: LadderFolder, name: str, private: bool = False) -> NamePag
         raise NotFound(f"this ladder has no submission called {name[:100]!r}")
     ranked = standings(ladder, None if private else set())  # before this connection: a writer's holds the lock
     with reading(ladder.engine) as connection:
-        row = store.name_row(connection, name)
+        row = reads.name_row(connection, name)
         if row is None:
             raise NotFound(f"this ladder has no submission called {name!r}")
         own = reads.versions_of(connection, row.id)
@@ -479,7 +479,7 @@ def _opponents(connection: Connection, name: str, ids: dict[int, int], per_match
     the ladder's versions per match)."""
     meetings = reads.meetings(connection, ids)
     tallies = ranking.head_to_head((r.name, _outcome(r), _their_outcome(r)) for r in meetings)
-    current = store.current_versions(connection)
+    current = reads.current_versions(connection)
     mine = current.get(name)
     opponents = []
     for other, tally in sorted(tallies.items()):
@@ -711,7 +711,7 @@ def _version_ids(connection: Connection, name: str | None) -> dict[int, int] | N
     """A name's versions (id: number); None for no name."""
     if name is None:
         return None
-    row = store.name_row(connection, name) if NAME_PATTERN.fullmatch(name) else None
+    row = reads.name_row(connection, name) if NAME_PATTERN.fullmatch(name) else None
     if row is None:
         raise NotFound(f"this ladder has no submission called {name[:100]!r}")
     return {v.id: v.number for v in reads.versions_of(connection, row.id)}
@@ -934,7 +934,7 @@ class Tokens(BaseModel):
 def tokens(ladder: LadderFolder) -> Tokens:
     """Every token the ladder holds, by team."""
     with reading(ladder.engine) as connection:
-        rows = store.token_rows(connection)
+        rows = reads.token_rows(connection)
     return Tokens(
         tokens=[
             TokenRow(team=r.team, token=r.id, created_at=r.created_at, last_used=r.last_used, sessions=r.sessions)

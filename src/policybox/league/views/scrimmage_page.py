@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection
 
 from policybox.errors import NotFound
-from policybox.league.ladder import reads, store
+from policybox.league.ladder import life, reads
 from policybox.league.ladder.database import MatchState, reading
 from policybox.league.ladder.folder import HOUR, REPLAYS, LadderFolder
 from policybox.league.ladder.scrimmage import episode_name
@@ -79,11 +79,11 @@ def form(ladder: LadderFolder, name: str, team: str) -> ScrimmageForm:
     """The scrimmage form of ``team``'s ``name``."""
     since = (datetime.now(UTC) - HOUR).isoformat(timespec="seconds")
     with reading(ladder.engine) as connection:
-        current = store.current_versions(connection)
+        current = reads.current_versions(connection)
         team_id = reads.team_id(connection, team)
-        used = 0 if team_id is None else len(store.scrimmages_since(connection, team_id, since))
+        used = 0 if team_id is None else len(reads.scrimmages_since(connection, team_id, since))
     opponents = sorted(
-        other for other, row in current.items() if other != name and not row.retired and row.state in store.PLAYING
+        other for other, row in current.items() if other != name and not row.retired and row.state in life.PLAYING
     )
     per_hour = ladder.settings.scrimmages_per_hour
     return ScrimmageForm(name=name, opponents=opponents, per_hour=per_hour, left=max(0, per_hour - used))

@@ -15,7 +15,7 @@ from sqlalchemy import Connection
 
 from policybox.errors import NotFound
 from policybox.files.version_files import NAME_PATTERN
-from policybox.league.ladder import reads, store
+from policybox.league.ladder import reads
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import HOUR, LadderFolder
 from policybox.league.views import board
@@ -74,8 +74,8 @@ def team_page(ladder: LadderFolder, team: str, own: bool = False) -> TeamPage:
         ]
         since = (datetime.now(UTC) - HOUR).isoformat(timespec="seconds")
         settings = ladder.settings
-        submissions = _quota(store.submissions_since(connection, team_id, since), settings.submissions_per_hour)
-        scrimmages = store.scrimmages_since(connection, team_id, since)
+        submissions = _quota(reads.submissions_since(connection, team_id, since), settings.submissions_per_hour)
+        scrimmages = reads.scrimmages_since(connection, team_id, since)
         shown = rows(ladder, connection, team_id, SCRIMMAGES_SHOWN) if own else []
     ranks = [n.standing.rank for n in names if n.standing.rank is not None]
     return TeamPage(
