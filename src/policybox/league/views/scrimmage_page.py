@@ -3,7 +3,7 @@ page, and one scrimmage's own page -- an unrated match, shown as a match page sh
 
 **A scrimmage is its team's.** Only the team that asked for it sees it (its list, its page, its
 replay): what a team tries out is nobody else's business. Within it, the privacy rule of every view
-holds (``board.public`` and ``board.own``): the team sees its own names' log tails and whole
+holds (``visibility.public`` and ``visibility.own``): the team sees its own names' log tails and whole
 messages, the opponent's first lines only.
 """
 
@@ -20,7 +20,9 @@ from policybox.league.ladder import life, reads
 from policybox.league.ladder.database import MatchState, reading
 from policybox.league.ladder.folder import HOUR, REPLAYS, LadderFolder
 from policybox.league.ladder.scrimmage import episode_name
-from policybox.league.views import board, own_code
+from policybox.league.views import own_code
+from policybox.league.views.match_list import PLACING, placings
+from policybox.league.views.visibility import ID_MAX, own, public
 from policybox.results import EpisodeResult
 from policybox.settings import REPLAY_SUFFIX
 
@@ -34,7 +36,7 @@ class ScrimmageSeat(BaseModel):
     version: int
     reward: float | None = None
     status: str | None = None
-    placing: str | None = Field(default=None, description=board.PLACING)
+    placing: str | None = Field(default=None, description=PLACING)
     cause: str | None = None
     step: int | None = None
     message: str | None = Field(default=None, description="Whole for the team's own names, else its first line")
@@ -98,7 +100,7 @@ def rows(ladder: LadderFolder, connection: Connection, team_id: int, limit: int)
 
 def scrimmage_page(ladder: LadderFolder, scrimmage_id: int, team: str | None, owned: set[str]) -> ScrimmagePage:
     """Scrimmage ``scrimmage_id`` for ``team`` (whose names are ``owned``); NotFound for any other viewer."""
-    if not 0 <= scrimmage_id <= board.ID_MAX:
+    if not 0 <= scrimmage_id <= ID_MAX:
         raise NotFound(NOT_YOURS.format(id=scrimmage_id))
     with reading(ladder.engine) as connection:
         row = reads.scrimmage(connection, scrimmage_id)
@@ -110,10 +112,10 @@ def scrimmage_page(ladder: LadderFolder, scrimmage_id: int, team: str | None, ow
     if result is not None:
         for seat, agent in zip(seats, result.agents, strict=True):
             mine, failure = seat.name in owned, agent.failure
-            seat.cause = board.public(failure.kind, mine) if failure else None
+            seat.cause = public(failure.kind, mine) if failure else None
             seat.step = failure.step if failure else None
-            seat.message = board.public(failure.message, mine) if failure else None
-            seat.log_tail = board.own(agent.log_tail or (failure.log_tail if failure else None), mine)
+            seat.message = public(failure.message, mine) if failure else None
+            seat.log_tail = own(agent.log_tail or (failure.log_tail if failure else None), mine)
     return ScrimmagePage(
         **_row(ladder, row, refs, seats).model_dump(),
         team=row.team,
@@ -133,8 +135,8 @@ def _placed(ladder: LadderFolder, row: Any, refs: dict[int, tuple[str, int]]) ->
     if row.state != MatchState.PLAYED or row.result is None:
         return seats
     result = EpisodeResult.model_validate(row.result)
-    placings = board.placings(result, [seat.name for seat in seats], ladder.settings.rank_by)
-    for seat, agent, placing in zip(seats, result.agents, placings, strict=True):
+    placed = placings(result, [seat.name for seat in seats], ladder.settings.rank_by)
+    for seat, agent, placing in zip(seats, result.agents, placed, strict=True):
         seat.reward, seat.status, seat.placing = agent.reward, agent.status.value, placing
     return seats
 
