@@ -21,7 +21,7 @@ from rich.text import Text
 
 from policybox.inert import shown
 from policybox.lines import first_line
-from policybox.results import AgentStatus, EpisodeResult, step_number
+from policybox.results import AgentStatus, EpisodeResult, failure_line
 from policybox.sandbox import SandboxLevel
 
 if TYPE_CHECKING:  # a leaderboard's modules (OpenSkill, numpy) are imported by the commands that show one
@@ -426,8 +426,7 @@ def show_name(console: Console, page: NamePage) -> None:
     for failure in page.failures:
         times = f"×{failure.count}, last in " if failure.count > 1 else ""
         head = f"{times}match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
-        where = "start-up" if failure.step is None else f"step {step_number(failure.step)}"
-        console.print(shown(f"{head}: {failure.cause} at {where}: {failure.message}", "yellow"))
+        console.print(shown(f"{head}: {failure_line(failure.cause, failure.step, failure.message)}", "yellow"))
         if failure.traceback:  # its own frames; policybox's counted
             folded = failure.traceback.folded_frames
             note = f"({folded} frame{'s' if folded != 1 else ''} of policybox folded)"
