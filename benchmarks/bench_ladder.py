@@ -28,9 +28,9 @@ qualifying, two whose newest qualified near the end); each match a real EpisodeR
 episode of the game above with its rewards varied, its seats, its ratings (OpenSkill, in match
 order, as the ladder rates: ``rerate`` must find no difference) and every version's counters and
 seat counts consistent with them; ``2 x --workers`` matches scheduled, as in flight. Then the
-median of ``--calls`` calls of ``board.standings`` (``ladder status``), the choice of the next match
+median of ``--calls`` calls of ``standings.standings`` (``ladder status``), the choice of the next match
 (``match_store.matches_scheduled`` + ``match_store.candidates`` + ``matchmaking.choose`` in one transaction, as the
-run loop does), ``board.name_page`` (``ladder show``), ``board.match_list`` (``ladder matches``) and the
+run loop does), ``name_page.name_page`` (``ladder show``), ``match_list.match_list`` (``ladder matches``) and the
 whole ``policybox ladder status`` command; then the run loop's driver storing ``--driver-matches``
 more matches whose episodes are instant (``--slots`` at once: its own ceiling); ``rerate`` once.
 
@@ -80,7 +80,7 @@ from policybox.league.ladder.database import match_seats, matches, names, qualif
 from policybox.league.ladder.settings import LadderSettings  # noqa: E402
 from policybox.league.play.tournament import Tournament, entrants, episode_seed  # noqa: E402
 from policybox.league.play.worker_pool import LocalWorkers  # noqa: E402
-from policybox.league.views import board  # noqa: E402
+from policybox.league.views import match_list, name_page, standings  # noqa: E402
 from policybox.settings import EpisodeSettings  # noqa: E402
 from policybox.spec import parse_policy_arg  # noqa: E402
 
@@ -665,10 +665,10 @@ def views(ladder: Ladder, name: str, calls: int) -> dict[str, str]:
     """What the readers and the scheduler's choice cost on ``ladder``: ms per call, median (slowest)."""
     command = [str(Path(sys.executable).parent / "policybox"), "ladder", "status", str(ladder.folder)]
     timed: dict[str, Callable[[], object]] = {
-        "ladder status: board.standings": lambda: board.standings(ladder),
+        "ladder status: standings.standings": lambda: standings.standings(ladder),
         "the next match: candidates + choose": lambda: next_match(ladder),
-        f"ladder show {name}: board.name_page": lambda: board.name_page(ladder, name),
-        "ladder matches: board.match_list (100)": lambda: board.match_list(ladder),
+        f"ladder show {name}: name_page.name_page": lambda: name_page.name_page(ladder, name),
+        "ladder matches: match_list.match_list (100)": lambda: match_list.match_list(ladder),
         "policybox ladder status DIR, the whole command": lambda: subprocess.run(
             command, check=True, capture_output=True
         ),

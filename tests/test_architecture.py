@@ -220,3 +220,23 @@ def test_no_import_cycle():
     graph = import_graph()
     cycles = [cycle_through(component[0], component, graph) for component in import_cycles(graph)]
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_views_read_only_through_the_reads_module():
+    """A view reads a ladder's database only through ``policybox.league.ladder.reads``: none imports a
+    store (``*_store``), takes more of SQLAlchemy than the ``Connection`` type it hands the reads, or
+    executes anything."""
+    offenders = []
+    for module, path in modules().items():
+        if not module.startswith("policybox.league.views"):
+            continue
+        offenders.extend(f"{module} imports {name}" for name in imports(path) if name.endswith("_store"))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "sqlalchemy" for alias in node.names):
+                offenders.append(f"{module} imports sqlalchemy")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
+                taken = {f"{node.module}.{alias.name}" for alias in node.names} - {"sqlalchemy.Connection"}
+                offenders.extend(f"{module} imports {name}" for name in sorted(taken))
+            elif isinstance(node, ast.Attribute) and node.attr == "execute":
+                offenders.append(f"{module} executes SQL (line {node.lineno})")
+    assert offenders == []

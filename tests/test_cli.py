@@ -221,3 +221,21 @@ def test_another_librarys_warning_is_shown_as_python_shows_it(tmp_path):
     run = subprocess.run(command, capture_output=True, text=True, timeout=300, env=environment)
     assert run.returncode == 0, run.stderr
     assert "DeprecationWarning: The old environment creation API" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_ladder_show_says_start_up_for_a_failure_before_the_first_step(tmp_path):
+    """A version that raises in its constructor fails at start-up (its failure's step is None): ``ladder
+    show`` says so in its failure's line, as ``Failure.one_line`` and the pages do, never "step None"."""
+    from helpers.ladders import WANDERER, activate, api_ladder, ladder_command
+
+    folder = tmp_path / "cup"
+    with api_ladder(folder) as ladder:
+        ladder.submit("walker", WANDERER)
+        ladder.submit("broken", policy("faults.py:RaiseInInit"), check=False)
+        for name in ("walker", "broken"):
+            activate(ladder, name)  # plays without its qualification, which would reject it
+        ladder.run(matches=1, workers=1)
+    shown = ladder_command("show", str(folder), "broken")
+    assert shown.returncode == 0, shown.stderr
+    assert "error: ValueError at start-up: bad configuration for this policy" in shown.stdout
+    assert "step None" not in shown.stdout and "at step" not in shown.stdout

@@ -3,7 +3,7 @@ qualify or are rejected, matches are chosen, played and rated; versions arrive w
 ``kill -9`` and a restart lose and repeat nothing; ``rerate`` equals the live ratings.
 
 Judged from outside: the commands' exit codes and output, the database (read with the ladder's own
-board functions and SQL), and the processes left (psutil).
+views and SQL), and the processes left (psutil).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from sqlalchemy import func, select
 
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import match_seats, matches, names, ratings, versions
-from policybox.league.views import board
+from policybox.league.views import match_page, standings
 
 PLACEMENT = 3
 
@@ -109,13 +109,13 @@ def test_a_ladder_plays_qualifies_rejects_survives_a_kill_and_rerates_exactly(la
             )
         _check_rated_once(connection)
         _check_placement_first(connection, _version(folder, "random", 2).id)
-        standings = board.standings(ladder)
+        board = standings.standings(ladder)
 
-    rows_by_name = {row.name: row for row in standings.rows}
+    rows_by_name = {row.name: row for row in board.rows}
     assert rows_by_name["crasher"].state == "rejected" and rows_by_name["crasher"].rank is None
     assert "bad configuration for this policy" in rows_by_name["crasher"].reason
     assert rows_by_name["random"].version == 2 and rows_by_name["seeded"].matches >= PLACEMENT
-    order = [row.name for row in standings.rows if row.rank is not None]
+    order = [row.name for row in board.rows if row.rank is not None]
     # noop never moves, scores 0 and loses every match. Who leads is not asked: how many matches the
     # late entrants (seeded, random v2) played before the kill depends on the machine's speed.
     assert order[-1] == "noop"
@@ -124,7 +124,7 @@ def test_a_ladder_plays_qualifies_rejects_survives_a_kill_and_rerates_exactly(la
     rerate = ladder_command("rerate", str(folder))
     assert rerate.returncode == 0 and "every rating equals a replay" in rerate.stdout
     status = json.loads(ladder_command("status", str(folder), "--json").stdout)
-    assert [row["name"] for row in status["rows"]] == [row.name for row in standings.rows]
+    assert [row["name"] for row in status["rows"]] == [row.name for row in board.rows]
     assert set(status["rows"][0]) >= {"rank", "name", "version", "state", "rating", "matches", "reward", "statuses"}
 
 
@@ -441,7 +441,8 @@ def test_a_ladder_with_replays_keeps_each_matchs_replay_and_refuses_what_cannot_
         assert [f.name for f in files] == ["match-000001.json.z", "match-000002.json.z"]
         for match_id, file in enumerate(files, start=1):
             assert load_replay(file)["max_steps"] == 30
-            assert board.match_page(ladder, match_id).replay_file == file.name  # the page offers it, by its name only
+            page = match_page.match_page(ladder, match_id)
+            assert page.replay_file == file.name  # the page offers it, by its name only
         with pytest.raises(LadderError, match="writes replays, which --backend ray cannot"):
             ladder.run(matches=1, backend="ray")
         ours = {p.pid for p in process_tree(os.getpid())}  # (the other test worker's ray is not ours)

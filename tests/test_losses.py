@@ -31,7 +31,7 @@ from policybox.ladder import Ladder
 from policybox.league import ranking
 from policybox.league.ladder import final as finals
 from policybox.league.stats.plackett_luce import FinalRanking, NameRank
-from policybox.league.views import board
+from policybox.league.views import name_page
 from policybox.league.web.app import make_app
 from policybox.results import Failure, GameFault
 from policybox.submission import DIGEST_HEX
@@ -177,11 +177,11 @@ def test_a_record_that_disagrees_with_the_ratings_is_explained():
     record = ranking.Tally(wins=51, draws=1, losses=52)
     assert ranking.disagrees(record, 0.9) and not ranking.disagrees(record, 0.5)
     assert not ranking.disagrees(ranking.Tally(wins=2), 0.5)  # two wins of an even pair: chance explains them
-    why = board._why_it_disagrees(104, 30, 800, 4)
+    why = name_page._why_it_disagrees(104, 30, 800, 4)
     assert "the ratings come from all 800 matches of its playing version, against every opponent" in why
     assert "30 of these 104 matches were played by other versions than the two playing now" in why
     assert "a match holds 4 policies: the ratings count its place among all of them" in why
-    assert "other versions" not in board._why_it_disagrees(104, 0, 800, 2)
+    assert "other versions" not in name_page._why_it_disagrees(104, 0, 800, 2)
 
 
 def test_problem_opponents_are_only_those_it_does_worse_against_than_expected(cup, client):

@@ -20,7 +20,7 @@ from policybox.envs import moves as moves_file
 from policybox.ladder import Ladder as PublicLadder
 from policybox.league import ranking
 from policybox.league.ladder.database import LadderError
-from policybox.league.views import board
+from policybox.league.views import match_list
 from policybox.league.web.app import make_app
 from policybox.league.web.upload import game_of
 from policybox.results import EpisodeResult
@@ -99,11 +99,11 @@ def test_policies_that_tie_share_a_place(arena):
     result = _stored(arena, 1)
     crashed = [agent.agent_id for agent in result.agents if agent.status.value == "crashed"]
     names = [f"p{seat}" for seat in range(len(result.agents))]
-    placed = dict(zip(names, board.placings(result, names, "forfeit"), strict=True))
+    placed = dict(zip(names, match_list.placings(result, names, "forfeit"), strict=True))
     for seat in crashed:
         assert placed[f"p{seat}"] == ("=3rd" if len(crashed) == 2 else "4th"), (placed, crashed)
     # by reward alone, no forfeit: a crasher's reward of 0 ties the noop's
-    by_reward = board.placings(result, names, "reward")
+    by_reward = match_list.placings(result, names, "reward")
     assert len(set(by_reward)) < len(names) and any(label.startswith("=") for label in by_reward)
 
 

@@ -33,7 +33,7 @@ from policybox.league.ladder import heartbeat, reads
 from policybox.league.ladder.database import reading, transaction
 from policybox.league.ladder.final import play_final
 from policybox.league.ladder.run_loop import Progress
-from policybox.league.views import board
+from policybox.league.views import queue_page
 from policybox.league.views.pulse import FINAL_ETA, STOPPED_ETA
 from policybox.league.web.app import make_app
 
@@ -266,11 +266,11 @@ def test_a_final_reads_as_playing_the_final_then_as_stopped(tmp_path):
             ladder.submit(name, spec)
         ladder.run(matches=3, workers=1)
         ladder.submit("seeded", policy("seeded_random.py:SeededRandom"))  # waits in the queue through the final
-        seen: list[board.Queue] = []
+        seen: list[queue_page.Queue] = []
 
         def read_the_queue(stored: int) -> None:
             with Ladder.open(folder, read_only=True) as reader:
-                seen.append(board.queue(reader))
+                seen.append(queue_page.queue(reader))
 
         play_final(ladder, rounds=1, workers=1, on_match=read_the_queue)
     assert seen

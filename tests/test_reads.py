@@ -13,7 +13,7 @@ from policybox.errors import NotFound, PolicyboxError
 from policybox.ladder import Ladder
 from policybox.league.ladder import database
 from policybox.league.ladder.database import LadderError, reading, transaction
-from policybox.league.views import board
+from policybox.league.views import conduct, match_page, name_page, queue_page, standings
 from policybox.league.web.app import make_app
 
 
@@ -44,7 +44,8 @@ def test_every_view_of_a_database_that_cannot_be_used_is_one_message(tmp_path):
         ladder.submit("walker", "noop", check=False)
         with TestClient(make_app(folder)) as client:
             _break(ladder)
-            for view in (board.standings, board.queue, board.conduct, lambda opened: board.name_page(opened, "walker")):
+            views = (standings.standings, queue_page.queue, conduct.conduct)
+            for view in (*views, lambda opened: name_page.name_page(opened, "walker")):
                 with pytest.raises(LadderError, match="cannot be used: no such table: names"):
                     view(ladder)
             answer = client.get("/api/standings")
@@ -58,9 +59,9 @@ def test_what_is_not_there_is_not_found_a_404_and_exit_2(tmp_path):
     folder = tmp_path / "cup"
     with api_ladder(folder) as ladder:
         for missing in (
-            lambda: board.name_page(ladder, "nobody"),
-            lambda: board.match_page(ladder, 7),
-            lambda: board.match_replay(ladder, 7),
+            lambda: name_page.name_page(ladder, "nobody"),
+            lambda: match_page.match_page(ladder, 7),
+            lambda: match_page.match_replay(ladder, 7),
             lambda: ladder.retire("nobody"),
             lambda: ladder.revoke("nobody"),
         ):

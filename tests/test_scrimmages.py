@@ -21,7 +21,7 @@ from policybox.ladder import Ladder
 from policybox.league.ladder import match_store, version_store
 from policybox.league.ladder.database import match_seats, matches, ratings, scrimmages, versions
 from policybox.league.ladder.folder import LadderFolder
-from policybox.league.views import board
+from policybox.league.views import standings
 from policybox.league.web.app import make_app
 
 SAME_SITE = {"Origin": "http://testserver"}
@@ -251,8 +251,8 @@ def test_one_per_team_ranks_each_teams_best_name_only(tmp_path):
     with Ladder.open(cup.folder) as ladder:
         ladder.run(matches=6, workers=1)
     with LadderFolder.open(cup.folder) as ladder:
-        rows = board.standings(ladder).rows
-        every = board.standings(_without_one_per_team(ladder)).rows
+        rows = standings.standings(ladder).rows
+        every = standings.standings(_without_one_per_team(ladder)).rows
     ranked = [row for row in rows if row.rank is not None]
     teams = [row.team for row in ranked if row.team is not None]
     assert len(teams) == len(set(teams))  # one row per team (the organiser's walker is its own)

@@ -33,7 +33,7 @@ from policybox.league.ladder import version_store
 from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
 from policybox.league.ladder.folder import TeamLimit
 from policybox.league.ladder.settings import EPISODE_LIMIT_FORMULA, LadderSettings
-from policybox.league.views import board
+from policybox.league.views import match_list, match_page
 from policybox.league.web.app import make_app
 
 WAKE = signal.SIGUSR1
@@ -333,7 +333,7 @@ def test_a_run_keeps_only_the_latest_matches_logs_and_replays(tmp_path):
         logs, replays = _on_disk(ladder.folder)
         assert logs == [f"match-{i:06d}" for i in (4, 5, 6)]
         assert replays == [f"match-{i:06d}.json.z" for i in (4, 5, 6)]
-        old, new = board.match_page(ladder, 1), board.match_page(ladder, 6)
+        old, new = match_page.match_page(ladder, 1), match_page.match_page(ladder, 6)
         assert old.replay_file is None and "no longer kept" in old.replay_note and "no longer kept" in old.logs_note
         assert new.replay_file and new.replay_note is None and new.logs_note is None
     with TestClient(make_app(tmp_path / "cup")) as client:
@@ -366,7 +366,7 @@ def test_ladder_prune_frees_what_a_ladder_kept_and_says_how_much(tmp_path):
     assert everything.returncode == 0 and "4 log folders and 2 replays deleted" in everything.stdout
     assert not any((tmp_path / "cup" / "logs").iterdir())
     with Ladder.open(tmp_path / "cup", read_only=True) as ladder:
-        assert len(board.match_list(ladder, 50).matches) == 6  # every result is kept
+        assert len(match_list.match_list(ladder, 50).matches) == 6  # every result is kept
 
 
 def test_logs_are_kept_a_day_past_the_count_then_deleted(tmp_path):
@@ -382,7 +382,7 @@ def test_logs_are_kept_a_day_past_the_count_then_deleted(tmp_path):
         os.utime(ladder.folder / "logs" / "match-000001", (day_ago, day_ago))
         assert ladder.prune().logs == 1
         assert _on_disk(ladder.folder)[0] == ["match-000002", "match-000003"]
-        assert "and those of the last 24 hours" in board.match_page(ladder, 1).logs_note
+        assert "and those of the last 24 hours" in match_page.match_page(ladder, 1).logs_note
 
 
 def _size(folder: Path) -> int:

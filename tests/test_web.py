@@ -33,7 +33,16 @@ from starlette.testclient import TestClient
 from policybox.ladder import Ladder
 from policybox.league.ladder import scrimmage
 from policybox.league.ladder.database import names, owners, versions
-from policybox.league.views import board, plots, scrimmage_page, team_page
+from policybox.league.views import (
+    match_list,
+    match_page,
+    name_page,
+    plots,
+    queue_page,
+    scrimmage_page,
+    standings,
+    team_page,
+)
 from policybox.league.views.pulse import STOPPED_ETA
 from policybox.league.views.templating import fixed
 from policybox.league.web.app import make_app
@@ -196,11 +205,11 @@ def test_each_page_is_rendered_from_the_json_it_links(league, client):
 
 def test_what_each_template_receives_is_pinned(league, client):
     expected = {
-        "/": ("standings.html", board.Standings, {"rewards"}),
-        "/names/alphabot": ("name.html", board.NamePage, {"rating", "reward", "head_to_head"}),
-        "/matches": ("matches.html", board.MatchList, set()),
-        "/matches/1": ("match.html", board.MatchPage, set()),
-        "/queue": ("queue.html", board.Queue, set()),
+        "/": ("standings.html", standings.Standings, {"rewards"}),
+        "/names/alphabot": ("name.html", name_page.NamePage, {"rating", "reward", "head_to_head"}),
+        "/matches": ("matches.html", match_list.MatchList, set()),
+        "/matches/1": ("match.html", match_page.MatchPage, set()),
+        "/queue": ("queue.html", queue_page.Queue, set()),
         "/teams/alpha": ("team.html", team_page.TeamPage, {"alphabot v1"}),  # hostile was never rated
         "/scrimmages/1": ("scrimmage.html", scrimmage_page.ScrimmagePage, set()),
     }

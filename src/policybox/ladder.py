@@ -26,7 +26,7 @@ from policybox.league.ladder import retention, run_loop
 from policybox.league.ladder.final import ROUNDS, FinalState, latest_final, play_final
 from policybox.league.ladder.folder import LadderFolder
 from policybox.league.ladder.settings import LadderSettings
-from policybox.league.views import board
+from policybox.league.views import match_list, name_page, standings
 
 if TYPE_CHECKING:  # versus's modules (scipy) are imported by a test only
     from policybox.league.evaluate.versus import VersusResult
@@ -37,25 +37,25 @@ __all__ = ["Ladder", "LadderSettings"]
 class Ladder(LadderFolder):
     """A ladder (``Ladder.create(DIR, settings)`` or ``Ladder.open(DIR)``): submit, retire, reinstate and
     rerate (``policybox.league.ladder.folder``), run it, read it, prune it, test a name's versions and
-    play a final (``policybox.league.ladder.run_loop``, ``board``, ``retention``, ``ladder_trial``,
-    ``final``)."""
+    play a final (``policybox.league.ladder.run_loop``, ``policybox.league.views``, ``retention``,
+    ``ladder_trial``, ``final``)."""
 
     def run(self, matches: int | None = None, workers: int | None = None, **backend: Any) -> run_loop.Progress:
         """``ladder run``: qualify what is queued and play until stopped, or until ``matches`` are
         stored, played or void (``backend="ray", ray_address=...`` for a cluster); how it went."""
         return run_loop.run(self, matches, workers, **backend)
 
-    def standings(self) -> board.Standings:
+    def standings(self) -> standings.Standings:
         """``ladder status``: one row per name, best first."""
-        return board.standings(self)
+        return standings.standings(self)
 
-    def show(self, name: str) -> board.NamePage:
+    def show(self, name: str) -> name_page.NamePage:
         """``ladder show NAME``: its versions, rating history, head-to-head, failures (with log tails)."""
-        return board.name_page(self, name, private=True)
+        return name_page.name_page(self, name, private=True)
 
-    def matches(self, limit: int = 100) -> board.MatchList:
+    def matches(self, limit: int = 100) -> match_list.MatchList:
         """``ladder matches``: the matches played, newest first."""
-        return board.match_list(self, limit)
+        return match_list.match_list(self, limit)
 
     def prune(
         self, keep_logs: int | None = None, keep_replays: int | None = None, keep_logs_hours: float | None = None

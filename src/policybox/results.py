@@ -1,4 +1,5 @@
-"""The serialised outcome of an episode: what happened to the game and to every agent."""
+"""The serialised outcome of an episode: what happened to the game and to every agent; and the one
+formatter of a failure's line (``failure_line``), which every view of a failure goes through."""
 
 from __future__ import annotations
 
@@ -18,6 +19,23 @@ def step_number(index: int) -> int:
     """A step as people count it, from 1 -- what every message and page shows -- for a step index, from 0
     (what results and the database store): an agent that failed on its 50th step failed at step 50."""
     return index + 1
+
+
+START_UP = "start-up"  # where a failure before an agent's first step happened, as every view says it
+
+
+def failure_step(step: int | None) -> str:
+    """A failure's step as a table's step column shows it: its number from 1 (``step_number``), or
+    ``START_UP`` for a failure before the first step (None)."""
+    return START_UP if step is None else str(step_number(step))
+
+
+def failure_line(kind: str | None, step: int | None, message: str | None) -> str:
+    """A failure's line -- "CAUSE at start-up: MESSAGE" or "CAUSE at step N: MESSAGE" -- the one
+    formatter of it: ``Failure.one_line`` (the command line's, the JSON's, the report's and every stored
+    reason's), and ``ladder show``'s failures, whose parts a view has already cut for its viewer."""
+    where = START_UP if step is None else f"step {failure_step(step)}"
+    return f"{kind} at {where}: {message}"
 
 
 class AgentStatus(StrEnum):
@@ -63,8 +81,8 @@ class Failure(BaseModel):
         )
 
     def one_line(self) -> str:
-        where = "start-up" if self.step is None else f"step {step_number(self.step)}"
-        return clip(first_line(f"{self.kind} at {where}: {self.message}"), ONE_LINE)
+        """Its line (``failure_line``), cut to its first line and ``ONE_LINE`` characters."""
+        return clip(first_line(failure_line(self.kind, self.step, self.message)), ONE_LINE)
 
 
 class GameFault(BaseModel):

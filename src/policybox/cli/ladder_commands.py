@@ -125,11 +125,11 @@ def submit(
     built, or the same content as NAME's latest version, is refused (exit 2)."""
     from policybox.cli.common import console, guarded
     from policybox.inert import shown
-    from policybox.league.views import board
+    from policybox.league.views import queue_page
 
     with guarded("nothing was submitted"), _open(folder) as ladder:
         version = ladder.submit(name, spec, team=team, check=check)
-        eta = board.queue_eta(ladder, version.name, version.number)
+        eta = queue_page.queue_eta(ladder, version.name, version.number)
         when = eta.line if eta is not None else "it qualifies when its name is reinstated"
         console.print(shown(f"{version.label} submitted ({version.digest[:12]}); {when}"))
 
@@ -290,14 +290,14 @@ def status(folder: DIR, json: JSON = False) -> None:
     standings: one row per name (its playing version), best first."""
     from policybox.cli import tables
     from policybox.cli.common import console, guarded
-    from policybox.league.views import board
+    from policybox.league.views import standings
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
-        standings = board.standings(ladder)
+        board = standings.standings(ladder)
     if json:
-        console.print_json(standings.model_dump_json())
+        console.print_json(board.model_dump_json())
     else:
-        tables.show_standings(console, standings)
+        tables.show_standings(console, board)
 
 
 @ladder_app.command()
@@ -305,10 +305,10 @@ def show(folder: DIR, name: NAME, json: JSON = False) -> None:
     """One name: its versions, rating history, head-to-head, seats, recent matches and failures (with log tails)."""
     from policybox.cli import tables
     from policybox.cli.common import console, guarded
-    from policybox.league.views import board
+    from policybox.league.views import name_page
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
-        page = board.name_page(ladder, name, private=True)
+        page = name_page.name_page(ladder, name, private=True)
     if json:
         console.print_json(page.model_dump_json())
     else:
@@ -364,10 +364,10 @@ def list_matches(
     """The matches played, newest first (a match scheduled but not yet played is not listed)."""
     from policybox.cli import tables
     from policybox.cli.common import console, guarded
-    from policybox.league.views import board
+    from policybox.league.views import match_list
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
-        found = board.match_list(ladder, limit)
+        found = match_list.match_list(ladder, limit)
     if json:
         console.print_json(found.model_dump_json())
     else:
@@ -452,10 +452,10 @@ def list_tokens(folder: DIR, json: JSON = False) -> None:
     sessions. Never the token itself: the ladder keeps only its hash."""
     from policybox.cli import tables
     from policybox.cli.common import console, guarded
-    from policybox.league.views import board
+    from policybox.league.views import token_list
 
     with guarded("nothing was changed"), _open(folder, read_only=True) as ladder:
-        found = board.tokens(ladder)
+        found = token_list.tokens(ladder)
     if json:
         console.print_json(found.model_dump_json())
     else:

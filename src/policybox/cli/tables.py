@@ -21,14 +21,17 @@ from rich.text import Text
 
 from policybox.inert import shown
 from policybox.lines import first_line
-from policybox.results import AgentStatus, EpisodeResult, step_number
+from policybox.results import AgentStatus, EpisodeResult, failure_line
 from policybox.sandbox import SandboxLevel
 
 if TYPE_CHECKING:  # a leaderboard's modules (OpenSkill, numpy) are imported by the commands that show one
     from policybox.league.ranking import Rating, Reward
     from policybox.league.stats.plackett_luce import FinalRanking
-    from policybox.league.views import board
+    from policybox.league.views.match_list import MatchList, MatchRow, SeatResult
+    from policybox.league.views.name_page import NamePage
+    from policybox.league.views.standings import Standings
     from policybox.league.views.summary import HeadToHead, Summary
+    from policybox.league.views.token_list import Tokens
 
 NAME_WIDTH = 16  # of a policy name in a table; the full name is listed below when it is longer
 LADDER_NAME_WIDTH = 12  # in the ladder's standings, so that every column fits 80 columns
@@ -312,7 +315,7 @@ def _behaviour(summary: Summary, names: _Names, rows: int = STATS_SHOWN) -> Tabl
 # A ladder
 
 
-def show_standings(console: Console, standings: board.Standings) -> None:
+def show_standings(console: Console, standings: Standings) -> None:
     """The ladder's standings table -- the ranked rows, then the unranked -- then why each row that is
     not active is so, and each name's newer version that does not play."""
     from policybox.league.ladder.life import VersionState
@@ -369,7 +372,7 @@ def _reward(reward: Reward | None) -> str:
     return f"{number(reward.mean)} [{number(low)}, {number(high)}]"
 
 
-def show_name(console: Console, page: board.NamePage) -> None:
+def show_name(console: Console, page: NamePage) -> None:
     """One name: its versions, opponents, seats, rating history (the last few), matches and failures."""
     console.print(shown(f"{page.name}", "bold"))
     versions = _table("versions")
@@ -417,14 +420,13 @@ def show_name(console: Console, page: board.NamePage) -> None:
             f"rating after match {last.match}: {last.rating.mu:.2f} ± {last.rating.sigma:.2f} "
             f"({len(page.history)} points)"
         )
-    from policybox.league.views.board import MatchList  # only a ladder's pages load the database layer
+    from policybox.league.views.match_list import MatchList  # only a ladder's pages load the database layer
 
     show_matches(console, MatchList(matches=page.recent), title="recent matches")
     for failure in page.failures:
         times = f"×{failure.count}, last in " if failure.count > 1 else ""
         head = f"{times}match {failure.match} v{failure.version} seat {failure.seat} {failure.status}"
-        where = "start-up" if failure.step is None else f"step {step_number(failure.step)}"
-        console.print(shown(f"{head}: {failure.cause} at {where}: {failure.message}", "yellow"))
+        console.print(shown(f"{head}: {failure_line(failure.cause, failure.step, failure.message)}", "yellow"))
         if failure.traceback:  # its own frames; policybox's counted
             folded = failure.traceback.folded_frames
             note = f"({folded} frame{'s' if folded != 1 else ''} of policybox folded)"
@@ -434,7 +436,7 @@ def show_name(console: Console, page: board.NamePage) -> None:
     names.show_full(console)
 
 
-def show_matches(console: Console, found: board.MatchList, title: str = "matches") -> None:
+def show_matches(console: Console, found: MatchList, title: str = "matches") -> None:
     """One line per match: each version in it with its mean reward over its seats, its placing and its statuses."""
     names = _Names()
     table = _table(title)
@@ -447,8 +449,8 @@ def show_matches(console: Console, found: board.MatchList, title: str = "matches
     names.show_full(console)
 
 
-def _seated(match: board.MatchRow, names: _Names) -> list[Text]:
-    by_version: dict[tuple[str, int], list[board.SeatResult]] = {}
+def _seated(match: MatchRow, names: _Names) -> list[Text]:
+    by_version: dict[tuple[str, int], list[SeatResult]] = {}
     for seat in match.seats:
         by_version.setdefault((seat.name, seat.version), []).append(seat)
     shown_versions = []
@@ -467,7 +469,7 @@ def _seated(match: board.MatchRow, names: _Names) -> list[Text]:
     return shown_versions
 
 
-def show_tokens(console: Console, found: board.Tokens) -> None:
+def show_tokens(console: Console, found: Tokens) -> None:
     """The ladder's tokens, by team: never a token itself, which the ladder does not keep."""
     table = _table(f"tokens · {len(found.tokens)}")
     table.add_column("team", no_wrap=True)

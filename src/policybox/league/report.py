@@ -2,9 +2,9 @@
 
 ``report_data(DIR)`` gathers what the page shows -- standings, head-to-head, latency, seats, failures,
 and what is left to play or was refused -- as one pydantic model, from the views that already rank:
-``load_summary`` for a tournament's folder (it holds ``tournament.json``), ``policybox.league.views.board``
-for a ladder's (``ladder.json``). Nothing is ranked here. ``render`` turns it into the page through
-``templates/report.html.j2``.
+``load_summary`` for a tournament's folder (it holds ``tournament.json``), ``policybox.league.views``' (its
+standings, name pages, conduct and queue) for a ladder's (``ladder.json``). Nothing is ranked here.
+``render`` turns it into the page through ``templates/report.html.j2``.
 
 The page is one file that works offline and may be shared: its style is inline, its plots are
 ``policybox.league.views.plots``' inline SVG, it holds no script at all (and a Content-Security-Policy that
@@ -33,7 +33,7 @@ from policybox.league.ladder.final import FinalState, latest_final
 from policybox.league.ladder.folder import FOLDER_FILE, LadderFolder
 from policybox.league.ranking import Rating, Reward
 from policybox.league.stats.plackett_luce import FinalRanking
-from policybox.league.views import board, plots
+from policybox.league.views import conduct, name_page, plots, queue_page, standings, visibility
 from policybox.league.views.summary import FailureCause, LatencySummary, PolicySummary, differing_stats
 from policybox.league.views.templating import environment
 from policybox.storage import write_atomically
@@ -50,7 +50,7 @@ class Row(BaseModel):
     rank: int | None = Field(description="Its place (shared by equal ratings); None: not ranked yet")
     name: str
     version: int | None = Field(default=None, description="A ladder's: the version that plays")
-    state: str | None = Field(default=None, description="A ladder's: its name's state (board.Standing.state)")
+    state: str | None = Field(default=None, description="A ladder's: its name's state (standings.Standing.state)")
     rating: Rating | None
     reward: Reward | None
     versus_next: str | None = Field(description=ranking.VERSUS_NEXT)
@@ -86,7 +86,7 @@ class History(BaseModel):
     """A ladder name's rating after each of its matches."""
 
     name: str
-    points: list[board.RatingPoint]
+    points: list[name_page.RatingPoint]
 
 
 class ReportData(BaseModel):
@@ -188,10 +188,10 @@ def _policy_row(entry: PolicySummary, stats: list[str]) -> Row:
 
 
 def _ladder_data(ladder: LadderFolder) -> ReportData:
-    standings = board.standings(ladder)
-    pages = {row.name: board.name_page(ladder, row.name) for row in standings.rows}  # public: no log tails
-    conduct = {entry.name: entry for entry in board.conduct(ladder)}
-    queue = board.queue(ladder, private_for=set())  # public: each reason's first line
+    board = standings.standings(ladder)
+    pages = {row.name: name_page.name_page(ladder, row.name) for row in board.rows}  # public: no log tails
+    conducts = {entry.name: entry for entry in conduct.conduct(ladder)}
+    queue = queue_page.queue(ladder, private_for=set())  # public: each reason's first line
     seats = ladder.settings.agents
     meetings = [Meeting(name=n, opponent=o.name, record=o) for n, page in pages.items() for o in page.head_to_head]
     final = latest_final(ladder)
@@ -202,11 +202,11 @@ def _ladder_data(ladder: LadderFolder) -> ReportData:
         agents=seats,
         steps=ladder.settings.settings.steps,
         unit="matches",
-        played=standings.matches,
+        played=board.matches,
         made_at=_now(),
-        rank_by=standings.rank_by,
-        rule=standings.rule,
-        rows=[_standing_row(row, conduct.get(row.name), pages[row.name], seats) for row in standings.rows],
+        rank_by=board.rank_by,
+        rule=board.rule,
+        rows=[_standing_row(row, conducts.get(row.name), pages[row.name], seats) for row in board.rows],
         head_to_head=meetings,
         cycles=_cycles(meetings),
         histories=[History(name=name, points=page.history) for name, page in pages.items() if page.history],
@@ -226,7 +226,9 @@ def final_note(final: FinalState) -> str:
     )
 
 
-def _standing_row(row: board.Standing, conduct: board.Conduct | None, page: board.NamePage, seats: int) -> Row:
+def _standing_row(
+    row: standings.Standing, conducted: conduct.Conduct | None, page: name_page.NamePage, seats: int
+) -> Row:
     plays = {record.seat: record.plays for record in page.seats}
     return Row(
         rank=row.rank,
@@ -241,10 +243,10 @@ def _standing_row(row: board.Standing, conduct: board.Conduct | None, page: boar
         forfeits=row.forfeits,
         forfeit_note=row.forfeit_note,
         statuses=row.statuses,
-        latency=conduct.latency if conduct else None,
-        failures=conduct.failures if conduct else [],
+        latency=conducted.latency if conducted else None,
+        failures=conducted.failures if conducted else [],
         seats=[plays.get(seat, 0) for seat in range(seats)],
-        note=board.reason(row.reason, False),
+        note=visibility.reason(row.reason, False),
     )
 
 

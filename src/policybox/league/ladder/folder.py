@@ -6,7 +6,7 @@ URL (the file is 0600: the URL may hold a password); a SQLite ladder's database 
 ``DIR/ladder.db``. Versions' files are kept under ``DIR/versions`` (root-only, content-addressed),
 agents' logs under ``DIR/logs``. The folder is 0700 and everything directly in it private
 (``policybox.league.ladder.private``): no cell, and no other user, reads any of it. ``ladder run`` plays
-it (``policybox.league.ladder.run_loop``); what it shows is ``policybox.league.views.board``'s;
+it (``policybox.league.ladder.run_loop``); what it shows is ``policybox.league.views``';
 ``policybox.ladder.Ladder`` is all of it in one object.
 """
 

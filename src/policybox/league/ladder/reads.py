@@ -1,12 +1,13 @@
-"""The queries the views run: what ``policybox.league.views.board`` (and a ``NAME@vN`` rerun) read of a ladder's
+"""The queries the views run: what ``policybox.league.views`` (and a ``NAME@vN`` rerun) read of a ladder's
 database, each a function of an open connection that returns rows.
 
 Each noun's writes, and what the run loop, submissions and tokens read, are its own module's
 (``version_store``, ``match_store``, ``team_store``, ``scrimmage_store``, ``final_store``, the
-heartbeat's row ``heartbeat``); this module holds the views' reads (a final's too), so that no view
-runs SQL of its own. Each is opened with ``database.reading``, whose errors are translated as a
-write's are (``database.transaction``): a database that cannot be used is one ``LadderError``,
-wherever it is met.
+heartbeat's row ``heartbeat``); this module holds the views' reads (a final's too; the few those
+modules run too are reached from here, at its end), so that no view runs SQL of its own nor imports
+a store (``tests/test_architecture.py`` checks it). Each is opened with ``database.reading``, whose
+errors are translated as a write's are (``database.transaction``): a database that cannot be used is
+one ``LadderError``, wherever it is met.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.league.ladder import heartbeat, life
+from policybox.league.ladder import heartbeat, life, scrimmage_store, team_store, version_store
 from policybox.league.ladder.database import (
     MatchState,
     final_matches,
@@ -348,3 +349,38 @@ def beat(connection: Connection) -> str | None:
     """The run's latest heartbeat as stored (``heartbeat.read`` parses it), or None: no run has beaten."""
     found: str | None = connection.execute(select(meta.c.value).where(meta.c.key == heartbeat.BEAT_KEY)).scalar()
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# What the views read that the stores read too (the run loop, submissions, tokens): the stores'
+# queries, reached from here, so that a view reads only through this module
+
+
+def current_versions(connection: Connection) -> dict[str, Any]:
+    """Each name's playing version -- its latest qualified one -- by name (``version_store.current_versions``)."""
+    return version_store.current_versions(connection)
+
+
+def latest_version(connection: Connection, name: str) -> version_store.Version | None:
+    """A name's newest version, whatever its state; None: no such name."""
+    return version_store.latest_version(connection, name)
+
+
+def name_row(connection: Connection, name: str) -> Any:
+    """A name's row (its id, and whether it is retired), or None."""
+    return version_store.name_row(connection, name)
+
+
+def token_rows(connection: Connection) -> Sequence[Any]:
+    """Every token (never its digest), by team (``team_store.token_rows``)."""
+    return team_store.token_rows(connection)
+
+
+def submissions_since(connection: Connection, team_id: int, since: str) -> list[str]:
+    """When each version of a name ``team_id`` owns was submitted, at ``since`` (ISO UTC) or after, oldest first."""
+    return team_store.submissions_since(connection, team_id, since)
+
+
+def scrimmages_since(connection: Connection, team_id: int, since: str) -> list[str]:
+    """When each scrimmage ``team_id`` asked for at ``since`` (ISO UTC) or after was asked for, oldest first."""
+    return scrimmage_store.scrimmages_since(connection, team_id, since)

@@ -10,7 +10,8 @@ from pydantic import BaseModel, Field
 from policybox.errors import NotFound
 from policybox.league.ladder.final import FinalState, latest_final, latest_final_match, replay_name
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
-from policybox.league.views import board, replays
+from policybox.league.views import replays
+from policybox.league.views.visibility import public
 from policybox.results import EpisodeResult
 
 
@@ -96,9 +97,9 @@ def _seats(seats: list[tuple[str, int]], result: EpisodeResult | None) -> list[F
                 version=version,
                 reward=agent.reward,
                 status=agent.status.value,
-                cause=board.public(failure.kind, private=False) if failure else None,
+                cause=public(failure.kind, private=False) if failure else None,
                 step=failure.step if failure else None,
-                message=board.public(failure.message, private=False) if failure else None,
+                message=public(failure.message, private=False) if failure else None,
             )
         )
     return found

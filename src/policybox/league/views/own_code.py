@@ -6,8 +6,8 @@ organiser's machine, and a message or traceback a policy raised names them. ``re
 prefix (``policies/bot.py``) -- and, for a zip's, the folder it was unpacked to, named by the zip's
 content hash (``policybox.submission``): ``224c2f2ac3fdeb36/bot.py`` is ``bot.py``, as the zip holds
 it -- and the folders of policybox and of this Python's libraries (``policybox/cell/runtime.py``,
-``mettagrid/...``), so that no view shows where the organiser keeps anything. ``board.public`` and
-``board.own`` apply it to every text a policy controls, for every view.
+``mettagrid/...``), so that no view shows where the organiser keeps anything. ``visibility.public``
+and ``visibility.own`` apply it to every text a policy controls, for every view.
 
 **Own frames first.** A traceback's frames in files of the version (under ``versions/files/``) are
 the team's; the others -- policybox's cell, the game, the standard library -- are folded: their text

@@ -3,7 +3,7 @@ page, and one scrimmage's own page -- an unrated match, shown as a match page sh
 
 **A scrimmage is its team's.** Only the team that asked for it sees it (its list, its page, its
 replay): what a team tries out is nobody else's business. Within it, the privacy rule of every view
-holds (``board.public`` and ``board.own``): the team sees its own names' log tails and whole
+holds (``visibility.public`` and ``visibility.own``): the team sees its own names' log tails and whole
 messages, the opponent's first lines only.
 """
 
@@ -16,11 +16,13 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection
 
 from policybox.errors import NotFound
-from policybox.league.ladder import reads, scrimmage_store, version_store
+from policybox.league.ladder import life, reads
 from policybox.league.ladder.database import MatchState, reading
 from policybox.league.ladder.folder import HOUR, REPLAYS, LadderFolder
 from policybox.league.ladder.scrimmage import episode_name
-from policybox.league.views import board, own_code
+from policybox.league.views import own_code
+from policybox.league.views.match_list import PLACING, placings
+from policybox.league.views.visibility import ID_MAX, own, public
 from policybox.results import EpisodeResult
 from policybox.settings import REPLAY_SUFFIX
 
@@ -34,7 +36,7 @@ class ScrimmageSeat(BaseModel):
     version: int
     reward: float | None = None
     status: str | None = None
-    placing: str | None = Field(default=None, description=board.PLACING)
+    placing: str | None = Field(default=None, description=PLACING)
     cause: str | None = None
     step: int | None = None
     message: str | None = Field(default=None, description="Whole for the team's own names, else its first line")
@@ -79,13 +81,11 @@ def form(ladder: LadderFolder, name: str, team: str) -> ScrimmageForm:
     """The scrimmage form of ``team``'s ``name``."""
     since = (datetime.now(UTC) - HOUR).isoformat(timespec="seconds")
     with reading(ladder.engine) as connection:
-        current = version_store.current_versions(connection)
+        current = reads.current_versions(connection)
         team_id = reads.team_id(connection, team)
-        used = 0 if team_id is None else len(scrimmage_store.scrimmages_since(connection, team_id, since))
+        used = 0 if team_id is None else len(reads.scrimmages_since(connection, team_id, since))
     opponents = sorted(
-        other
-        for other, row in current.items()
-        if other != name and not row.retired and row.state in version_store.PLAYING
+        other for other, row in current.items() if other != name and not row.retired and row.state in life.PLAYING
     )
     per_hour = ladder.settings.scrimmages_per_hour
     return ScrimmageForm(name=name, opponents=opponents, per_hour=per_hour, left=max(0, per_hour - used))
@@ -100,7 +100,7 @@ def rows(ladder: LadderFolder, connection: Connection, team_id: int, limit: int)
 
 def scrimmage_page(ladder: LadderFolder, scrimmage_id: int, team: str | None, owned: set[str]) -> ScrimmagePage:
     """Scrimmage ``scrimmage_id`` for ``team`` (whose names are ``owned``); NotFound for any other viewer."""
-    if not 0 <= scrimmage_id <= board.ID_MAX:
+    if not 0 <= scrimmage_id <= ID_MAX:
         raise NotFound(NOT_YOURS.format(id=scrimmage_id))
     with reading(ladder.engine) as connection:
         row = reads.scrimmage(connection, scrimmage_id)
@@ -112,10 +112,10 @@ def scrimmage_page(ladder: LadderFolder, scrimmage_id: int, team: str | None, ow
     if result is not None:
         for seat, agent in zip(seats, result.agents, strict=True):
             mine, failure = seat.name in owned, agent.failure
-            seat.cause = board.public(failure.kind, mine) if failure else None
+            seat.cause = public(failure.kind, mine) if failure else None
             seat.step = failure.step if failure else None
-            seat.message = board.public(failure.message, mine) if failure else None
-            seat.log_tail = board.own(agent.log_tail or (failure.log_tail if failure else None), mine)
+            seat.message = public(failure.message, mine) if failure else None
+            seat.log_tail = own(agent.log_tail or (failure.log_tail if failure else None), mine)
     return ScrimmagePage(
         **_row(ladder, row, refs, seats).model_dump(),
         team=row.team,
@@ -135,8 +135,8 @@ def _placed(ladder: LadderFolder, row: Any, refs: dict[int, tuple[str, int]]) ->
     if row.state != MatchState.PLAYED or row.result is None:
         return seats
     result = EpisodeResult.model_validate(row.result)
-    placings = board.placings(result, [seat.name for seat in seats], ladder.settings.rank_by)
-    for seat, agent, placing in zip(seats, result.agents, placings, strict=True):
+    placed = placings(result, [seat.name for seat in seats], ladder.settings.rank_by)
+    for seat, agent, placing in zip(seats, result.agents, placed, strict=True):
         seat.reward, seat.status, seat.placing = agent.reward, agent.status.value, placing
     return seats
 

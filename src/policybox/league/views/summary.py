@@ -37,8 +37,6 @@ from policybox.league.stats.plackett_luce import FinalRanking
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure
 from policybox.spec import PolicySpec
 
-EXAMPLE_CHARS = 300
-
 __all__ = ["FailureCause", "HeadToHead", "LatencySummary", "PolicySummary", "Rating", "Reward", "Summary", "summarize"]
 
 
@@ -239,8 +237,9 @@ def failure_causes(failures: Iterable[tuple[int, str, Failure]]) -> list[Failure
         if key in causes:
             causes[key].count += 1
         else:
-            example = failure.one_line()[:EXAMPLE_CHARS]
-            causes[key] = FailureCause(status=status, cause=failure.kind, count=1, example=example, episode=episode)
+            causes[key] = FailureCause(
+                status=status, cause=failure.kind, count=1, example=failure.one_line(), episode=episode
+            )
     return sorted(causes.values(), key=lambda cause: (-cause.count, cause.status, cause.cause))
 
 

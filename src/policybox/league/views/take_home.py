@@ -29,7 +29,7 @@ from policybox.files.version_files import NAME_PATTERN
 from policybox.league.ladder import reads, retention
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import LOGS, LadderFolder
-from policybox.league.views.board import ID_MAX
+from policybox.league.views.visibility import ID_MAX
 from policybox.untrusted_files import Folder
 
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # every entry's: the same files give the same zip

@@ -2,7 +2,7 @@
 its place on the board, the submissions it has left this hour and, for the team itself, its
 scrimmages and the scrimmages it has left (``scrimmage_page``).
 
-What a policy wrote follows the rule of every view (``board.public``, ``board.own``): whole for the
+What a policy wrote follows the rule of every view (``visibility.public``, ``visibility.own``): whole for the
 team's own viewer, its first line for anyone else.
 """
 
@@ -15,22 +15,23 @@ from sqlalchemy import Connection
 
 from policybox.errors import NotFound
 from policybox.files.version_files import NAME_PATTERN
-from policybox.league.ladder import reads, scrimmage_store, team_store
+from policybox.league.ladder import reads
 from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import HOUR, LadderFolder
-from policybox.league.views import board
+from policybox.league.views.name_page import RatingPoint, VersionInfo, rating_points, version_info
 from policybox.league.views.scrimmage_page import ScrimmageRow, rows
+from policybox.league.views.standings import Standing, standings
 
 SCRIMMAGES_SHOWN = 50
 
 
-class TeamVersion(board.VersionInfo):
-    history: list[board.RatingPoint] = Field(description="Its rating after each match that rated it")
+class TeamVersion(VersionInfo):
+    history: list[RatingPoint] = Field(description="Its rating after each match that rated it")
 
 
 class TeamName(BaseModel):
     name: str
-    standing: board.Standing = Field(description="Its row of the board")
+    standing: Standing = Field(description="Its row of the board")
     versions: list[TeamVersion]
 
 
@@ -62,7 +63,7 @@ def team_page(ladder: LadderFolder, team: str, own: bool = False) -> TeamPage:
     """Everything about ``team`` (``own``: as the team itself sees it)."""
     if not NAME_PATTERN.fullmatch(team):  # none was made (and a NUL is no text to PostgreSQL)
         raise NotFound(f"this ladder has no team called {team[:100]!r}")
-    board_rows = board.standings(ladder, None if own else set()).rows  # before this connection, as name_page's
+    board_rows = standings(ladder, None if own else set()).rows  # before this connection, as name_page's
     with reading(ladder.engine) as connection:
         team_id = reads.team_id(connection, team)
         if team_id is None:
@@ -74,8 +75,8 @@ def team_page(ladder: LadderFolder, team: str, own: bool = False) -> TeamPage:
         ]
         since = (datetime.now(UTC) - HOUR).isoformat(timespec="seconds")
         settings = ladder.settings
-        submissions = _quota(team_store.submissions_since(connection, team_id, since), settings.submissions_per_hour)
-        scrimmages = scrimmage_store.scrimmages_since(connection, team_id, since)
+        submissions = _quota(reads.submissions_since(connection, team_id, since), settings.submissions_per_hour)
+        scrimmages = reads.scrimmages_since(connection, team_id, since)
         shown = rows(ladder, connection, team_id, SCRIMMAGES_SHOWN) if own else []
     ranks = [n.standing.rank for n in names if n.standing.rank is not None]
     return TeamPage(
@@ -93,9 +94,9 @@ def team_page(ladder: LadderFolder, team: str, own: bool = False) -> TeamPage:
 def _versions(connection: Connection, name_id: int, own: bool) -> list[TeamVersion]:
     """A name's versions, oldest first, each with its rating history."""
     found = reads.versions_of(connection, name_id)
-    history = board.rating_points(connection, {v.id: v.number for v in found})
+    history = rating_points(connection, {v.id: v.number for v in found})
     return [
-        TeamVersion(**board.version_info(v, own).model_dump(), history=[p for p in history if p.version == v.number])
+        TeamVersion(**version_info(v, own).model_dump(), history=[p for p in history if p.version == v.number])
         for v in found
     ]
 

@@ -10,7 +10,8 @@ name is an error, not an empty string. The filters:
 - ``fixed(places)``: with ``places`` decimals as JavaScript's ``toFixed`` writes it, so that the web
   page's live standings (``web/static/standings.js``) read as the page does; a dash for none;
 - ``first_line``: a text's first line (``policybox.lines.first_line``);
-- ``step_number``: a stored step index as people count steps, from 1 (``policybox.results.step_number``).
+- ``step_number``: a stored step index as people count steps, from 1 (``policybox.results.step_number``);
+- ``failure_step``: a failure's step, its number or "start-up" (``policybox.results.failure_step``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import jinja2
 
 from policybox.league.views import plots
 from policybox.lines import first_line
-from policybox.results import step_number
+from policybox.results import failure_step, step_number
 
 _WIDE = Context(prec=60)  # a quantize never runs out of digits
 
@@ -46,4 +47,6 @@ environment = jinja2.Environment(
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
-environment.filters.update(number=plots.number, fixed=fixed, first_line=first_line, step_number=step_number)
+environment.filters.update(
+    number=plots.number, fixed=fixed, first_line=first_line, step_number=step_number, failure_step=failure_step
+)

@@ -2,7 +2,7 @@
 
 It reads what ``ladder run`` writes (and stores what a team submits, as ``ladder submit`` does,
 once an upload's policy is built in a cell: the only cell it starts); it plays nothing. Every page
-is one of ``policybox.league.views.board``'s views, served twice: as JSON under ``/api/`` and as HTML
+is one of ``policybox.league.views``' views, served twice: as JSON under ``/api/`` and as HTML
 rendered from the same model (``pages``). ``app.make_app(DIR)`` is the ASGI app. This package's own
 import is light: the command line reads the upload cap here without loading Starlette or the
 database.

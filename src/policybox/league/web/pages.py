@@ -1,10 +1,10 @@
-"""The pages: each is one of ``policybox.league.views.board``'s views, fetched once per request (Datasette's
-one data function per page) and answered as JSON under ``/api/`` or as HTML rendered from that same
+"""The pages: each is one of ``policybox.league.views``' views, fetched once per request (Datasette's one
+data function per page) and answered as JSON under ``/api/`` or as HTML rendered from that same
 model, with the plots drawn from it. Nothing here computes what a page shows.
 
 What a viewer may see follows from who it is, decided here once per request: the names its team
 owns get their log tails and whole messages; every other name shows their first lines
-(``board.public`` and ``board.own`` keep that rule, for every view).
+(``visibility.public`` and ``visibility.own`` keep that rule, for every view).
 """
 
 from __future__ import annotations
@@ -22,7 +22,19 @@ from starlette.routing import Route
 
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ranking import Reward
-from policybox.league.views import board, final_page, plots, rules, scrimmage_page, team_page
+from policybox.league.views import (
+    final_page,
+    match_list,
+    match_page,
+    name_page,
+    plots,
+    queue_page,
+    rules,
+    scrimmage_page,
+    standings,
+    team_page,
+    visibility,
+)
 from policybox.league.web import render, scrimmages
 from policybox.league.web.viewer import Viewer, viewer
 
@@ -81,39 +93,39 @@ class Page:
 
 
 # ---------------------------------------------------------------------------------------------
-# Each page's data: one board call
+# Each page's data: one view's call
 
 
-def _standings(ladder: LadderFolder, request: Request, who: Viewer) -> board.Standings:
-    return board.standings(ladder, set(who.owned))
+def _standings(ladder: LadderFolder, request: Request, who: Viewer) -> standings.Standings:
+    return standings.standings(ladder, set(who.owned))
 
 
-def _name(ladder: LadderFolder, request: Request, who: Viewer) -> board.NamePage:
+def _name(ladder: LadderFolder, request: Request, who: Viewer) -> name_page.NamePage:
     name = request.path_params["name"]
-    return board.name_page(ladder, name, private=name in who.owned)
+    return name_page.name_page(ladder, name, private=name in who.owned)
 
 
-def _matches(ladder: LadderFolder, request: Request, who: Viewer) -> board.MatchList:
+def _matches(ladder: LadderFolder, request: Request, who: Viewer) -> match_list.MatchList:
     query = request.query_params
     if unknown := sorted(set(query) - MATCHES_QUERY):
         known = ", ".join(f"{key}=" for key in sorted(MATCHES_QUERY))
         raise HTTPException(400, f"/matches takes no {unknown[0][:40]!r}: it takes {known} (e.g. name=alphabot)")
     before = query.get("before")
     # ASCII digits (str.isdigit takes "²"), and few enough for a database's integer
-    if before is not None and not (ASCII_NUMBER.fullmatch(before) and int(before) <= board.ID_MAX):
+    if before is not None and not (ASCII_NUMBER.fullmatch(before) and int(before) <= visibility.ID_MAX):
         raise HTTPException(400, f"before={before[:40]!r}: give a match id, e.g. before=100")
     name, opponent = query.get("name"), query.get("opponent")
     if opponent is not None and name is None:
         raise HTTPException(400, "opponent= goes with name=: e.g. /matches?name=alphabot&opponent=betabot")
-    return board.match_list(ladder, MATCHES_SHOWN, None if before is None else int(before), name, opponent)
+    return match_list.match_list(ladder, MATCHES_SHOWN, None if before is None else int(before), name, opponent)
 
 
-def _match(ladder: LadderFolder, request: Request, who: Viewer) -> board.MatchPage:
-    return board.match_page(ladder, request.path_params["match"], private_for=set(who.owned))
+def _match(ladder: LadderFolder, request: Request, who: Viewer) -> match_page.MatchPage:
+    return match_page.match_page(ladder, request.path_params["match"], private_for=set(who.owned))
 
 
-def _queue(ladder: LadderFolder, request: Request, who: Viewer) -> board.Queue:
-    return board.queue(ladder, set(who.owned))
+def _queue(ladder: LadderFolder, request: Request, who: Viewer) -> queue_page.Queue:
+    return queue_page.queue(ladder, set(who.owned))
 
 
 def _rules(ladder: LadderFolder, request: Request, who: Viewer) -> rules.Rules:
@@ -146,11 +158,11 @@ def _intervals(rewards: list[tuple[str, Reward | None]]) -> list[plots.Interval]
     return [plots.Interval(name, reward.mean, *reward.ci95) for name, reward in rewards if reward is not None]
 
 
-def _standings_plots(page: board.Standings) -> dict[str, str]:
+def _standings_plots(page: standings.Standings) -> dict[str, str]:
     return {"rewards": plots.interval_plot(_intervals([(row.name, row.reward) for row in page.rows]))}
 
 
-def _name_plots(page: board.NamePage) -> dict[str, str]:
+def _name_plots(page: name_page.NamePage) -> dict[str, str]:
     met = [o for o in page.head_to_head if o.matches]
     cells = {(page.name, o.name): (o.balance, o.record) for o in met}
     return {
@@ -192,13 +204,13 @@ PAGES = [STANDINGS, NAME, MATCHES, MATCH, QUEUE, RULES, FINAL, FINAL_MATCH, TEAM
 
 def replay_frames(request: Request) -> Response:
     """A match's kept MettaGrid replay as the page's player (static/replay.js) draws it: 404 without one."""
-    return JSONResponse(board.match_replay(request.app.state.site.reader, request.path_params["match"]))
+    return JSONResponse(match_page.match_replay(request.app.state.site.reader, request.path_params["match"]))
 
 
 def replay(request: Request) -> Response:
     """A match's replay as a download, where the ladder wrote one (the match page's data says)."""
     page = MATCH.model(request)[0]
-    assert isinstance(page, board.MatchPage)
+    assert isinstance(page, match_page.MatchPage)
     if page.replay_file is None:
         raise HTTPException(404, f"match {page.id} has no replay: this ladder wrote none for it")
     path = request.app.state.site.reader.folder / REPLAYS / page.replay_file

@@ -24,7 +24,7 @@ from starlette.responses import FileResponse, RedirectResponse, Response
 from policybox.errors import NotFound
 from policybox.league.ladder import scrimmage
 from policybox.league.ladder.folder import LadderFolder
-from policybox.league.views import board, scrimmage_page
+from policybox.league.views import name_page, scrimmage_page
 from policybox.league.web import render
 from policybox.league.web.body import capped
 from policybox.league.web.upload import NEEDS_TOKEN
@@ -52,7 +52,7 @@ class Scrimmages(BaseModel):
 
 def name_context(ladder: LadderFolder, page: Any, who: Viewer) -> dict[str, Any]:
     """The name page's scrimmage form, for the team that owns the name; nothing for anyone else."""
-    assert isinstance(page, board.NamePage)
+    assert isinstance(page, name_page.NamePage)
     if who.team is None or page.name not in who.owned:
         return {}
     return {"scrimmage": scrimmage_page.form(ladder, page.name, who.team)}

@@ -42,7 +42,7 @@ from policybox.files.version_files import NAME_PATTERN
 from policybox.league.ladder.folder import NotOwner, TeamLimit, Version
 from policybox.league.ladder.life import Retired
 from policybox.league.ladder.settings import LadderSettings
-from policybox.league.views import board, game_facts
+from policybox.league.views import game_facts, queue_page
 from policybox.league.views.pulse import Eta
 from policybox.league.web import render
 from policybox.league.web.body import capped, size
@@ -119,9 +119,13 @@ def _submitted(site: Site, name: str | None, version: str | None) -> dict[str, o
     if not (name and version and NAME_PATTERN.fullmatch(name) and version.isascii() and version.isdigit()):
         return None
     number = int(version[:9])  # no name has a billion versions
-    if not board.has_version(site.reader, name, number):
+    if not queue_page.has_version(site.reader, name, number):
         return None
-    return {"label": f"{name} v{number}", "page": f"/names/{name}", "eta": board.queue_eta(site.reader, name, number)}
+    return {
+        "label": f"{name} v{number}",
+        "page": f"/names/{name}",
+        "eta": queue_page.queue_eta(site.reader, name, number),
+    }
 
 
 async def submit_form(request: Request) -> Response:
@@ -171,7 +175,7 @@ async def _receive(request: Request, site: Site, team: str, sent: dict[str, str]
         except PolicyboxError as exc:
             raise _refusal(exc) from None
     page = str(request.app.url_path_for("name", name=version.name))
-    eta = await run_in_threadpool(board.queue_eta, site.reader, version.name, version.number)
+    eta = await run_in_threadpool(queue_page.queue_eta, site.reader, version.name, version.number)
     return Submitted(
         name=version.name,
         version=version.number,
