@@ -17,16 +17,12 @@ import typer
 
 from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import (
-    ALPHA,
-    BACKEND,
-    BETA,
-    EFFECT,
-    MAX_EPISODES,
     POLICIES,
-    RAY_ADDRESS,
-    WORKERS,
     given,
     with_episode_options,
+    with_runner_options,
+    with_test_options,
+    with_workers_option,
 )
 from policybox.league.choices import RankBy, Seating
 from policybox.league.evaluate import REPORT_FILE
@@ -140,9 +136,11 @@ def run(
 
 @app.command()
 @with_episode_options
+@with_runner_options
 def evaluate(
     ctx: typer.Context,
     episode: dict[str, Any],
+    runner: dict[str, Any],
     tournament_file: Annotated[
         Path | None,
         typer.Argument(
@@ -165,7 +163,6 @@ def evaluate(
         Path | None,
         typer.Option(metavar="DIR", help="Results folder: tournament.json, results.jsonl, summary.json, logs/."),
     ] = None,
-    workers: WORKERS = None,
     seating: Annotated[
         Seating,
         typer.Option(
@@ -179,8 +176,6 @@ def evaluate(
             "--replays", help="Write each episode's replay (MettaGrid's, or a PettingZoo game's moves) to DIR/replays/."
         ),
     ] = False,
-    backend: BACKEND = "local",
-    ray_address: RAY_ADDRESS = None,
     rank_by: Annotated[
         RankBy,
         typer.Option(
@@ -218,14 +213,18 @@ def evaluate(
     if summary is not None:
         show_results_folder(summary)
     else:
-        play_tournament(ctx, episode, tournament_file, report)
+        play_tournament(ctx, {**episode, **runner}, tournament_file, report)
 
 
 @app.command()
 @with_episode_options
+@with_workers_option
+@with_test_options
 def versus(
     ctx: typer.Context,
     episode: dict[str, Any],
+    test: dict[str, Any],
+    runner: dict[str, Any],
     a: Annotated[str, typer.Argument(metavar="A", help="The base version: a -p SPEC (see --against).")],
     b: Annotated[str, typer.Argument(metavar="B", help="The version tested against it: a -p SPEC.")],
     against: Annotated[
@@ -236,11 +235,6 @@ def versus(
             "None: A and B play each other, swapping seats.",
         ),
     ] = None,
-    alpha: ALPHA = 0.05,
-    beta: BETA = 0.05,
-    effect: EFFECT = 0.2,
-    max_episodes: MAX_EPISODES = 2000,
-    workers: WORKERS = None,
     out: Annotated[
         Path,
         typer.Option(metavar="DIR", help="Results folder: evaluate's files, and versus.json with the verdict."),
@@ -265,9 +259,7 @@ def versus(
     with guarded("finished episodes are kept; run the same command to resume"):
         check_folder(out, "--out")
         with live_line(json) as update:
-            result = play_versus(
-                a, b, against or (), alpha, beta, effect, max_episodes, workers, out, on_state=update, **episode
-            )
+            result = play_versus(a, b, against or (), **test, **runner, out=out, on_state=update, **episode)
     show_result(result, out, json)
     raise typer.Exit(1 if result.incomplete else 0)
 
