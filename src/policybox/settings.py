@@ -150,6 +150,14 @@ class EpisodeSettings(BaseModel):
             raise ValueError(f"--env-kwargs must be a JSON object, not {type(parsed).__name__}")
         return parsed
 
+    @field_validator("replay")
+    @classmethod
+    def _replay_name(cls, value: str | None) -> str | None:
+        """A replay file is named as MettaGrid names them, which is how MettaScope tells how to read it."""
+        if value is not None and not value.endswith(REPLAY_SUFFIX):
+            raise ValueError(f"{value} does not end in {REPLAY_SUFFIX}")
+        return value
+
     @field_validator("environments")
     @classmethod
     def _absolute(cls, value: str | None) -> str | None:

@@ -20,6 +20,7 @@ from policybox.cli.options import (
     POLICIES,
     given,
     with_episode_options,
+    with_run_options,
     with_runner_options,
     with_test_options,
     with_workers_option,
@@ -63,7 +64,7 @@ def _show_warning(
 
 
 @app.command()
-@with_episode_options
+@with_run_options
 def run(
     ctx: typer.Context,
     episode: dict[str, Any],
@@ -100,14 +101,6 @@ def run(
     out: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write the episode result as JSON to this file.")
     ] = None,
-    replay: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="Write the episode's replay to this .json.z file: a MettaGrid replay (MettaScope plays it), "
-            "or a PettingZoo game's moves.",
-        ),
-    ] = None,
     log_dir: Annotated[
         Path | None,
         typer.Option(
@@ -131,7 +124,7 @@ def run(
     """
     from policybox.cli.run_command import play_one
 
-    play_one(ctx, episode, policies, ladder, (match, final), out, replay, log_dir, check)
+    play_one(ctx, episode, policies, ladder, (match, final), out, log_dir, check)
 
 
 @app.command()

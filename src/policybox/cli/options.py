@@ -54,6 +54,7 @@ LOOKS = {
     "agents": Look(("--agents", "-n")),
     "env": Look(metavar="GAME"),
     "env_kwargs": Look(metavar="JSON"),
+    "replay": Look(metavar="FILE"),
     "preload": Look(metavar="MODULE"),
     "seed": Look(metavar="SEED"),
     "index_url": Look(metavar="URL"),
@@ -243,7 +244,8 @@ AGENTS = FieldInfo.from_annotated_attribute(
     ),
 )
 # The options of an episode: -n, EpisodeSettings' own fields (but its limits, a model of their own, and its
-# replay, a file each command names its own way), and the limits' fields. A tournament file's keys too.
+# replay, a file only run names: evaluate and a ladder name theirs), and the limits' fields. A tournament
+# file's keys too.
 EPISODE_OPTIONS = [
     field_option("agents", AGENTS),
     *model_options(
@@ -261,6 +263,9 @@ KEEP_OPTIONS = [ladders_own(name) for name in ("keep_logs", "keep_replays", "kee
 # Which runner plays (evaluate, ladder run, ladder final); versus and ladder test take its --workers alone.
 RUNNER_OPTIONS = model_options(Runner, Runner.model_fields)
 with_episode_options = with_options("episode", EPISODE_OPTIONS)
+with_run_options = with_options(
+    "episode", [*EPISODE_OPTIONS, field_option("replay", EpisodeSettings.model_fields["replay"])]
+)
 with_ladder_options = with_options("ladder", LADDER_OPTIONS)
 with_runner_options = with_options("runner", RUNNER_OPTIONS)
 with_workers_option = with_options("runner", RUNNER_OPTIONS[:1])

@@ -23,7 +23,7 @@ from policybox.files.setup_scripts import prepared_for_now
 from policybox.files.version_files import is_version
 from policybox.inert import shown
 from policybox.results import AgentStatus, EpisodeResult
-from policybox.settings import DEFAULT_AGENTS, REPLAY_SUFFIX, EpisodeSettings, agent_count
+from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
 
@@ -38,15 +38,12 @@ def play_one(
     ladder: Path | None,
     match: tuple[int | None, int | None],
     out: Path | None,
-    replay: Path | None,
     log_dir: Path | None,
     check: bool,
 ) -> None:
     """``policybox run``, its options as the command took them (``match``: --match and --final)."""
     with guarded("every cell was stopped; no result written"):
-        _check_replay_name(replay)
-        options = {**episode, "replay": str(replay) if replay else None}
-        again = None
+        options, again = episode, None
         if match[1] is not None and match[0] is None:
             raise SpecError("--final F plays a match of the ladder's final F again: give --match N too")
         if match[0] is not None:
@@ -82,7 +79,8 @@ def play_one(
             raise typer.Exit(2) from None
         else:
             console.print(shown(f"result: {out}"))
-    if replay is not None and not any(full.path == replay for full in unwritten):
+    replay = episode["replay"]
+    if replay is not None and not any(full.path == Path(replay) for full in unwritten):
         console.print(shown(f"replay: {replay}"))
     for full in unwritten:  # each file a full disk kept out; the episode itself is shown above
         errors.print(error_line(full.with_outcome("the result is shown above", "run again")), soft_wrap=True)
@@ -130,7 +128,7 @@ def _from_ladder(
     from policybox.league.ladder import rerun
     from policybox.league.ladder.folder import LadderFolder
 
-    given_here = {name: value for name, value in options.items() if name == "replay" or given(ctx, name)}
+    given_here = {name: value for name, value in options.items() if given(ctx, name)}
     with LadderFolder.open(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given_here)
         specs = [rerun.resolve(opened, text) if is_version(text) else parse_policy_arg(text) for text in policies]
@@ -153,7 +151,7 @@ def _match_from_ladder(
     from policybox.league.ladder import rerun
     from policybox.league.ladder.folder import LadderFolder
 
-    given_here = {name: value for name, value in options.items() if name == "replay" or given(ctx, name)}
+    given_here = {name: value for name, value in options.items() if given(ctx, name)}
     with LadderFolder.open(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given_here)
         again = rerun.replay(opened, match[0], settings, final=match[1])
@@ -170,9 +168,3 @@ def _played(
         if full.result is None:  # its logs could not be made: no episode was played
             raise
         return full.result, [full]
-
-
-def _check_replay_name(replay: Path | None) -> None:
-    """A replay file is named as MettaGrid names them, which is how MettaScope tells how to read it."""
-    if replay is not None and not replay.name.endswith(REPLAY_SUFFIX):
-        raise typer.BadParameter(f"{replay} does not end in {REPLAY_SUFFIX}", param_hint="--replay")
