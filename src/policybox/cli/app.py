@@ -18,6 +18,7 @@ import typer
 from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import (
     POLICIES,
+    RESULT_JSON,
     given,
     with_episode_options,
     with_run_options,
@@ -232,7 +233,7 @@ def versus(
         Path,
         typer.Option(metavar="DIR", help="Results folder: evaluate's files, and versus.json with the verdict."),
     ] = Path("versus-results"),
-    json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a line.")] = False,
+    json: RESULT_JSON = False,
 ) -> None:
     """Is B better than A? Paired episodes -- the same seed and seats, once with A and once with B --
     until a sequential test decides: B better, B not better, or undecided at the cap.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from policybox.cli.common import check_folder, check_writable, console, error_line, errors, guarded
+from policybox.cli.common import check_folder, check_writable, console, error_line, errors, guarded, open_ladder
 from policybox.cli.options import given
 from policybox.cli.tables import show_episode
 from policybox.episode import assign_policies, default_log_dir, run_episode
@@ -126,10 +126,9 @@ def _from_ladder(
     """The ladder's settings with the options given on the command line, its seats, and the specs
     (``NAME@vN`` its versions')."""
     from policybox.league.ladder import rerun
-    from policybox.league.ladder.folder import LadderFolder
 
     given_here = {name: value for name, value in options.items() if given(ctx, name)}
-    with LadderFolder.open(folder, read_only=True) as opened:
+    with open_ladder(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given_here)
         specs = [rerun.resolve(opened, text) if is_version(text) else parse_policy_arg(text) for text in policies]
         return settings, opened.settings.agents, specs
@@ -149,10 +148,9 @@ def _match_from_ladder(
     if policies:
         raise SpecError("--match ID plays the match's own versions: give no -p")
     from policybox.league.ladder import rerun
-    from policybox.league.ladder.folder import LadderFolder
 
     given_here = {name: value for name, value in options.items() if given(ctx, name)}
-    with LadderFolder.open(folder, read_only=True) as opened:
+    with open_ladder(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given_here)
         again = rerun.replay(opened, match[0], settings, final=match[1])
         return settings.model_copy(update={"seed": again.seed}), opened.settings.agents, again
