@@ -277,8 +277,7 @@ def report(
     text a policy controls escaped; the file is readable by others unless --private. Exit code 0 when
     it is written, 1 for a full disk, 2 for bad input.
     """
-    from policybox.cli.common import check_writable, console, guarded
-    from policybox.inert import shown
+    from policybox.cli.common import check_writable, guarded, say
     from policybox.league.report import publish, render, report_data, unreachable_folder
 
     with guarded("no report was written"):
@@ -286,10 +285,10 @@ def report(
         target = out or folder / REPORT_FILE
         check_writable(target, REPORT_FILE)
         publish(target, render(data), private)
-    console.print(shown(f"report: {target}"))
+    say(f"report: {target}")
     if not private and (closed := unreachable_folder(target)) is not None:
         closed_note = f"its folder {closed} is closed to other users: to share it, copy it out or use --out FILE"
-        console.print(shown(closed_note))
+        say(closed_note)
 
 
 @app.command()

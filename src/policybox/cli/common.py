@@ -128,6 +128,12 @@ def show_warning(
         (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+def say(text: object, style: str = "") -> None:
+    """Print ``text`` on the console as written: inert, never read as rich markup (a policy's name, a
+    path, a message may hold ``[red]``)."""
+    console.print(shown(text, style))
+
+
 def error_line(message: object) -> Text:
     """An error line in the one style of every error (click's own included): ``Error: ...``, inert
     (it may quote a spec file or a zip's names). Printed with soft wrap: no path is broken."""

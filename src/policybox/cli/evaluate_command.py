@@ -13,11 +13,10 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from policybox.cli.common import check_folder, console, guarded
+from policybox.cli.common import check_folder, console, guarded, say
 from policybox.cli.options import EPISODE_OPTION_NAMES, given
 from policybox.cli.tables import show_final, show_summary
 from policybox.errors import SpecError
-from policybox.inert import shown
 from policybox.league.choices import Runner
 from policybox.league.evaluate import VERSUS_FILE
 from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
@@ -49,18 +48,16 @@ def _show_versus(folder: Path) -> None:
     from policybox.cli.verdict import show_verdict  # versus's modules (scipy): for a versus folder only
     from policybox.league.evaluate.versus import VersusResult
 
-    console.print(
-        shown(
-            f"{folder} is a versus folder: its answer is the paired test's verdict, kept in {folder / VERSUS_FILE} "
-            "(the same policybox versus command prints it again, playing no finished pair). The leaderboard "
-            "below ranks each policy by its reward over all its episodes, not by the test.",
-            "yellow",
-        )
+    say(
+        f"{folder} is a versus folder: its answer is the paired test's verdict, kept in {folder / VERSUS_FILE} "
+        "(the same policybox versus command prints it again, playing no finished pair). The leaderboard "
+        "below ranks each policy by its reward over all its episodes, not by the test.",
+        "yellow",
     )
     try:
         result = VersusResult.model_validate_json((folder / VERSUS_FILE).read_text())
     except (OSError, ValueError):
-        console.print(shown(f"{folder / VERSUS_FILE} is not a versus result this policybox can read", "yellow"))
+        say(f"{folder / VERSUS_FILE} is not a versus result this policybox can read", "yellow")
         return
     show_verdict(result)
 
@@ -75,12 +72,12 @@ def play_tournament(ctx: typer.Context, options: dict[str, Any], tournament_file
         check_folder(out_dir, "--out")
         board = _played(tournament, out_dir, values.get("replays", False), runner)
     _show_summary(board)
-    console.print(shown(f"results: {out_dir}"))
+    say(f"results: {out_dir}")
     if report:
         from policybox.league.report import write_report  # Jinja2 and the database layer, only when asked
 
         with guarded("the results are kept; policybox report DIR writes the report"):
-            console.print(shown(f"report: {write_report(out_dir)}"))
+            say(f"report: {write_report(out_dir)}")
     raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
 
 
@@ -126,9 +123,7 @@ def _tournament(values: dict[str, Any], tournament_file: Path | None, from_file:
     if values.get("final"):
         tournament = as_final(tournament)
         length = cycle(len(tournament.entrants), tournament.agents)
-        console.print(
-            shown(f"final: balanced seating, {tournament.episodes} episodes (whole cycles of {length})", "dim")
-        )
+        say(f"final: balanced seating, {tournament.episodes} episodes (whole cycles of {length})", "dim")
     return tournament, out_dir
 
 
@@ -148,9 +143,7 @@ def _played(tournament: Tournament, out_dir: Path, replays: bool, runner: Runner
         def update(progress: EvaluationProgress) -> None:
             nonlocal said_kept
             if progress.kept and not said_kept:
-                console.print(
-                    shown(f"resuming: {progress.kept} of {progress.total} episodes already done in {out_dir}")
-                )
+                say(f"resuming: {progress.kept} of {progress.total} episodes already done in {out_dir}")
                 said_kept = True
             rate = "-" if progress.rate is None else f"{progress.rate:.2f}"
             bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)

@@ -44,8 +44,7 @@ def init(
     match has a wall-clock limit: --episode-timeout-s, or by default steps x act_timeout_ms / 1000 x 0.5
     (a bot that thinks for more than half its deadline on average then forfeits, disabled, instead of
     holding a worker); start-up has --init-timeout-s of its own."""
-    from policybox.cli.common import console, guarded
-    from policybox.inert import shown
+    from policybox.cli.common import guarded, say
     from policybox.league.ladder.folder import LadderFolder
     from policybox.league.ladder.settings import LadderSettings
     from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
@@ -58,7 +57,7 @@ def init(
             where = "SQLite in the folder" if db is None else "PostgreSQL"
             database = made.engine.url.render_as_string(hide_password=True)
             limit = f"a match's limit {ladder_settings.episode_limit_s:g} s"
-            console.print(shown(f"ladder {folder}: {settings.env}, {agents} seats, {limit}, {where} ({database})"))
+            say(f"ladder {folder}: {settings.env}, {agents} seats, {limit}, {where} ({database})")
 
 
 def submit(
@@ -94,36 +93,33 @@ def submit(
     files are copied into the ladder; it qualifies at the next `ladder run` (it says its place in the
     queue, and an ETA while one runs). A policy that cannot be
     built, or the same content as NAME's latest version, is refused (exit 2)."""
-    from policybox.cli.common import console, guarded, open_ladder
-    from policybox.inert import shown
+    from policybox.cli.common import guarded, open_ladder, say
     from policybox.league.views import board
 
     with guarded("nothing was submitted"), open_ladder(folder) as ladder:
         version = ladder.submit(name, spec, team=team, check=check)
         eta = board.queue_eta(ladder, version.name, version.number)
         when = eta.line if eta is not None else "it qualifies when its name is reinstated"
-        console.print(shown(f"{version.label} submitted ({version.digest[:12]}); {when}"))
+        say(f"{version.label} submitted ({version.digest[:12]}); {when}")
 
 
 def retire(folder: DIR, name: NAME) -> None:
     """Take NAME out of matchmaking and refuse its submissions until `ladder reinstate`; its history and
     ratings stay."""
-    from policybox.cli.common import console, guarded, open_ladder
-    from policybox.inert import shown
+    from policybox.cli.common import guarded, open_ladder, say
 
     with guarded("nothing was changed"), open_ladder(folder) as ladder:
         ladder.retire(name)
-        console.print(shown(f"{name} is retired"))
+        say(f"{name} is retired")
 
 
 def reinstate(folder: DIR, name: NAME) -> None:
     """Bring a retired NAME back and lift its current version's suspension: it plays again."""
-    from policybox.cli.common import console, guarded, open_ladder
-    from policybox.inert import shown
+    from policybox.cli.common import guarded, open_ladder, say
 
     with guarded("nothing was changed"), open_ladder(folder) as ladder:
         version = ladder.reinstate(name)
-        console.print(shown(f"{name} is reinstated: {version.label} is {version.state}"))
+        say(f"{name} is reinstated: {version.label} is {version.state}")
 
 
 def status(folder: DIR, json: JSON = False) -> None:
@@ -161,8 +157,7 @@ def matches(
 def rerate(folder: DIR) -> None:
     """Recompute every rating from the stored matches and compare with the live ones: exit 0 when they
     are equal, 1 (listing each difference) when not."""
-    from policybox.cli.common import console, guarded, open_ladder
-    from policybox.inert import shown
+    from policybox.cli.common import console, guarded, open_ladder, say
 
     with guarded("nothing was changed"), open_ladder(folder) as ladder:
         differences = ladder.rerate()
@@ -170,7 +165,7 @@ def rerate(folder: DIR) -> None:
         console.print("rerate: every rating equals a replay of the stored matches")
         raise typer.Exit(0)
     for version, live, replayed in differences:
-        console.print(shown(f"{version.label}: live {live}, replayed {replayed}"))
+        say(f"{version.label}: live {live}, replayed {replayed}")
     raise typer.Exit(1)
 
 
@@ -179,13 +174,12 @@ def prune(folder: DIR, keep: dict[str, Any]) -> None:
     """Delete the log folders and replays of all but the latest matches (the ladder's --keep-logs,
     --keep-logs-hours and --keep-replays, or these, this once), as `ladder run` does as it plays, and
     the environments no version uses; say what it freed. The database keeps every result and log tail."""
-    from policybox.cli.common import console, guarded, open_ladder
-    from policybox.inert import shown
+    from policybox.cli.common import guarded, open_ladder, say
     from policybox.league.ladder import retention
 
     with guarded("what was deleted is gone; the rest is kept"), open_ladder(folder) as ladder:
         freed = retention.prune(ladder, **keep, environments=True)
-    console.print(shown(f"prune: {freed}"))
+    say(f"prune: {freed}")
 
 
 ladder_app = typer.Typer(

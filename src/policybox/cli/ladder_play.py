@@ -37,18 +37,15 @@ def run(
 ) -> None:
     """Qualify what is queued and play matches, storing each with its ratings, until stopped (Ctrl-C)
     or until N matches are played. One run per ladder at a time; a killed run is carried on by the next."""
-    from policybox.cli.common import console, guarded, open_ladder
-    from policybox.inert import shown
+    from policybox.cli.common import guarded, open_ladder, say
 
     with guarded("every stored match is kept; run it again to carry on"), open_ladder(folder) as ladder:
         progress = _run_with_progress(ladder, matches, runner)
     note = f" ({progress.note})" if progress.note else ""
     void = f" ({progress.void} void)" if progress.void else ""
-    console.print(
-        shown(
-            f"{progress.played} matches played{void}; {progress.qualified} versions qualified, {progress.rejected} "
-            f"rejected, {progress.suspended} suspended{note}"
-        )
+    say(
+        f"{progress.played} matches played{void}; {progress.qualified} versions qualified, {progress.rejected} "
+        f"rejected, {progress.suspended} suspended{note}"
     )
 
 
@@ -113,8 +110,7 @@ def final(
     rank probabilities and groups. While it is open, ladder run plays nothing and new submissions wait.
     A final that is stopped continues, run again."""
     from policybox.cli import tables
-    from policybox.cli.common import console, guarded, open_ladder
-    from policybox.inert import shown
+    from policybox.cli.common import console, guarded, open_ladder, say
     from policybox.league.ladder.final import latest_final, play_final
 
     with (
@@ -131,20 +127,16 @@ def final(
         console.print_json(result.model_dump_json())
         return
     void = f", {result.void} void" if result.void else ""
-    console.print(
-        shown(
-            f"final {result.id} ({result.state}): {result.played} of {result.scheduled} matches played{void}, "
-            f"{result.rounds} round{'s' if result.rounds != 1 else ''} over {', '.join(result.versions)}"
-        )
+    say(
+        f"final {result.id} ({result.state}): {result.played} of {result.scheduled} matches played{void}, "
+        f"{result.rounds} round{'s' if result.rounds != 1 else ''} over {', '.join(result.versions)}"
     )
     if result.retired:
-        console.print(
-            shown(f"retired since it opened (still in its ranking: the field is frozen): {', '.join(result.retired)}")
-        )
+        say(f"retired since it opened (still in its ranking: the field is frozen): {', '.join(result.retired)}")
     tables.show_final(console, result.ranking)
     if result.separate:
         command = f"policybox ladder final {folder} --until-separated {result.until_separated}"
-        console.print(shown(f"{result.separate}: {command}", "yellow"))
+        say(f"{result.separate}: {command}", "yellow")
 
 
 @with_workers_option

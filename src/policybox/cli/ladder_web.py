@@ -27,15 +27,14 @@ def token(
     hash of the token is kept: this is the one time it is shown. With --revoke, every token of TEAM
     stops working at once, on every page and API call, and every session it logged in ends; the team
     keeps its names, and a new token lets it in again."""
-    from policybox.cli.common import console, guarded, open_ladder
-    from policybox.inert import shown
+    from policybox.cli.common import guarded, open_ladder, say
 
     with guarded("nothing was changed"), open_ladder(folder) as ladder:
         if not revoke:
             typer.echo(ladder.token(team))
             return
         revoked, ended = ladder.revoke(team)
-        console.print(shown(f"{team}: {revoked} tokens revoked, {ended} web sessions ended"))
+        say(f"{team}: {revoked} tokens revoked, {ended} web sessions ended")
 
 
 def tokens(folder: DIR, json: JSON = False) -> None:
@@ -85,8 +84,7 @@ def serve(
     each name, each match, the queue; teams log in and submit with their tokens (`ladder token`)."""
     import uvicorn
 
-    from policybox.cli.common import console, guarded
-    from policybox.inert import shown
+    from policybox.cli.common import guarded, say
     from policybox.league.web import serving
     from policybox.league.web.app import make_app
 
@@ -104,7 +102,7 @@ def serve(
         timeout_keep_alive=keep_alive,
         backlog=backlog,
     )
-    console.print(shown(f"ladder {folder}: http://{host}:{port}/ (up to {connections} connections; Ctrl-C stops)"))
+    say(f"ladder {folder}: http://{host}:{port}/ (up to {connections} connections; Ctrl-C stops)")
     # uvicorn stops gracefully on Ctrl-C or SIGTERM (requests in flight are answered) and returns.
     server = uvicorn.Server(config)
     with sock:

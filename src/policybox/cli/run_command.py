@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from policybox.cli.common import check_folder, check_writable, console, error_line, errors, guarded, open_ladder
+from policybox.cli.common import check_folder, check_writable, console, error_line, errors, guarded, open_ladder, say
 from policybox.cli.options import given
 from policybox.cli.tables import show_episode
 from policybox.episode import assign_policies, default_log_dir, run_episode
@@ -68,7 +68,7 @@ def play_one(
             result, unwritten = _played(ready, entrants, settings, logs, check)
     show_episode(console, result)
     for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):
-        console.print(shown(f"agent logs {note}", "yellow"))  # the episode itself is whole
+        say(f"agent logs {note}", "yellow")  # the episode itself is whole
     if out is not None:
         try:
             write_atomically(out, result.model_dump_json(indent=2))
@@ -78,10 +78,10 @@ def play_one(
             errors.print(error_line(f"could not write --out {out}: {exc.strerror}"), soft_wrap=True)
             raise typer.Exit(2) from None
         else:
-            console.print(shown(f"result: {out}"))
+            say(f"result: {out}")
     replay = episode["replay"]
     if replay is not None and not any(full.path == Path(replay) for full in unwritten):
-        console.print(shown(f"replay: {replay}"))
+        say(f"replay: {replay}")
     for full in unwritten:  # each file a full disk kept out; the episode itself is shown above
         errors.print(error_line(full.with_outcome("the result is shown above", "run again")), soft_wrap=True)
     if again is not None:
@@ -97,7 +97,7 @@ def _compared(again: Replay, result: EpisodeResult) -> bool:
     changed = rerun.outcome_changes(again.seats, again.result, result)
     since = rerun.stamp_changes(again)
     if not changed:
-        console.print(shown(f"{again.what} played again: every reward and status as stored", "green"))
+        say(f"{again.what} played again: every reward and status as stored", "green")
     else:
         errors.print(error_line(f"{again.what} played again differs from the stored result:"))
         for line in changed:
