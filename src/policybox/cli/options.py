@@ -141,9 +141,9 @@ def with_options(group: str, options: list[inspect.Parameter]) -> Callable[[Call
 
 def option(name: str, annotation: Any, default: Any, *flags: str, **settings: Any) -> inspect.Parameter:
     """An option no model owns, that several commands take (``with_options``), with its default."""
-    option = typer.Option(*flags, **settings)
+    declared = typer.Option(*flags, **settings)
     return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[annotation, option], default=default
+        name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[annotation, declared], default=default
     )
 
 
