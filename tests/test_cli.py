@@ -239,3 +239,51 @@ def test_ladder_show_says_start_up_for_a_failure_before_the_first_step(tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "error: ValueError at start-up: bad configuration for this policy" in shown.stdout
     assert "step None" not in shown.stdout and "at step" not in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("act_timeout_ms", "0", "Input should be greater than 0"),
+        ("init_timeout_s", "0", "Input should be greater than 0"),
+        ("time_bank_ms", "-1", "Input should be greater than or equal to 0"),
+        ("steps", "-3", "Input should be greater than or equal to 1"),
+        ("workers", "0", "Input should be greater than or equal to 1"),
+        ("backend", "slurm", "'local'"),  # click's "is not one of", pydantic's "should be": naming the choices
+        ("seating", "bogus", "'balanced'"),
+    ],
+)
+def test_a_tournament_file_and_the_command_line_refuse_the_same_values(name, value, message, tmp_path):
+    """The values of evaluate's options are checked by the models whose fields they are (EpisodeSettings,
+    Limits, the Runner, the Tournament), on the command line as in a tournament file: the same refusal,
+    one line naming the option, exit 2, nothing made."""
+    option = f"--{name.replace('_', '-')}"
+    (tmp_path / "cup.yaml").write_text(f"policies: [random]\nout: board\n{name}: {value}\n")
+    from_file = policybox("evaluate", str(tmp_path / "cup.yaml"))
+    given = policybox("evaluate", "-p", "random", "--out", str(tmp_path / "board"), option, value)
+    for run in (from_file, given):
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+        [error] = [line for line in run.stderr.splitlines() if line.startswith("Error: ")]
+        assert option in error and message in error, run.stderr
+    assert not (tmp_path / "board").exists()
+
+
+def test_an_act_timeout_below_a_millisecond_is_taken_from_a_file_as_from_the_command_line(tmp_path):
+    """gt=0, not at least 1: both stop at what is missing (no policies), not at the value."""
+    (tmp_path / "cup.yaml").write_text("out: board\nact_timeout_ms: 0.5\n")
+    for run in (policybox("evaluate", str(tmp_path / "cup.yaml")), policybox("evaluate", "--act-timeout-ms", "0.5")):
+        assert run.returncode == 2 and "give the policies" in run.stderr, run.stderr
+
+
+def test_ladder_settings_refuse_what_ladder_init_refuses(tmp_path):
+    from policybox.envs import ConfigError
+    from policybox.league.ladder.settings import LadderSettings
+    from policybox.settings import EpisodeSettings
+
+    run = policybox("ladder", "init", str(tmp_path / "cup"), "-n", "2", "--keep-logs", "-1")
+    assert run.returncode == 2 and "--keep-logs" in run.stderr and "greater than or equal to 0" in run.stderr
+    with pytest.raises(ConfigError, match="--keep-logs: Input should be greater than or equal to 0"):
+        LadderSettings.from_options(EpisodeSettings(), 2, {"keep_logs": -1})
+    seats = policybox("ladder", "init", str(tmp_path / "cup"), "-n", "2", "--versions-per-match", "3")
+    assert seats.returncode == 2 and "--versions-per-match: 3 versions cannot share a match of 2 seats" in seats.stderr
+    assert not (tmp_path / "cup").exists()

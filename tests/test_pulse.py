@@ -27,7 +27,7 @@ from starlette.testclient import TestClient
 from test_web import bot_zip, upload
 from test_web_browser import stop
 
-from policybox.cli.ladder_commands import progress_line
+from policybox.cli.ladder_play import progress_line
 from policybox.ladder import Ladder
 from policybox.league.ladder import heartbeat, reads
 from policybox.league.ladder.database import reading, transaction

@@ -12,7 +12,7 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -28,6 +28,7 @@ DEFAULT_AGENTS = 4  # for games of any size (arena, navigation) when no number i
 REPLAY_SUFFIX = ".json.z"
 ENVIRONMENT_LIMIT_MB = 4096  # the cap on an environment's build (policybox.files.environments)
 Agents = Annotated[int, Field(ge=1, le=1024)]  # how many agents an episode seats: a tournament's, a ladder's, -n
+Model = TypeVar("Model", bound=BaseModel)
 
 
 class EpisodeSettings(BaseModel):
@@ -157,6 +158,14 @@ class EpisodeSettings(BaseModel):
             raise ValueError(f"--env-kwargs must be a JSON object, not {type(parsed).__name__}")
         return parsed
 
+    @field_validator("replay")
+    @classmethod
+    def _replay_name(cls, value: str | None) -> str | None:
+        """A replay file is named as MettaGrid names them, which is how MettaScope tells how to read it."""
+        if value is not None and not value.endswith(REPLAY_SUFFIX):
+            raise ValueError(f"{value} does not end in {REPLAY_SUFFIX}")
+        return value
+
     @field_validator("environments")
     @classmethod
     def _absolute(cls, value: str | None) -> str | None:
@@ -189,11 +198,8 @@ class EpisodeSettings(BaseModel):
         own["preload"] = own.get("preload") or []
         own["env_kwargs"] = own.get("env_kwargs") or {}
         own["find_links"] = own.get("find_links") or []
-        try:
-            limits = Limits(**{name: values[name] for name in Limits.model_fields if values.get(name) is not None})
-            return cls(limits=limits, **own)
-        except ValidationError as exc:
-            raise ConfigError(option_errors(exc)) from None
+        limits = validated(Limits, {name: values[name] for name in Limits.model_fields if values.get(name) is not None})
+        return validated(cls, {"limits": limits, **own})
 
 
 def read_mapping(path: Path, what: str) -> dict[str, Any]:
@@ -214,14 +220,24 @@ def read_mapping(path: Path, what: str) -> dict[str, Any]:
     return parsed
 
 
+def validated(model: type[Model], values: dict[str, Any]) -> Model:
+    """``model`` made of ``values``, named as the command line and a tournament file name them; a value that
+    is not valid is a ConfigError naming its option (``option_errors``)."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        raise ConfigError(option_errors(exc)) from None
+
+
 def option_errors(exc: ValidationError) -> str:
-    """A pydantic error as the options it concerns: ``--steps: Input should be greater than 0``."""
-    parts = []
+    """A pydantic error as the options it concerns: ``--steps: Input should be greater than 0`` (a field's
+    first error only: a value that fits no member of a union is one error, not one per member)."""
+    parts: dict[str, str] = {}
     for error in exc.errors():
-        name = str(error["loc"][-1]) if error["loc"] else "settings"
+        name = next((str(part) for part in error["loc"] if isinstance(part, str)), "settings")
         message = str(error["msg"]).removeprefix("Value error, ")
-        parts.append(message if message.startswith("--") else f"--{name.replace('_', '-')}: {message}")
-    return "; ".join(parts)
+        parts.setdefault(name, message if message.startswith("--") else f"--{name.replace('_', '-')}: {message}")
+    return "; ".join(parts.values())
 
 
 def default_cells(env: str) -> Cells:

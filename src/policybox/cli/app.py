@@ -17,16 +17,14 @@ import typer
 
 from policybox.cli.ladder_commands import ladder_app
 from policybox.cli.options import (
-    ALPHA,
-    BACKEND,
-    BETA,
-    EFFECT,
-    MAX_EPISODES,
     POLICIES,
-    RAY_ADDRESS,
-    WORKERS,
+    RESULT_JSON,
     given,
     with_episode_options,
+    with_run_options,
+    with_runner_options,
+    with_test_options,
+    with_workers_option,
 )
 from policybox.league.choices import RankBy, Seating
 from policybox.league.evaluate import REPORT_FILE
@@ -67,7 +65,7 @@ def _show_warning(
 
 
 @app.command()
-@with_episode_options
+@with_run_options
 def run(
     ctx: typer.Context,
     episode: dict[str, Any],
@@ -104,14 +102,6 @@ def run(
     out: Annotated[
         Path | None, typer.Option(metavar="FILE", help="Write the episode result as JSON to this file.")
     ] = None,
-    replay: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="Write the episode's replay to this .json.z file: a MettaGrid replay (MettaScope plays it), "
-            "or a PettingZoo game's moves.",
-        ),
-    ] = None,
     log_dir: Annotated[
         Path | None,
         typer.Option(
@@ -135,14 +125,16 @@ def run(
     """
     from policybox.cli.run_command import play_one
 
-    play_one(ctx, episode, policies, ladder, (match, final), out, replay, log_dir, check)
+    play_one(ctx, episode, policies, ladder, (match, final), out, log_dir, check)
 
 
 @app.command()
 @with_episode_options
+@with_runner_options
 def evaluate(
     ctx: typer.Context,
     episode: dict[str, Any],
+    runner: dict[str, Any],
     tournament_file: Annotated[
         Path | None,
         typer.Argument(
@@ -165,7 +157,6 @@ def evaluate(
         Path | None,
         typer.Option(metavar="DIR", help="Results folder: tournament.json, results.jsonl, summary.json, logs/."),
     ] = None,
-    workers: WORKERS = None,
     seating: Annotated[
         Seating,
         typer.Option(
@@ -179,8 +170,6 @@ def evaluate(
             "--replays", help="Write each episode's replay (MettaGrid's, or a PettingZoo game's moves) to DIR/replays/."
         ),
     ] = False,
-    backend: BACKEND = "local",
-    ray_address: RAY_ADDRESS = None,
     rank_by: Annotated[
         RankBy,
         typer.Option(
@@ -218,14 +207,18 @@ def evaluate(
     if summary is not None:
         show_results_folder(summary)
     else:
-        play_tournament(ctx, episode, tournament_file, report)
+        play_tournament(ctx, {**episode, **runner}, tournament_file, report)
 
 
 @app.command()
 @with_episode_options
+@with_workers_option
+@with_test_options
 def versus(
     ctx: typer.Context,
     episode: dict[str, Any],
+    test: dict[str, Any],
+    runner: dict[str, Any],
     a: Annotated[str, typer.Argument(metavar="A", help="The base version: a -p SPEC (see --against).")],
     b: Annotated[str, typer.Argument(metavar="B", help="The version tested against it: a -p SPEC.")],
     against: Annotated[
@@ -236,16 +229,11 @@ def versus(
             "None: A and B play each other, swapping seats.",
         ),
     ] = None,
-    alpha: ALPHA = 0.05,
-    beta: BETA = 0.05,
-    effect: EFFECT = 0.2,
-    max_episodes: MAX_EPISODES = 2000,
-    workers: WORKERS = None,
     out: Annotated[
         Path,
         typer.Option(metavar="DIR", help="Results folder: evaluate's files, and versus.json with the verdict."),
     ] = Path("versus-results"),
-    json: Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a line.")] = False,
+    json: RESULT_JSON = False,
 ) -> None:
     """Is B better than A? Paired episodes -- the same seed and seats, once with A and once with B --
     until a sequential test decides: B better, B not better, or undecided at the cap.
@@ -265,9 +253,7 @@ def versus(
     with guarded("finished episodes are kept; run the same command to resume"):
         check_folder(out, "--out")
         with live_line(json) as update:
-            result = play_versus(
-                a, b, against or (), alpha, beta, effect, max_episodes, workers, out, on_state=update, **episode
-            )
+            result = play_versus(a, b, against or (), **test, **runner, out=out, on_state=update, **episode)
     show_result(result, out, json)
     raise typer.Exit(1 if result.incomplete else 0)
 
@@ -291,8 +277,7 @@ def report(
     text a policy controls escaped; the file is readable by others unless --private. Exit code 0 when
     it is written, 1 for a full disk, 2 for bad input.
     """
-    from policybox.cli.common import check_writable, console, guarded
-    from policybox.inert import shown
+    from policybox.cli.common import check_writable, guarded, say
     from policybox.league.report import publish, render, report_data, unreachable_folder
 
     with guarded("no report was written"):
@@ -300,10 +285,10 @@ def report(
         target = out or folder / REPORT_FILE
         check_writable(target, REPORT_FILE)
         publish(target, render(data), private)
-    console.print(shown(f"report: {target}"))
+    say(f"report: {target}")
     if not private and (closed := unreachable_folder(target)) is not None:
         closed_note = f"its folder {closed} is closed to other users: to share it, copy it out or use --out FILE"
-        console.print(shown(closed_note))
+        say(closed_note)
 
 
 @app.command()

@@ -1,6 +1,7 @@
 """What every ``policybox`` command shares once it runs: its consoles, how it reports a user's mistake, a
-full disk and an interrupt, and the checks of the folders and files it is given. Imported by a command's
-work, never by ``--help`` (rich is not needed until something is shown)."""
+full disk and an interrupt, the checks of the folders and files it is given, a ladder opened and one of its
+pages shown. Imported by a command's work, never by ``--help`` (rich is not needed until something is
+shown)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import os
 import signal
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.text import Text
 
@@ -22,10 +23,14 @@ from policybox.errors import PolicyboxError
 from policybox.inert import shown
 from policybox.storage import StorageFull
 
+if TYPE_CHECKING:
+    from policybox.league.ladder.folder import LadderFolder
+
 console = Console(emoji=False)  # ":FACTORY:" in a message is text, not an emoji code
 errors = Console(stderr=True, emoji=False)
 # What a user can get wrong: one clear message and exit code 2, nothing started, nothing lost.
 USER_ERRORS = (PolicyboxError, ValidationError)
+Page = TypeVar("Page", bound=BaseModel)  # a ladder's page, as policybox.league.views reads it
 
 
 class Terminated(KeyboardInterrupt):
@@ -123,6 +128,12 @@ def show_warning(
         (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+def say(text: object, style: str = "") -> None:
+    """Print ``text`` on the console as written: inert, never read as rich markup (a policy's name, a
+    path, a message may hold ``[red]``)."""
+    console.print(shown(text, style))
+
+
 def error_line(message: object) -> Text:
     """An error line in the one style of every error (click's own included): ``Error: ...``, inert
     (it may quote a spec file or a zip's names). Printed with soft wrap: no path is broken."""
@@ -148,3 +159,23 @@ def check_writable(out: Path | None, example: str = "result.json") -> None:
         raise typer.BadParameter(f"folder {out.parent} does not exist", param_hint="--out")
     if not os.access(out.parent.resolve(), os.W_OK):
         raise typer.BadParameter(f"folder {out.parent} is not writable", param_hint="--out")
+
+
+def open_ladder(folder: Path, read_only: bool = False) -> LadderFolder:
+    """The ladder in ``folder``. The database layer (SQLAlchemy) is imported here, by the ladder's
+    commands only: ``policybox run`` and ``evaluate`` start without it."""
+    from policybox.league.ladder.folder import LadderFolder
+
+    return LadderFolder.open(folder, read_only=read_only)
+
+
+def show_page(
+    folder: Path, read: Callable[[LadderFolder], Page], table: Callable[[Console, Page], None], json: bool
+) -> None:
+    """A page of the ladder in ``folder`` -- ``read`` off it, nothing changed -- as JSON, or as its ``table``."""
+    with guarded("nothing was changed"), open_ladder(folder, read_only=True) as ladder:
+        page = read(ladder)
+    if json:
+        console.print_json(page.model_dump_json())
+    else:
+        table(console, page)

@@ -13,11 +13,11 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from policybox.cli.common import check_folder, console, guarded
+from policybox.cli.common import check_folder, console, guarded, say
 from policybox.cli.options import EPISODE_OPTION_NAMES, given
 from policybox.cli.tables import show_final, show_summary
 from policybox.errors import SpecError
-from policybox.inert import shown
+from policybox.league.choices import Runner
 from policybox.league.evaluate import VERSUS_FILE
 from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
 from policybox.league.evaluate.results_folder import as_final, load_summary
@@ -25,21 +25,11 @@ from policybox.league.evaluate.results_folder import play_tournament as play_int
 from policybox.league.play.seating import cycle
 from policybox.league.play.tournament import Tournament, entrants, game_file_relative_to, load_tournament_file
 from policybox.league.views.summary import Summary
-from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
+from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count, validated
 
-# What a tournament file may hold: evaluate's own options and the episode's, by their names.
-TOURNAMENT_KEYS = {
-    "policies",
-    "episodes",
-    "out",
-    "workers",
-    "seating",
-    "replays",
-    "backend",
-    "ray_address",
-    "rank_by",
-    "final",
-} | EPISODE_OPTION_NAMES
+# What a tournament file may hold: evaluate's own options, the runner's and the episode's, by their names.
+TOURNAMENT_KEYS = {"policies", "episodes", "out", "seating", "replays", "rank_by", "final"}
+TOURNAMENT_KEYS |= set(Runner.model_fields) | EPISODE_OPTION_NAMES
 
 
 def show_results_folder(folder: Path) -> None:
@@ -58,45 +48,45 @@ def _show_versus(folder: Path) -> None:
     from policybox.cli.verdict import show_verdict  # versus's modules (scipy): for a versus folder only
     from policybox.league.evaluate.versus import VersusResult
 
-    console.print(
-        shown(
-            f"{folder} is a versus folder: its answer is the paired test's verdict, kept in {folder / VERSUS_FILE} "
-            "(the same policybox versus command prints it again, playing no finished pair). The leaderboard "
-            "below ranks each policy by its reward over all its episodes, not by the test.",
-            "yellow",
-        )
+    say(
+        f"{folder} is a versus folder: its answer is the paired test's verdict, kept in {folder / VERSUS_FILE} "
+        "(the same policybox versus command prints it again, playing no finished pair). The leaderboard "
+        "below ranks each policy by its reward over all its episodes, not by the test.",
+        "yellow",
     )
     try:
         result = VersusResult.model_validate_json((folder / VERSUS_FILE).read_text())
     except (OSError, ValueError):
-        console.print(shown(f"{folder / VERSUS_FILE} is not a versus result this policybox can read", "yellow"))
+        say(f"{folder / VERSUS_FILE} is not a versus result this policybox can read", "yellow")
         return
     show_verdict(result)
 
 
-def play_tournament(ctx: typer.Context, episode: dict[str, Any], tournament_file: Path | None, report: bool) -> None:
-    """``policybox evaluate``, its options as the command took them (``ctx.params`` holds its own)."""
+def play_tournament(ctx: typer.Context, options: dict[str, Any], tournament_file: Path | None, report: bool) -> None:
+    """``policybox evaluate``, its options as the command took them: the episode's and the runner's in
+    ``options``, its own in ``ctx.params``."""
     with guarded("finished episodes are kept; run the same command to resume"):
-        values, from_file = _tournament_values(ctx, tournament_file, episode)
+        values, from_file = _tournament_values(ctx, tournament_file, options)
         tournament, out_dir = _tournament(values, tournament_file, from_file)
+        runner = validated(Runner, {name: values[name] for name in Runner.model_fields if name in values})
         check_folder(out_dir, "--out")
-        board = _played(tournament, out_dir, values)
+        board = _played(tournament, out_dir, values.get("replays", False), runner)
     _show_summary(board)
-    console.print(shown(f"results: {out_dir}"))
+    say(f"results: {out_dir}")
     if report:
         from policybox.league.report import write_report  # Jinja2 and the database layer, only when asked
 
         with guarded("the results are kept; policybox report DIR writes the report"):
-            console.print(shown(f"report: {write_report(out_dir)}"))
+            say(f"report: {write_report(out_dir)}")
     raise typer.Exit(0 if board.episodes_done == board.episodes_expected else 1)
 
 
 def _tournament_values(
-    ctx: typer.Context, tournament_file: Path | None, episode: dict[str, Any]
+    ctx: typer.Context, tournament_file: Path | None, options: dict[str, Any]
 ) -> tuple[dict[str, Any], set[str]]:
     """The tournament's values -- the file's, overridden by every option given on the command line --
     and the names of those that came from the file."""
-    values = {name: value for name, value in {**ctx.params, **episode}.items() if name in TOURNAMENT_KEYS}
+    values = {name: value for name, value in {**ctx.params, **options}.items() if name in TOURNAMENT_KEYS}
     if tournament_file is None:
         return values, set()
     from_file = load_tournament_file(tournament_file)
@@ -119,24 +109,25 @@ def _tournament(values: dict[str, Any], tournament_file: Path | None, from_file:
     if "env" in from_file:
         values = {**values, "env": game_file_relative_to(values["env"], base)}
     settings = EpisodeSettings.from_options({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES})
-    tournament = Tournament(
-        entrants=entrants(values["policies"], base if "policies" in from_file else None),
-        episodes=values["episodes"],
-        agents=agent_count(settings, values.get("agents"), DEFAULT_AGENTS),
-        seating=values["seating"],
-        settings=settings,
-        rank_by=values.get("rank_by") or "forfeit",
+    tournament = validated(
+        Tournament,
+        {
+            "entrants": entrants(values["policies"], base if "policies" in from_file else None),
+            "episodes": values["episodes"],
+            "agents": agent_count(settings, values.get("agents"), DEFAULT_AGENTS),
+            "seating": values["seating"],
+            "settings": settings,
+            "rank_by": values.get("rank_by") or "forfeit",
+        },
     )
     if values.get("final"):
         tournament = as_final(tournament)
         length = cycle(len(tournament.entrants), tournament.agents)
-        console.print(
-            shown(f"final: balanced seating, {tournament.episodes} episodes (whole cycles of {length})", "dim")
-        )
+        say(f"final: balanced seating, {tournament.episodes} episodes (whole cycles of {length})", "dim")
     return tournament, out_dir
 
 
-def _played(tournament: Tournament, out_dir: Path, values: dict[str, Any]) -> Summary:
+def _played(tournament: Tournament, out_dir: Path, replays: bool, runner: Runner) -> Summary:
     """The tournament played into ``out_dir`` under a progress bar; its summary."""
     columns = [
         TextColumn("[bold]{task.description}"),
@@ -152,22 +143,12 @@ def _played(tournament: Tournament, out_dir: Path, values: dict[str, Any]) -> Su
         def update(progress: EvaluationProgress) -> None:
             nonlocal said_kept
             if progress.kept and not said_kept:
-                console.print(
-                    shown(f"resuming: {progress.kept} of {progress.total} episodes already done in {out_dir}")
-                )
+                say(f"resuming: {progress.kept} of {progress.total} episodes already done in {out_dir}")
                 said_kept = True
             rate = "-" if progress.rate is None else f"{progress.rate:.2f}"
             bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)
 
-        return play_into(
-            tournament,
-            out_dir,
-            values.get("workers"),
-            bool(values.get("replays")),
-            update,
-            backend=values.get("backend") or "local",
-            ray_address=values.get("ray_address"),
-        )
+        return play_into(tournament, out_dir, replays=bool(replays), on_progress=update, **dict(runner))
 
 
 def _show_summary(board: Summary) -> None:

@@ -1,7 +1,7 @@
 """The commands' options: those of a setting generated from the model that owns it, the others declared once.
 
-A setting is declared once, as a pydantic field of ``EpisodeSettings``, ``Limits`` or ``LadderSettings``:
-its type, default, bounds and description. ``field_option`` makes it a typer option:
+A setting is declared once, as a pydantic field of ``EpisodeSettings``, ``Limits``, ``LadderSettings`` or
+the ``Runner``: its type, default, bounds and description. ``field_option`` makes it a typer option:
 
 * its description is the help, and its default carries over;
 * its bounds (``ge``, ``gt``, ``le``, ``lt``) are checked as the value is parsed, by the field's own
@@ -13,7 +13,8 @@ its type, default, bounds and description. ``field_option`` makes it a typer opt
 A tournament file, a ladder's stored settings and the Python API are validated by the same models, so
 they accept exactly the values the command line does. ``LOOKS`` keeps what a field cannot say: a short
 flag, the words of an on/off flag, a metavar. ``with_options`` adds a group of options to a command
-and hands it their values as one dict (``episode``, ``ladder``).
+and hands it their values as one dict (``episode``, ``ladder``, ``runner``, ``test``, ``keep``); an option
+no model owns is declared here once, with its default (``option``), or as an annotated type.
 
 This module is imported by every command, ``--help`` included: it imports typer, pydantic and the
 settings models alone (``tests/test_cli_imports.py``).
@@ -27,6 +28,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -34,7 +36,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from policybox.league.choices import Backend
+from policybox.league.choices import Runner
 from policybox.league.ladder.settings import LadderSettings
 from policybox.limits import GAME_RULED, Limits
 from policybox.settings import Agents, EpisodeSettings
@@ -52,6 +54,7 @@ LOOKS = {
     "agents": Look(("--agents", "-n")),
     "env": Look(metavar="GAME"),
     "env_kwargs": Look(metavar="JSON"),
+    "replay": Look(metavar="FILE"),
     "preload": Look(metavar="MODULE"),
     "seed": Look(metavar="SEED"),
     "index_url": Look(metavar="URL"),
@@ -62,6 +65,8 @@ LOOKS = {
     "versions_per_match": Look(metavar="M"),
     "placement_matches": Look(metavar="P"),
     "suspend_after": Look(metavar="K"),
+    "ray_address": Look(metavar="HOST:PORT"),
+    "keep_logs_hours": Look(metavar="H"),
 }
 UNITS = {"_ms": "MS", "_s": "S", "_mb": "MIB"}  # a free value's metavar, from its name's unit
 
@@ -94,6 +99,14 @@ def field_option(name: str, field: FieldInfo) -> inspect.Parameter:
     )
 
 
+def ladders_own(name: str) -> inspect.Parameter:
+    """The option of ``LadderSettings`` field ``name`` for a command that overrides the ladder's value
+    this once: not given, it is the ladder's."""
+    field = LadderSettings.model_fields[name]
+    once = FieldInfo.merge_field_infos(field, default=None, description=f"{field.description}. Default: the ladder's")
+    return field_option(name, once)
+
+
 def model_options(model: type[BaseModel], names: Iterable[str]) -> list[inspect.Parameter]:
     """The options of ``model``'s fields ``names``, in that order."""
     return [field_option(name, model.model_fields[name]) for name in names]
@@ -124,6 +137,14 @@ def with_options(group: str, options: list[inspect.Parameter]) -> Callable[[Call
         return wrapper
 
     return decorate
+
+
+def option(name: str, annotation: Any, default: Any, *flags: str, **settings: Any) -> inspect.Parameter:
+    """An option no model owns, that several commands take (``with_options``), with its default."""
+    declared = typer.Option(*flags, **settings)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[annotation, declared], default=default
+    )
 
 
 def given(ctx: typer.Context, name: str) -> bool:
@@ -223,7 +244,8 @@ AGENTS = FieldInfo.from_annotated_attribute(
     ),
 )
 # The options of an episode: -n, EpisodeSettings' own fields (but its limits, a model of their own, and its
-# replay, a file each command names its own way), and the limits' fields. A tournament file's keys too.
+# replay, a file only run names: evaluate and a ladder name theirs), and the limits' fields. A tournament
+# file's keys too.
 EPISODE_OPTIONS = [
     field_option("agents", AGENTS),
     *model_options(
@@ -236,8 +258,18 @@ EPISODE_OPTION_NAMES = frozenset(option.name for option in EPISODE_OPTIONS)
 LADDER_OPTIONS = model_options(
     LadderSettings, [name for name in LadderSettings.model_fields if name not in ("settings", "agents")]
 )
+# What ladder prune keeps, this once, in place of the ladder's own.
+KEEP_OPTIONS = [ladders_own(name) for name in ("keep_logs", "keep_replays", "keep_logs_hours")]
+# Which runner plays (evaluate, ladder run, ladder final); versus and ladder test take its --workers alone.
+RUNNER_OPTIONS = model_options(Runner, Runner.model_fields)
 with_episode_options = with_options("episode", EPISODE_OPTIONS)
+with_run_options = with_options(
+    "episode", [*EPISODE_OPTIONS, field_option("replay", EpisodeSettings.model_fields["replay"])]
+)
 with_ladder_options = with_options("ladder", LADDER_OPTIONS)
+with_runner_options = with_options("runner", RUNNER_OPTIONS)
+with_workers_option = with_options("runner", RUNNER_OPTIONS[:1])
+with_keep_options = with_options("keep", KEEP_OPTIONS)
 
 # The options that are no setting's, each declared once for every command that takes it.
 POLICY_HELP = (
@@ -249,38 +281,37 @@ POLICY_HELP = (
     "cogames.toml; a setup_script in it runs first, in a cell) or a submission zip or tar.gz."
 )
 POLICIES = Annotated[list[str] | None, typer.Option("--policy", "-p", metavar="SPEC", help=POLICY_HELP)]
-WORKERS = Annotated[
-    int | None,
-    typer.Option(min=1, max=256, metavar="N", help="Episodes played at once (default: the number of cores)."),
-]
-MATCH_WORKERS = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        max=256,
+# The ladder commands' arguments.
+DIR = Annotated[Path, typer.Argument(metavar="DIR", help="The ladder's folder.")]
+NAME = Annotated[str, typer.Argument(metavar="NAME", help="A submission's name: [a-z0-9][a-z0-9_-]{0,39}.")]
+TEAM = Annotated[str, typer.Argument(metavar="TEAM", help="The team: [a-z0-9][a-z0-9_-]{0,39}.")]
+JSON = Annotated[bool, typer.Option("--json", help="Print it as JSON instead of a table.")]
+RESULT_JSON = Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a line.")]
+# A sequential test's (versus, ladder test), their defaults with them.
+TEST_OPTIONS = [
+    option("alpha", float, 0.05, metavar="P", help="The chance of 'B better' when B is not better (0 < P < 0.5)."),
+    option(
+        "beta",
+        float,
+        0.05,
+        metavar="P",
+        help="The chance of 'B not better' when B is better by --effect (0 < P < 0.5).",
+    ),
+    option(
+        "effect",
+        float,
+        0.2,
+        metavar="E",
+        help="The effect to find, in standard deviations of the paired difference B - A.",
+    ),
+    option(
+        "max_episodes",
+        int,
+        2000,
+        min=2,
+        max=1_000_000,
         metavar="N",
-        help="Matches played at once (default: the cores; with --backend ray, the cluster's CPUs).",
+        help="The cap: undecided after this many episodes (whole pairs).",
     ),
 ]
-BACKEND = Annotated[Backend, typer.Option(help="local: worker processes on this machine. ray: Ray tasks on a cluster.")]
-RAY_ADDRESS = Annotated[
-    str | None,
-    typer.Option(
-        metavar="HOST:PORT",
-        help="With --backend ray: the cluster (e.g. 10.0.0.1:6379); default: a Ray started for the run.",
-    ),
-]
-# A sequential test's (versus, ladder test).
-ALPHA = Annotated[float, typer.Option(metavar="P", help="The chance of 'B better' when B is not better (0 < P < 0.5).")]
-BETA = Annotated[
-    float,
-    typer.Option(metavar="P", help="The chance of 'B not better' when B is better by --effect (0 < P < 0.5)."),
-]
-EFFECT = Annotated[
-    float,
-    typer.Option(metavar="E", help="The effect to find, in standard deviations of the paired difference B - A."),
-]
-MAX_EPISODES = Annotated[
-    int,
-    typer.Option(min=2, max=1_000_000, metavar="N", help="The cap: undecided after this many episodes (whole pairs)."),
-]
+with_test_options = with_options("test", TEST_OPTIONS)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from policybox.cli.common import check_folder, check_writable, console, error_line, errors, guarded
+from policybox.cli.common import check_folder, check_writable, console, error_line, errors, guarded, open_ladder, say
 from policybox.cli.options import given
 from policybox.cli.tables import show_episode
 from policybox.episode import assign_policies, default_log_dir, run_episode
@@ -23,7 +23,7 @@ from policybox.files.setup_scripts import prepared_for_now
 from policybox.files.version_files import is_version
 from policybox.inert import shown
 from policybox.results import AgentStatus, EpisodeResult
-from policybox.settings import DEFAULT_AGENTS, REPLAY_SUFFIX, EpisodeSettings, agent_count
+from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count
 from policybox.spec import PolicySpec, parse_policy_arg
 from policybox.storage import StorageFull, write_atomically
 
@@ -38,15 +38,12 @@ def play_one(
     ladder: Path | None,
     match: tuple[int | None, int | None],
     out: Path | None,
-    replay: Path | None,
     log_dir: Path | None,
     check: bool,
 ) -> None:
     """``policybox run``, its options as the command took them (``match``: --match and --final)."""
     with guarded("every cell was stopped; no result written"):
-        _check_replay_name(replay)
-        options = {**episode, "replay": str(replay) if replay else None}
-        again = None
+        options, again = episode, None
         if match[1] is not None and match[0] is None:
             raise SpecError("--final F plays a match of the ladder's final F again: give --match N too")
         if match[0] is not None:
@@ -71,7 +68,7 @@ def play_one(
             result, unwritten = _played(ready, entrants, settings, logs, check)
     show_episode(console, result)
     for note in sorted({agent.log_note for agent in result.agents if agent.log_note}):
-        console.print(shown(f"agent logs {note}", "yellow"))  # the episode itself is whole
+        say(f"agent logs {note}", "yellow")  # the episode itself is whole
     if out is not None:
         try:
             write_atomically(out, result.model_dump_json(indent=2))
@@ -81,9 +78,10 @@ def play_one(
             errors.print(error_line(f"could not write --out {out}: {exc.strerror}"), soft_wrap=True)
             raise typer.Exit(2) from None
         else:
-            console.print(shown(f"result: {out}"))
-    if replay is not None and not any(full.path == replay for full in unwritten):
-        console.print(shown(f"replay: {replay}"))
+            say(f"result: {out}")
+    replay = episode["replay"]
+    if replay is not None and not any(full.path == Path(replay) for full in unwritten):
+        say(f"replay: {replay}")
     for full in unwritten:  # each file a full disk kept out; the episode itself is shown above
         errors.print(error_line(full.with_outcome("the result is shown above", "run again")), soft_wrap=True)
     if again is not None:
@@ -99,7 +97,7 @@ def _compared(again: Replay, result: EpisodeResult) -> bool:
     changed = rerun.outcome_changes(again.seats, again.result, result)
     since = rerun.stamp_changes(again)
     if not changed:
-        console.print(shown(f"{again.what} played again: every reward and status as stored", "green"))
+        say(f"{again.what} played again: every reward and status as stored", "green")
     else:
         errors.print(error_line(f"{again.what} played again differs from the stored result:"))
         for line in changed:
@@ -128,10 +126,9 @@ def _from_ladder(
     """The ladder's settings with the options given on the command line, its seats, and the specs
     (``NAME@vN`` its versions')."""
     from policybox.league.ladder import rerun
-    from policybox.league.ladder.folder import LadderFolder
 
-    given_here = {name: value for name, value in options.items() if name == "replay" or given(ctx, name)}
-    with LadderFolder.open(folder, read_only=True) as opened:
+    given_here = {name: value for name, value in options.items() if given(ctx, name)}
+    with open_ladder(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given_here)
         specs = [rerun.resolve(opened, text) if is_version(text) else parse_policy_arg(text) for text in policies]
         return settings, opened.settings.agents, specs
@@ -151,10 +148,9 @@ def _match_from_ladder(
     if policies:
         raise SpecError("--match ID plays the match's own versions: give no -p")
     from policybox.league.ladder import rerun
-    from policybox.league.ladder.folder import LadderFolder
 
-    given_here = {name: value for name, value in options.items() if name == "replay" or given(ctx, name)}
-    with LadderFolder.open(folder, read_only=True) as opened:
+    given_here = {name: value for name, value in options.items() if given(ctx, name)}
+    with open_ladder(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given_here)
         again = rerun.replay(opened, match[0], settings, final=match[1])
         return settings.model_copy(update={"seed": again.seed}), opened.settings.agents, again
@@ -170,9 +166,3 @@ def _played(
         if full.result is None:  # its logs could not be made: no episode was played
             raise
         return full.result, [full]
-
-
-def _check_replay_name(replay: Path | None) -> None:
-    """A replay file is named as MettaGrid names them, which is how MettaScope tells how to read it."""
-    if replay is not None and not replay.name.endswith(REPLAY_SUFFIX):
-        raise typer.BadParameter(f"{replay} does not end in {REPLAY_SUFFIX}", param_hint="--replay")

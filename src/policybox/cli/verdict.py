@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.progress import Progress, TextColumn
 
-from policybox.cli.common import console
-from policybox.inert import shown
+from policybox.cli.common import console, say
 
 if TYPE_CHECKING:  # versus's modules (scipy) are imported by versus only
     from policybox.league.evaluate.versus import VersusResult
@@ -44,7 +43,7 @@ def show_result(result: VersusResult, out: Path, json: bool) -> None:
         console.print_json(result.model_dump_json())
     else:
         show_verdict(result)
-        console.print(shown(f"results: {out}"))
+        say(f"results: {out}")
 
 
 def show_verdict(result: VersusResult) -> None:
@@ -53,28 +52,20 @@ def show_verdict(result: VersusResult) -> None:
     bounded = result.low is not None and result.high is not None
     interval = f"{level} interval [{result.low:.4g}, {result.high:.4g}]" if bounded else "interval unbounded as yet"
     estimate = "-" if result.estimate is None else f"{result.estimate:+.4g}"
-    console.print(shown(f"{result.verdict}: B − A = {estimate} reward per agent, {interval}", "bold"))
-    console.print(
-        shown(
-            f"B = {result.b}, A = {result.a}; {result.episodes} episodes ({result.pairs} pairs), "
-            f"alpha {result.alpha:g}, beta {result.beta:g}, effect {result.effect:g} sd"
-        )
+    say(f"{result.verdict}: B − A = {estimate} reward per agent, {interval}", "bold")
+    say(
+        f"B = {result.b}, A = {result.a}; {result.episodes} episodes ({result.pairs} pairs), "
+        f"alpha {result.alpha:g}, beta {result.beta:g}, effect {result.effect:g} sd"
     )
     if result.pairs and result.scored == 0:
-        console.print(
-            shown(
-                f"no agent scored: every reward in its {result.episodes} episodes was 0, so B − A says nothing of A "
-                "and B. Check that the game rewards something these policies do, within --steps",
-                "yellow",
-            )
+        say(
+            f"no agent scored: every reward in its {result.episodes} episodes was 0, so B − A says nothing of A "
+            "and B. Check that the game rewards something these policies do, within --steps",
+            "yellow",
         )
     failed = ", ".join(f"{name} {count}" for name, count in result.failures.items())
-    console.print(shown(f"agents failed: {failed}", "yellow" if any(result.failures.values()) else "dim"))
+    say(f"agents failed: {failed}", "yellow" if any(result.failures.values()) else "dim")
     if result.played > result.episodes:
-        console.print(
-            shown(f"{result.played - result.episodes} episodes in flight at the verdict are kept, not counted", "dim")
-        )
+        say(f"{result.played - result.episodes} episodes in flight at the verdict are kept, not counted", "dim")
     if result.incomplete:
-        console.print(
-            shown(f"{result.incomplete} episodes could not be played: run the same command to play them", "yellow")
-        )
+        say(f"{result.incomplete} episodes could not be played: run the same command to play them", "yellow")

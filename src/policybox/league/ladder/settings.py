@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policybox.envs import ConfigError, split_env
+from policybox.envs import split_env
 from policybox.league.choices import MatchSeating, RankBy
-from policybox.settings import Agents, EpisodeSettings, option_errors
+from policybox.settings import Agents, EpisodeSettings, validated
 from policybox.submission import MiB, ZipLimits
 
 DEADLINE_SHARE = 0.5  # of every step's deadline, on average, that a ladder's episode limit allows
@@ -105,10 +105,7 @@ class LadderSettings(BaseModel):
     def from_options(cls, settings: EpisodeSettings, agents: int, values: dict[str, Any]) -> LadderSettings:
         """A ladder's settings from its options, as the command line and ``ladder init`` name them; a value
         that is not valid is a ConfigError naming its option."""
-        try:
-            return cls(settings=settings, agents=agents, **values)
-        except ValidationError as exc:
-            raise ConfigError(option_errors(exc)) from None
+        return validated(cls, {"settings": settings, "agents": agents, **values})
 
     @model_validator(mode="after")
     def _versions_fit_the_seats(self) -> LadderSettings:
