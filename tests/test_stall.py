@@ -24,7 +24,7 @@ from conftest import policy
 from helpers.ladders import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
 from helpers.setups import BUILD, WAKE, sleeper, team, unique_marker
 from helpers.web import upload
-from helpers.zips import bot_zip
+from helpers.zips import WANDERER_SOURCE, bot_zip
 from sqlalchemy import select
 from starlette.testclient import TestClient
 
@@ -231,9 +231,7 @@ def test_over_a_limit_the_api_and_the_form_answer_429(tmp_path):
 
 def _zip_of(tmp_path: Path, label: str) -> Path:
     """A submission zip whose content differs by ``label`` (a comment in its bot)."""
-    source = tmp_path / f"{label}.py"
-    source.write_text(Path(WANDERER.split(":")[0]).read_text() + f"\n# {label}\n")
-    return bot_zip(tmp_path / f"{label}.zip", source=source)
+    return bot_zip(tmp_path / f"{label}.zip", source=WANDERER_SOURCE + f"\n# {label}\n")
 
 
 def test_the_cli_submits_as_a_team_within_its_limits_and_the_organiser_without(tmp_path):
