@@ -1,6 +1,8 @@
 """Shared fixtures: policy file paths, a one-call episode runner, the guards against leftover processes
-and IPC objects, databases (SQLite and a real PostgreSQL server), a real headless Chromium, and small
-tmpfs disks to fill.
+and IPC objects, databases (SQLite and a real PostgreSQL server), a test's own temporary folder, a real
+headless Chromium, and small tmpfs disks to fill; and the helper modules whose fixtures several test
+files share, loaded as plugins (``pytest_plugins``). What test files share lives here or in
+``tests/helpers/``, never in a test file (``tests/test_suite_house.py``).
 
 The suite runs on three pytest-xdist workers at once (the README's test command), on a machine others
 share: every guard looks only at what its own test made -- this process's tree, the uids its cells
@@ -12,6 +14,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import traceback
 import unittest.mock
 from collections.abc import Iterator, Mapping
@@ -80,9 +83,11 @@ def play(tmp_path: Path):
 
 
 # pytester: tests/test_test_machine.py runs a test that leaks, to see the guard fail it. costs: each test's
-# CPU and processes, the costliest printed at the end (tests/costs.py). helpers.played: ladders that have
-# played, built once per worker.
-pytest_plugins = ["pytester", "costs", "helpers.played"]
+# CPU and processes, the costliest printed at the end (tests/costs.py). The fixtures several test files
+# share and that belong with their helpers: helpers.played (ladders that have played, built once per
+# worker), helpers.take_home (the take-home ladder, once per test module), helpers.web (an empty ladder
+# to submit to).
+pytest_plugins = ["pytester", "costs", "helpers.played", "helpers.take_home", "helpers.web"]
 
 
 class Ran(NamedTuple):
@@ -260,6 +265,17 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return request.getfixturevalue("postgres_url")  # only now: a SQLite-only run starts no server
 
 
+@pytest.fixture
+def temp_folder(tmp_path, monkeypatch) -> Path:
+    """This test's own temporary folder, for this process and the commands it starts: its listing
+    is the uploads' alone (other tests of the machine write to the real one meanwhile)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder
+
+
 # The quick loop (``pytest -n 3 -m "quick and not alone"``, about 2 minutes here): a part of every floor of the house --
 # the wire and specs, the engine's faults and sandbox, the CLI, PettingZoo, cells per policy, the
 # statistics, the web pages and uploads, the architecture and types -- for iterating; the README's whole
@@ -294,6 +310,7 @@ QUICK = {
     "test_stats_plackett_luce",
     "test_stats_sequential",
     "test_submissions",
+    "test_suite_house",
     "test_summary",
     "test_tokens",
     "test_tournament",

@@ -25,7 +25,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import tempfile
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 
 import psutil
+from helpers.ports import free_port
 
 USER = "policybox"
 PREFIX = "policybox-postgres-"  # the servers' temporary folders
@@ -98,7 +98,7 @@ class PostgresServer:
         cls, runs_as: pwd.struct_passwd | None, binaries: Path, folder: Path, lock: int, password: str
     ) -> PostgresServer:
         for attempt in itertools.count(1):
-            port = _free_port()
+            port = free_port()
             server = cls(folder, lock, _start_postgres(runs_as, binaries, folder, port), port, password)
             SERVERS.add(server.process.pid)
             try:
@@ -276,9 +276,3 @@ def _start_postgres(runs_as: pwd.struct_passwd | None, binaries: Path, folder: P
             stderr=subprocess.STDOUT,
             start_new_session=True,  # not in the terminal's process group: Ctrl-C goes to pytest, which stops it
         )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

@@ -20,9 +20,9 @@ import pytest
 from conftest import policy, policybox
 from helpers.ladders import WANDERER, activate, api_ladder
 from helpers.played import PLAYING, UNRANKED
+from helpers.zips import bot_zip
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
-from test_web import bot_zip
 
 from policybox.ladder import Ladder
 from policybox.league import ranking, report

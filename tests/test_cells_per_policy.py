@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 from conftest import POLICIES, policy
-from test_faults import policybox_run
+from helpers.runs import policybox_run
 
 from policybox.host.uids import UID_BASE
 from policybox.limits import Limits

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from conftest import Ran, policy, policybox
+from helpers.ladders import RPS, rps_ladder
 from starlette.testclient import TestClient
-from test_stamp import RPS, rps_ladder
 
 from policybox.league import ranking
 from policybox.league.web.app import make_app

@@ -16,48 +16,18 @@ import sys
 import tomllib
 import urllib.request
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 import yaml
 from conftest import Ran, policybox
+from helpers.docs import CHECKS, PLANNER, ROOT, WHEELHOUSE, Block, block, page_path, parse_blocks
+from helpers.ladders import wait_until
+from helpers.ports import free_port
+from helpers.servers import stop
 
-ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "examples"
 VENV_BIN = str(Path(sys.executable).parent)
 CHECKED_LANGUAGES = ("bash", "sh", "python")
-FENCE = re.compile(r"^( *)```(\w*)\s*$")
-
-
-class Block(NamedTuple):
-    page: str  # README.md, or a file of docs/
-    heading: str  # the heading the block is under
-    language: str
-    index: int  # its place among that heading's blocks of that language, from 0
-
-
-def page_path(page: str) -> Path:
-    return ROOT / page if page == "README.md" else ROOT / "docs" / page
-
-
-def parse_blocks(text: str) -> dict[tuple[str, str, int], str]:
-    """Every fenced block of a Markdown text, by (heading, language, index), its code unindented."""
-    found: dict[tuple[str, str, int], str] = {}
-    heading, lines, i = "", text.splitlines(), 0
-    while i < len(lines):
-        fence = FENCE.match(lines[i])
-        if fence:
-            indent, language = fence.groups()
-            body, i = [], i + 1
-            while lines[i].rstrip() != f"{indent}```":
-                body.append(lines[i][len(indent) :])
-                i += 1
-            index = sum(1 for key in found if key[:2] == (heading, language))
-            found[(heading, language, index)] = "\n".join(body) + "\n"
-        elif lines[i].startswith("#"):
-            heading = lines[i].lstrip("#").strip()
-        i += 1
-    return found
 
 
 def pages() -> list[str]:
@@ -79,10 +49,6 @@ def all_blocks() -> dict[Block, str]:
         for key, code in parse_blocks(page_path(page).read_text()).items()
         if key[1] in CHECKED_LANGUAGES
     }
-
-
-def block(page: str, heading: str, language: str, index: int = 0) -> str:
-    return parse_blocks(page_path(page).read_text())[(heading, language, index)]
 
 
 def local(line: str) -> list[str]:
@@ -116,15 +82,12 @@ PETTINGZOO_RUN = Block("pettingzoo.md", "PettingZoo games", "bash", 0)
 KAGGLE_INSTALL = Block("kaggle.md", "Kaggle's games", "bash", 0)
 KAGGLE_AGENT = Block("kaggle.md", "A Kaggle agent in five minutes", "python", 0)
 KAGGLE_RUN = Block("kaggle.md", "A Kaggle agent in five minutes", "bash", 0)
-PLANNER = Block("environments.md", "A submission's requirements", "python", 0)
-WHEELHOUSE = Block("environments.md", "An offline competition: a wheelhouse", "bash", 0)
 EVALUATE_CUP = Block("evaluate.md", "Evaluate a leaderboard", "bash", 0)
 PYTHON_API = Block("evaluate.md", "Python API", "python", 0)
 LADDER = Block("ladder.md", "A ladder from the command line", "bash", 0)
 AT_HOME = Block("ladder.md", "A ladder from the command line", "bash", 1)
 LADDER_API = Block("ladder.md", "From Python", "python", 0)
 SERVE = Block("web.md", "The web page", "bash", 0)
-CHECKS = Block("architecture.md", "Checks", "bash", 0)
 VERSUS = Block("versus.md", "Is B better than A? `policybox versus`", "bash", 0)
 VERSUS_API = Block("versus.md", "From Python", "python", 0)
 LADDER_TEST = Block("versus.md", "Inside a ladder: `ladder test`", "bash", 0)
@@ -405,8 +368,6 @@ def test_a_ladder_in_five_commands(tmp_path):
     """The organiser's five commands as written: init, a token, run and serve beside each other (serve
     on a free port instead of 8000), and the team's curl line, which downloads the starter from
     /rules/starter.zip and uploads it with the token; the starter qualifies."""
-    from test_ladder import wait_until
-    from test_web_browser import free_port, stop
 
     shutil.copytree(EXAMPLES, tmp_path / "examples")
     init, token, run, serve, team = block(*FIVE_COMMANDS).strip().splitlines()

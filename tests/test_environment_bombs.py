@@ -12,9 +12,7 @@ them were uv.
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
 import http.server
 import json
 import os
@@ -22,11 +20,11 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import psutil
 import pytest
+from helpers.environments import package_index
 
 import policybox.files.environments as environments
 from policybox.files.package_source import PackageSource
@@ -58,48 +56,12 @@ else:
 """
 
 
-def wheel(folder: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
-    """A pure-Python wheel of ``files`` (path in the wheel: content), with its metadata and RECORD."""
-    dist = f"{name}-{version}"
-    entries = {
-        **files,
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-        f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: policybox-tests\nRoot-Is-Purelib: true\n"
-        b"Tag: py3-none-any\n",
-    }
-    record = [f"{path},sha256={_digest(data)},{len(data)}" for path, data in entries.items()]
-    path = folder / f"{dist}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        for name_in_wheel, data in entries.items():
-            archive.writestr(name_in_wheel, data)
-        archive.writestr(f"{dist}.dist-info/RECORD", "\n".join([*record, f"{dist}.dist-info/RECORD,,", ""]))
-    return path
-
-
-def _digest(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def index(root: Path, projects: dict[str, list[tuple[str, dict[str, bytes]]]]) -> Path:
-    """A PEP 503 index in ``root``: each project's folder holds its page and its wheels (versions, each
-    a wheel's files). Returns the index folder."""
-    for project, versions in projects.items():
-        folder = root / project
-        folder.mkdir(parents=True)
-        wheels = [wheel(folder, project, version, files) for version, files in versions]
-        links = "".join(
-            f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n' for w in wheels
-        )
-        (folder / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
-    return root
-
-
 @pytest.fixture
 def bombs(tmp_path: Path) -> Path:
     """An index of the two bombs: ``bomb`` unpacks to BOMB_MB of zeros, ``compilebomb`` is a module of
     COMPILE_BOMB_ELEMENTS list elements."""
     source = b"ZEROS = [" + b"0," * COMPILE_BOMB_ELEMENTS + b"]\n"
-    return index(
+    return package_index(
         tmp_path / "bombs",
         {
             "bomb": [("1.0", {"bomb/__init__.py": b"", "bomb/zeros.bin": bytes(BOMB_MB << 20)})],
@@ -238,8 +200,8 @@ def test_with_an_extra_index_the_best_version_of_all_is_taken_as_pip_takes_it(tm
     """The main index holds toy 2.0, an extra one toy 1.0 (a private mirror, say): pip install takes
     2.0 (its best across every index), and so does the environment; uv alone would stop at the extra
     index, which it asks first, and take 1.0."""
-    main = index(tmp_path / "main", {"pbtoy": [("2.0", {"pbtoy.py": b"VERSION = '2.0'\n"})]})
-    extra = index(tmp_path / "extra", {"pbtoy": [("1.0", {"pbtoy.py": b"VERSION = '1.0'\n"})]})
+    main = package_index(tmp_path / "main", {"pbtoy": [("2.0", {"pbtoy.py": b"VERSION = '2.0'\n"})]})
+    extra = package_index(tmp_path / "extra", {"pbtoy": [("1.0", {"pbtoy.py": b"VERSION = '1.0'\n"})]})
     urls = ["--index-url", f"file://{main}", "--extra-index-url", f"file://{extra}"]
     pip = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--quiet", "--report", "-", *urls, "pbtoy"],

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES, policybox, policybox_process, remount
+from helpers.docs import PLANNER, WHEELHOUSE, block
+from helpers.environments import INDEX, NEW, OLD, package_index, submission, trojan_sdist
 
 import policybox.files.cell_jobs as cell_jobs
 import policybox.files.environments as environments
@@ -36,25 +38,12 @@ from policybox.results import AgentStatus
 from policybox.settings import EpisodeSettings
 from policybox.spec import SpecError, parse_policy_arg
 
-INDEX = "file:///opt/pypi/simple"
 LOCAL = PackageSource(INDEX)
-OLD, NEW = "10.8.0", "11.1.0"
 
 
 @pytest.fixture(autouse=True)
 def host_lacks_the_package():
     assert importlib.util.find_spec("more_itertools") is None, "the host must not have more-itertools for these tests"
-
-
-def submission(folder: Path, expect: str, requirements: str | None, cls: str = "NeedsPackage", **kwargs) -> Path:
-    """A submission folder whose policy refuses to play unless it imports more-itertools ``expect``."""
-    folder.mkdir(parents=True)
-    (folder / "bot.py").write_text((POLICIES / "needs_package.py").read_text())
-    spec = {"class_path": f"bot.py:{cls}", "init_kwargs": {"expect": expect, **kwargs}}
-    (folder / "policy_spec.json").write_text(json.dumps(spec))
-    if requirements is not None:
-        (folder / "requirements.txt").write_text(requirements)
-    return folder
 
 
 def test_two_submissions_pinning_different_versions_play_one_match_each_with_its_own(tmp_path):
@@ -278,7 +267,6 @@ def test_an_index_over_https_is_checked_against_the_certificates_pip_trusts(tmp_
     """An index over HTTPS whose certificate a CA of this test's signed (as a company's mirror behind its
     own CA): the build's cell, which has none of the host's variables, checks it against pip's certificate
     bundle -- refused without it, built with it."""
-    from test_environment_bombs import index
 
     ca, cert, key = (tmp_path / name for name in ("ca.pem", "cert.pem", "key.pem"))
     for command in (
@@ -289,7 +277,7 @@ def test_an_index_over_https_is_checked_against_the_certificates_pip_trusts(tmp_
         subprocess.run(
             ["openssl", *command.split()], input=b"subjectAltName=IP:127.0.0.1\n", check=True, capture_output=True
         )
-    served = index(tmp_path / "index", {"pbtoy": [("1.0", {"pbtoy.py": b"VERSION = '1.0'\n"})]})
+    served = package_index(tmp_path / "index", {"pbtoy": [("1.0", {"pbtoy.py": b"VERSION = '1.0'\n"})]})
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -373,7 +361,6 @@ def test_a_ladder_builds_at_qualification_plays_each_version_in_its_own_and_reje
 def test_the_docs_offline_competition_plays_from_a_wheelhouse_alone(tmp_path):
     """docs/environments.md's team and its two commands: the wheels downloaded, then the team plays with
     the wheelhouse as its only source (uv gets --no-index), its environment in the user's cache."""
-    from test_docs import PLANNER, WHEELHOUSE, block
 
     team = tmp_path / "team"
     team.mkdir()
@@ -391,36 +378,6 @@ def test_the_docs_offline_competition_plays_from_a_wheelhouse_alone(tmp_path):
     assert [(path / "lock.txt").read_text() for path in built.iterdir() if path.name != environments.REQUESTS] == [
         f"more-itertools=={OLD}\n"
     ]
-
-
-def trojan_sdist(tmp_path: Path, port: int = 9, build: str = "") -> Path:
-    """A wheelhouse holding setuptools and ``trojan-1.0``, a package offered only as an sdist whose
-    setup.py, when it is built, tries to plant a file in ``tmp_path`` and to reach 127.0.0.1:``port``
-    (printing how each went), runs ``build`` and makes a module saying where it was built. Returns the
-    wheelhouse; the file would be ``tmp_path/built-on-the-host``."""
-    package = tmp_path / "src" / "trojan-1.0"
-    package.mkdir(parents=True)
-    (package / "setup.py").write_text(
-        "import socket, sys\nfrom pathlib import Path\n"
-        "from setuptools import setup\n"
-        "def attempt(name, action):\n"
-        "    try:\n        action()\n        print(f'{name}: succeeded', flush=True)\n"
-        "    except OSError as exc:\n        print(f'{name}: refused {exc}', flush=True)\n"
-        f"attempt('plant', lambda: Path({str(tmp_path / 'built-on-the-host')!r}).write_text('ran'))\n"
-        f"attempt('tcp', lambda: socket.create_connection(('127.0.0.1', {port}), timeout=3).close())\n"
-        f"{build}\n"
-        "Path('trojan.py').write_text(f'VALUE = {\"built as uid \" + str(__import__(\"os\").getuid())!r}\\n')\n"
-        "setup(name='trojan', version='1.0', py_modules=['trojan'])\n"
-    )
-    (package / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: trojan\nVersion: 1.0\n")
-    wheelhouse = tmp_path / "sdists"
-    wheelhouse.mkdir()
-    for wheel in Path("/opt/pypi/files").glob("setuptools-*-py3-none-any.whl"):  # all a build would need
-        (wheelhouse / wheel.name).write_bytes(wheel.read_bytes())
-    subprocess.run(
-        ["tar", "-czf", str(wheelhouse / "trojan-1.0.tar.gz"), "-C", str(package.parent), package.name], check=True
-    )
-    return wheelhouse
 
 
 def test_an_sdist_is_never_built_on_the_host(tmp_path):

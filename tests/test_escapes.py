@@ -12,18 +12,13 @@ from pathlib import Path
 
 import pytest
 from conftest import policy
+from helpers.doctor import needs
 
 from policybox.host.diagnosis import diagnose
 from policybox.results import AgentStatus
 from policybox.sandbox import Layer
 
 VICTIM = policy("escapes.py:Diarist")
-
-
-def needs(*layers: Layer) -> None:
-    for check in diagnose():
-        if check.layer in layers and not check.works:
-            pytest.skip(f"doctor: layer {check.layer} unavailable here: {check.detail}")
 
 
 def log(agent) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 from conftest import policy, policybox
+from helpers.replays import load_replay
 from helpers.workers import WorkerKiller
 
 from policybox import process_names
@@ -173,8 +174,6 @@ def test_the_python_api(tmp_path):
 
 
 def test_replays_are_written_per_episode(tmp_path):
-    from test_replays import load_replay
-
     run = policybox("evaluate", "-p", "random", "-p", "noop", "--episodes", "2", "--agents", "2", "--steps", "15",
                     "--out", str(tmp_path / "board"), "--replays")  # fmt: skip
     assert run.returncode == 0, run.stderr

@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import policy
-from test_lifecycle import alive
+from helpers.processes import alive
+from helpers.runs import policybox_run
 from typer.testing import CliRunner
 
 from policybox.cli import app
@@ -30,16 +31,6 @@ OTHERS = [
     policy("stateful.py:Stateful"),
     policy("sleepy.py:Sleepy", **{"kw.sleep_s": "0.01"}),
 ]
-
-
-def policybox_run(folder: Path, *args: str) -> tuple[EpisodeResult, int, str]:
-    """``policybox run ARGS --out ... --log-dir ...`` in this process: (result file, exit code, output).
-    With ``--no-check``: a policy that cannot be built plays its episode as a failed agent, contained."""
-    out = folder / "result.json"
-    where = ["--out", str(out), "--log-dir", str(folder / "logs"), "--no-check"]
-    run = CliRunner().invoke(app, ["run", *args, *where], env={"COLUMNS": "300"})
-    assert run.exit_code in (0, 1), run.output
-    return EpisodeResult.model_validate_json(out.read_text()), run.exit_code, run.output
 
 
 def play_seat_zero(first: str, folder: Path) -> tuple[EpisodeResult, str]:

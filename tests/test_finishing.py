@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 from conftest import policy
-from test_interrupt import still_running, tree
+from helpers.processes import still_running, tree
 
 from policybox.episode import run_episode
 from policybox.host.cgroup import PREFIX

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import pytest
 from conftest import policy
-from test_faults import policybox_run
+from helpers.runs import policybox_run
 
 from policybox.envs import GameRequest, InvalidAction, family, split_env
 from policybox.envs.conformance import HOSTILE_PAYLOADS

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import descendants, ipc_objects_of, policy, policybox
-from test_escapes import needs
+from helpers.doctor import needs
 
 from policybox.limits import Limits
 from policybox.results import AgentStatus

@@ -30,28 +30,16 @@ from pathlib import Path
 
 import pytest
 from conftest import policybox
-from helpers.ladders import EXAMPLES, GAME
+from helpers.ladders import GAME
+from helpers.slow_uploads import BOT, INIT_TIMEOUT_S, ladder, slow_to_parse
 
-from policybox import EpisodeSettings, LadderSettings
-from policybox.ladder import Ladder
-from policybox.limits import Limits
 from policybox.results import EpisodeResult
 
 MiB = 1024 * 1024
-INIT_TIMEOUT_S = 3  # a cell still compiling the slow module is stopped here (its CPU until then)
-BOT = (EXAMPLES / "wanderer.py").read_text().replace("class Wanderer(", "class Bot(")
 IN_ACCESS, IN_OPEN = 0x1, 0x20
 SYSLOG_ACTION_SIZE_UNREAD = 9
 OUTSIDE = "is a symlink to a file outside its import root"
 NOT_REGULAR = "is not a regular file"
-
-
-def slow_to_parse(size: int) -> str:
-    """A policy module of ``size`` bytes, nearly all one f-string of ``{x}`` fields: CPython 3.11 counts
-    the lines before each field from the start of the string, so its parse takes time quadratic in the
-    string's length (11 s for 256 KiB here; the host used to spend it holding the GIL)."""
-    head = BOT + '\n\nSLOW = f"'
-    return head + "{x}" * ((size - len(head) - 2) // 3) + '"\n'
 
 
 def organisers_file(tmp_path: Path) -> Path:
@@ -84,14 +72,6 @@ def submission(tmp_path: Path, attack: str) -> Path:
     (folder / "policy_spec.json").write_text(json.dumps({"class_path": "evil.Bot"}))
     ATTACKS[attack](folder / "evil.py", tmp_path)
     return folder
-
-
-def ladder(folder: Path) -> Path:
-    """An empty ladder of the moves game whose cells have INIT_TIMEOUT_S to start."""
-    limits = Limits(init_timeout_s=INIT_TIMEOUT_S)
-    settings = LadderSettings(settings=EpisodeSettings(env=GAME, steps=10, limits=limits), agents=4)
-    with Ladder.create(folder, settings):
-        return folder
 
 
 COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {

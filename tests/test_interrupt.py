@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 from conftest import policy
+from helpers.processes import still_running, tree
 
 from policybox.league.evaluate.journal import read_records
 
@@ -39,34 +39,6 @@ MOMENTS = [
     (8.0, signal.SIGINT, False, True),
 ]
 ENDS_WITHIN_S = 20  # after the signal, on a loaded 2-core machine; typically 1-3 s
-
-
-def tree(pid: int) -> dict[int, float]:
-    """Every process below ``pid`` now (cells included: they descend from a worker's zygote), with its
-    start time (so a later process reusing a pid is not taken for it)."""
-    try:
-        found = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return {}
-    started = {}
-    for process in found:
-        try:
-            started[process.pid] = process.create_time()
-        except psutil.NoSuchProcess:
-            continue
-    return started
-
-
-def still_running(seen: dict[int, float]) -> list[int]:
-    left = []
-    for pid, created in seen.items():
-        try:
-            process = psutil.Process(pid)
-            if process.create_time() == created and process.status() != psutil.STATUS_ZOMBIE:
-                left.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return left
 
 
 @pytest.mark.parametrize(("after_s", "signum", "group", "resume"), MOMENTS)

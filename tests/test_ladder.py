@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import policy
+from conftest import policy, remount
 from helpers.ladders import (
     GAME,
     WANDERER,
@@ -30,6 +30,8 @@ from helpers.ladders import (
     start_run,
     wait_until,
 )
+from helpers.replays import load_replay
+from helpers.setups import BUILD, team
 from helpers.workers import WorkerKiller
 from sqlalchemy import func, select
 
@@ -316,7 +318,6 @@ def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, 
 def test_a_full_disk_stops_a_run_with_one_message_and_the_next_run_carries_on(tmp_path):
     """The ladder's folder (its SQLite database and its logs) on a small disk that fills as it plays:
     one message naming what ran out, exit 1, the database intact; with room again the run goes on."""
-    from test_full_disk import remount
 
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs to fill needs root")
@@ -409,7 +410,6 @@ def test_a_team_submits_only_names_it_owns(tmp_path):
 def test_a_setup_script_runs_once_in_a_cell_at_qualification_and_a_failing_one_rejects(tmp_path):
     """MettaGrid's cogames.toml submissions with a setup_script: the script makes the checkpoint the
     policy loads when it plays; a script that fails rejects its version with the script's output."""
-    from test_setup import BUILD, team
 
     good = team(tmp_path / "good", BUILD)
     bad = team(tmp_path / "bad", "print('cannot build: no compiler here')\nraise SystemExit(3)\n")
@@ -429,7 +429,6 @@ def test_a_setup_script_runs_once_in_a_cell_at_qualification_and_a_failing_one_r
 
 
 def test_a_ladder_with_replays_keeps_each_matchs_replay_and_refuses_what_cannot_write_them(tmp_path):
-    from test_replays import load_replay
 
     from policybox.league.ladder.database import LadderError
 

@@ -29,8 +29,8 @@ from helpers.ladders import (
     start_run,
     wait_until,
 )
+from helpers.servers import serving
 from sqlalchemy import select, text
-from test_web_browser import serving
 
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions

@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import descendants, kept_pids, policy
+from helpers.processes import alive, wait_for
 
 from policybox.host.process_pool import ProcessPool
 from policybox.results import AgentStatus
@@ -27,23 +28,6 @@ def cells_of(host_pid: int) -> list[psutil.Process]:
         if {"policybox.cell", "policybox.cell.zygote"} & set(cmdline) and str(host_pid) in cmdline:
             found.append(proc)
     return [proc for proc in found if proc.pid not in kept]
-
-
-def alive(proc: psutil.Process) -> bool:
-    """Running and not a zombie (this machine's init does not reap orphans, so zombies linger)."""
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def wait_for(condition, timeout: float = 30.0) -> bool:
-    give_up = time.monotonic() + timeout
-    while time.monotonic() < give_up:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_ten_episodes_leave_no_process_and_no_fd(play):

@@ -14,16 +14,13 @@ line it logs; team beta's silent, which plays noop and never writes a line.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from conftest import POLICIES, policy
-from helpers.ladders import GAME, WANDERER, activate, ladder_command
+from conftest import policy
+from helpers.ladders import TEXT_CONNECT_FOUR, activate, ladder_command
+from helpers.losses import SCRIPT, Cup, make_cup
+from helpers.web import auth
 from starlette.testclient import TestClient
 
 from policybox import EpisodeSettings, LadderSettings
@@ -34,43 +31,6 @@ from policybox.league.stats.plackett_luce import FinalRanking, NameRank
 from policybox.league.views import name_page
 from policybox.league.web.app import make_app
 from policybox.results import Failure, GameFault
-from policybox.submission import DIGEST_HEX
-
-SCRIPT = "<script>window.pwned=1</script>"
-MATCHES = 9
-
-
-@dataclass
-class Cup:
-    folder: Path
-    tokens: dict[str, str]
-    zip_digest: str  # the first DIGEST_HEX hex digits of crasher's zip: its unpacked folder's name
-
-
-def crasher_zip(path: Path) -> Path:
-    """Team alpha's submission: ``bot.py`` (tests/policies/losses.py) and its spec, as a zip."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("policy_spec.json", json.dumps({"class_path": "bot.py:ScriptRaise"}))
-        archive.writestr("bot.py", (POLICIES / "losses.py").read_text())
-    return path
-
-
-def make_cup(root: Path) -> Cup:
-    """The ladder of this module, having played ``MATCHES`` rated matches and a final of one round."""
-    folder = root / "cup"
-    bot = crasher_zip(root / "crasher.zip")
-    episodes = EpisodeSettings(env=GAME, steps=30)
-    made = LadderSettings(settings=episodes, agents=4, placement_matches=0, suspend_after=100, replays=True)
-    with Ladder.create(folder, made) as ladder:
-        tokens = {team: ladder.token(team) for team in ("alpha", "beta")}
-        ladder.submit("walker", WANDERER)
-        ladder.submit("crasher", str(bot), team="alpha")
-        ladder.submit("silent", policy("losses.py:Silent"), team="beta")
-        for name in ("walker", "crasher", "silent"):
-            activate(ladder, name)
-        assert ladder.run(matches=MATCHES, workers=2).played == MATCHES
-        ladder.final(rounds=1, workers=2)
-    return Cup(folder, tokens, hashlib.sha256(bot.read_bytes()).hexdigest()[:DIGEST_HEX])
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +42,6 @@ def cup(tmp_path_factory) -> Cup:
 def client(cup) -> Iterator[TestClient]:
     with TestClient(make_app(cup.folder)) as test_client:
         yield test_client
-
-
-def auth(cup: Cup, team: str | None) -> dict[str, str]:
-    return {} if team is None else {"Authorization": f"Bearer {cup.tokens[team]}"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,23 +156,23 @@ def test_problem_opponents_are_only_those_it_does_worse_against_than_expected(cu
 
 
 def test_a_zips_traceback_names_its_files_as_the_zip_holds_them(cup, client):
-    failure = client.get("/api/names/crasher", headers=auth(cup, "alpha")).json()["failures"][0]
+    failure = client.get("/api/names/crasher", headers=auth(cup.tokens, "alpha")).json()["failures"][0]
     frames = [line for line in failure["traceback"]["own"].splitlines() if line.startswith("  File ")]
     assert frames and all(frame.startswith('  File "bot.py", line ') for frame in frames), frames
     for team in (None, "alpha", "beta"):
         for path in ("/api/names/crasher", "/names/crasher"):
-            assert cup.zip_digest not in client.get(path, headers=auth(cup, team)).text, (team, path)
+            assert cup.zip_digest not in client.get(path, headers=auth(cup.tokens, team)).text, (team, path)
 
 
 def test_identical_failures_are_one_row_with_a_count_and_their_latest_match(cup, client):
-    page = client.get("/api/names/crasher", headers=auth(cup, "alpha")).json()
+    page = client.get("/api/names/crasher", headers=auth(cup.tokens, "alpha")).json()
     crashed = [
         m for m in client.get("/api/matches").json()["matches"] if any(s["name"] == "crasher" for s in m["seats"])
     ]
     seats = sum(1 for m in crashed for s in m["seats"] if s["name"] == "crasher")
     assert [f["count"] for f in page["failures"]] == [seats]  # the same traceback in every seat of every match
     assert page["failures"][0]["match"] == max(m["id"] for m in crashed)
-    assert f"×{seats}</span>, last in <a" in client.get("/names/crasher", headers=auth(cup, "alpha")).text
+    assert f"×{seats}</span>, last in <a" in client.get("/names/crasher", headers=auth(cup.tokens, "alpha")).text
     public = client.get("/api/names/crasher").json()["failures"]  # grouped by what the public sees too
     assert [f["count"] for f in public] == [seats]
 
@@ -242,10 +198,10 @@ def test_steps_are_counted_from_1_wherever_people_read_them(cup, client):
 
 
 def test_empty_logs_are_not_listed(cup, client):
-    silent = client.get("/api/names/silent", headers=auth(cup, "beta")).json()
+    silent = client.get("/api/names/silent", headers=auth(cup.tokens, "beta")).json()
     assert silent["logs"] == []  # it never writes a line: nothing to list
-    assert "(empty)" not in client.get("/names/silent", headers=auth(cup, "beta")).text
-    logs = client.get("/api/names/crasher", headers=auth(cup, "alpha")).json()["logs"]
+    assert "(empty)" not in client.get("/names/silent", headers=auth(cup.tokens, "beta")).text
+    logs = client.get("/api/names/crasher", headers=auth(cup.tokens, "alpha")).json()["logs"]
     assert logs and all("LOSSES-LOG" in log["log_tail"] for log in logs)
 
 
@@ -301,7 +257,6 @@ def test_a_moves_replay_marks_where_an_agent_failed_and_numbers_its_steps_from_1
     """A connect-four match whose crasher dies on its third turn: the match page's moves player has a
     button naming it, its status and the step it failed at, counted from 1, whose data-step is the step
     index the moves' rows hold; the moves' table numbers its steps from 1."""
-    from test_match_page import TEXT_CONNECT_FOUR
 
     game = EpisodeSettings(env=TEXT_CONNECT_FOUR, env_kwargs={"render_mode": "ansi"}, steps=60)
     with Ladder.create(tmp_path / "cup", LadderSettings(settings=game, agents=2, placement_matches=0)) as ladder:

@@ -1,10 +1,11 @@
 """Why a name lost, read in a real browser (Debian's Chromium through Playwright) on a live ``policybox
-ladder serve`` of test_losses' ladder, at 1,280 and 390 px: team alpha reads crasher's page -- its
-forfeit note, its head-to-head beside the ratings (the table inside a phone's window), its one
-grouped failure with ``bot.py`` frames, its logs -- and the public reads the board, walker's page
-(no problem opponent), ``/final`` with its matches' replays, and a match whose replay marks where
-crasher failed, the mark jumping the player to its step. Every text crasher controls carries a
-``<script>``: none runs (``window.pwned`` stays undefined, no dialog opens), each shows as text.
+ladder serve`` of the ladder test_losses reads too (``helpers/losses.py``), at 1,280 and 390 px: team
+alpha reads crasher's page -- its forfeit note, its head-to-head beside the ratings (the table inside
+a phone's window), its one grouped failure with ``bot.py`` frames, its logs -- and the public reads
+the board, walker's page (no problem opponent), ``/final`` with its matches' replays, and a match
+whose replay marks where crasher failed, the mark jumping the player to its step. Every text crasher
+controls carries a ``<script>``: none runs (``window.pwned`` stays undefined, no dialog opens), each
+shows as text.
 Screenshots (whole pages with
 POLICYBOX_WHOLE_PAGES=1) go to $POLICYBOX_ARTIFACTS (else test-artifacts/) as
 ``losses-<page>-<width>.png``.
@@ -16,15 +17,13 @@ import re
 
 import pytest
 from conftest import keep_screenshot
-from test_losses import SCRIPT, Cup, make_cup
-from test_web_browser import serving
-from test_web_widths import log_in
+from helpers.browser import FITS, WIDTHS, log_in
+from helpers.losses import SCRIPT, Cup, make_cup
+from helpers.servers import serving
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect  # noqa: E402
 
-WIDTHS = (1280, 390)
-FITS = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 # A table wider than its own box (which would scroll sideways): [its width, its box's].
 TABLE_FITS = "(table) => [table.scrollWidth, table.parentElement.clientWidth]"
 # The same, with a head-to-head row's cells as wide as they get: the longest name, a long record.
@@ -47,7 +46,7 @@ def test_why_you_lost_in_a_browser(browser, cup, tmp_path, screenshots):
         for width in WIDTHS:
             context = browser.new_context(viewport={"width": width, "height": 900})
             try:
-                log_in(context, url, cup.tokens["alpha"])
+                log_in(context, url, cup.tokens["alpha"], "alpha")
                 page = context.new_page()
                 seen = _watched(page)
                 for shot, path, read in [

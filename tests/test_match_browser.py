@@ -20,10 +20,9 @@ from pathlib import Path
 
 import pytest
 from conftest import keep_screenshot
-from helpers.ladders import WANDERER, activate, api_ladder, start_run
-from test_match_page import TEXT_CONNECT_FOUR
-from test_web import PAYLOAD
-from test_web_browser import serving, stop
+from helpers.ladders import TEXT_CONNECT_FOUR, WANDERER, activate, api_ladder, start_run
+from helpers.servers import serving, stop
+from helpers.web import PAYLOAD
 
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder as PublicLadder

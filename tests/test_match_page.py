@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import policy
-from helpers.ladders import WANDERER, activate, api_ladder, ladder_command
+from helpers.ladders import GAMES, TEXT_CONNECT_FOUR, WANDERER, activate, api_ladder, ladder_command
 from starlette.testclient import TestClient
 
 from policybox import EpisodeSettings, LadderSettings
@@ -25,8 +25,6 @@ from policybox.league.web.app import make_app
 from policybox.league.web.upload import game_of
 from policybox.results import EpisodeResult
 
-GAMES = Path(__file__).parent / "games"
-TEXT_CONNECT_FOUR = f"pettingzoo:{GAMES / 'text_connect_four.py'}:env"
 CRASHER = policy("faults.py:SegfaultInStep")  # noop until it dies at step 10: a forfeit, reward 0
 
 

@@ -4,37 +4,35 @@ the ones it takes, an unknown name with a 404 (issue 43, must-have 9)."""
 
 from __future__ import annotations
 
-from test_take_home import client, cup  # noqa: F401 -- the ladder of three matches, and its app
-
 
 def names_in(match: dict) -> set[str]:
     return {seat["name"] for seat in match["seats"]}
 
 
-def test_matches_of_one_name_and_against_one_opponent(client):  # noqa: F811
-    every = client.get("/api/matches").json()["matches"]
+def test_matches_of_one_name_and_against_one_opponent(take_home_client):
+    every = take_home_client.get("/api/matches").json()["matches"]
     for name in ("alphabot", "walker"):
-        page = client.get("/api/matches", params={"name": name}).json()
+        page = take_home_client.get("/api/matches", params={"name": name}).json()
         assert page["name"] == name and page["matches"] == [m for m in every if name in names_in(m)]
-    against = client.get("/api/matches", params={"name": "alphabot", "opponent": "betabot"}).json()["matches"]
+    against = take_home_client.get("/api/matches", params={"name": "alphabot", "opponent": "betabot"}).json()["matches"]
     assert against == [m for m in every if {"alphabot", "betabot"} <= names_in(m)]
     newest = every[0]["id"]
-    older = client.get("/api/matches", params={"name": "walker", "before": newest}).json()["matches"]
+    older = take_home_client.get("/api/matches", params={"name": "walker", "before": newest}).json()["matches"]
     assert [m["id"] for m in older] == [m["id"] for m in every if m["id"] < newest and "walker" in names_in(m)]
-    html = client.get("/matches", params={"name": "alphabot", "opponent": "betabot"}).text
+    html = take_home_client.get("/matches", params={"name": "alphabot", "opponent": "betabot"}).text
     assert '<span id="filter-name">alphabot</span>' in html and '<span id="filter-opponent">betabot</span>' in html
-    assert 'href="/matches?name=alphabot"' in client.get("/names/alphabot").text
+    assert 'href="/matches?name=alphabot"' in take_home_client.get("/names/alphabot").text
 
 
-def test_an_unknown_parameter_or_name_is_refused_saying_what_is_taken(client):  # noqa: F811
-    answer = client.get("/api/matches", params={"nmae": "alphabot"})
+def test_an_unknown_parameter_or_name_is_refused_saying_what_is_taken(take_home_client):
+    answer = take_home_client.get("/api/matches", params={"nmae": "alphabot"})
     assert answer.status_code == 400
     known = "it takes before=, name=, opponent= (e.g. name=alphabot)"
     assert answer.json() == {"error": f"/matches takes no 'nmae': {known}"}
-    page = client.get("/matches?team=alpha")
+    page = take_home_client.get("/matches?team=alpha")
     assert page.status_code == 400 and "it takes before=, name=, opponent=" in page.text
-    assert client.get("/api/matches", params={"name": "nobody"}).json() == {
+    assert take_home_client.get("/api/matches", params={"name": "nobody"}).json() == {
         "error": "this ladder has no submission called 'nobody'"
     }
-    assert client.get("/api/matches", params={"name": "alphabot", "opponent": "<script>"}).status_code == 404
-    assert client.get("/api/matches", params={"opponent": "alphabot"}).status_code == 400
+    assert take_home_client.get("/api/matches", params={"name": "alphabot", "opponent": "<script>"}).status_code == 404
+    assert take_home_client.get("/api/matches", params={"opponent": "alphabot"}).status_code == 400

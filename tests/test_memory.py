@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import policy
-from test_lifecycle import alive, wait_for
+from helpers.processes import alive, wait_for
 
 from policybox.host import budget as host_budget
 from policybox.host import sandbox as host_sandbox

@@ -22,11 +22,11 @@ from unittest.mock import ANY
 
 import pytest
 from conftest import POLICIES, policy, policybox
+from helpers.environments import submission, trojan_sdist
 from helpers.ladders import EXAMPLES, GAME, WANDERER, activate
+from helpers.setups import BUILD, team
+from helpers.web import auth, everything_seen
 from starlette.testclient import TestClient
-from test_environments import submission, trojan_sdist
-from test_setup import BUILD, team
-from test_web import everything_seen
 
 import policybox as package
 from policybox import EpisodeSettings, LadderSettings
@@ -45,10 +45,6 @@ class Cup:
     folder: Path
     tokens: dict[str, str]
     sdists: Path  # the organiser's wheelhouse, which alpha's unbuildable version's build output names
-
-
-def auth(cup: Cup, team_name: str | None) -> dict[str, str]:
-    return {} if team_name is None else {"Authorization": f"Bearer {cup.tokens[team_name]}"}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +94,7 @@ def _played_by(client: TestClient, name: str) -> list[dict]:
 
 
 def test_a_team_sees_its_own_frames_first_and_others_see_the_first_line_only(cup, client):
-    own = client.get("/api/names/nested", headers=auth(cup, "alpha")).json()
+    own = client.get("/api/names/nested", headers=auth(cup.tokens, "alpha")).json()
     failure = own["failures"][0]
     traceback = failure["traceback"]
     frames = [line for line in traceback["own"].splitlines() if line.startswith("  File ")]
@@ -106,43 +102,43 @@ def test_a_team_sees_its_own_frames_first_and_others_see_the_first_line_only(cup
     assert frames[-1].endswith("in _deep_inside") and "ValueError: own code gave up" in traceback["own"]
     assert traceback["folded_frames"] >= 1 and '"policybox/cell/' in traceback["folded"]
     assert "OWN-SECOND-LINE" in failure["message"]
-    page = client.get("/names/nested", headers=auth(cup, "alpha")).text
+    page = client.get("/names/nested", headers=auth(cup.tokens, "alpha")).text
     assert page.index(OWN_FRAME) < page.index("<details") < page.index("policybox/cell/")
 
     match_id = failure["match"]
-    seats = client.get(f"/api/matches/{match_id}", headers=auth(cup, "alpha")).json()["agents"]
+    seats = client.get(f"/api/matches/{match_id}", headers=auth(cup.tokens, "alpha")).json()["agents"]
     assert all((seat["traceback"] is not None) == (seat["name"] == "nested") for seat in seats)
 
     for viewer in (None, "beta"):
-        other = client.get("/api/names/nested", headers=auth(cup, viewer)).json()
+        other = client.get("/api/names/nested", headers=auth(cup.tokens, viewer)).json()
         shown = other["failures"][0]
         assert shown["traceback"] is None and shown["log_tail"] is None and other["logs"] == []
         assert shown["message"] == "own code gave up at step 3"  # its first line only
         for path in ("/names/nested", f"/matches/{match_id}", f"/api/matches/{match_id}"):
-            text = client.get(path, headers=auth(cup, viewer)).text
+            text = client.get(path, headers=auth(cup.tokens, viewer)).text
             assert OWN_FRAME not in text and "Traceback" not in text and "OWN-SECOND-LINE" not in text, path
 
 
 def test_a_team_sees_the_log_tail_of_every_match_it_played_and_its_setup_output(cup, client):
     played = _played_by(client, "chatty")
     assert played
-    logs = client.get("/api/names/chatty", headers=auth(cup, "beta")).json()["logs"]
+    logs = client.get("/api/names/chatty", headers=auth(cup.tokens, "beta")).json()["logs"]
     assert {log["match"] for log in logs} == {m["id"] for m in played}
     assert all(log["status"] == "ok" and f"{LOG_LINE} ok" in log["log_tail"] for log in logs), logs
-    assert f"{LOG_LINE} ok" in client.get("/names/chatty", headers=auth(cup, "beta")).text
-    seats = client.get(f"/api/matches/{played[0]['id']}", headers=auth(cup, "beta")).json()["agents"]
+    assert f"{LOG_LINE} ok" in client.get("/names/chatty", headers=auth(cup.tokens, "beta")).text
+    seats = client.get(f"/api/matches/{played[0]['id']}", headers=auth(cup.tokens, "beta")).json()["agents"]
     assert all((LOG_LINE in (seat["log_tail"] or "")) == (seat["name"] == "chatty") for seat in seats)
     for viewer in (None, "alpha"):
-        assert client.get("/api/names/chatty", headers=auth(cup, viewer)).json()["logs"] == []
-        page = client.get(f"/matches/{played[0]['id']}", headers=auth(cup, viewer)).text
+        assert client.get("/api/names/chatty", headers=auth(cup.tokens, viewer)).json()["logs"] == []
+        page = client.get(f"/matches/{played[0]['id']}", headers=auth(cup.tokens, viewer)).text
         assert f"{LOG_LINE} ok" not in page  # chatty's line (alpha's nested, in a match with it, logs its own)
 
-    setups = client.get("/api/names/built", headers=auth(cup, "alpha")).json()["setups"]
+    setups = client.get("/api/names/built", headers=auth(cup.tokens, "alpha")).json()["setups"]
     assert [s["version"] for s in setups] == [1] and "setting up in" in setups[0]["output"]
-    assert "setting up in" in client.get("/names/built", headers=auth(cup, "alpha")).text
+    assert "setting up in" in client.get("/names/built", headers=auth(cup.tokens, "alpha")).text
     for viewer in (None, "beta"):
-        assert client.get("/api/names/built", headers=auth(cup, viewer)).json()["setups"] == []
-        assert "setting up in" not in client.get("/names/built", headers=auth(cup, viewer)).text
+        assert client.get("/api/names/built", headers=auth(cup.tokens, viewer)).json()["setups"] == []
+        assert "setting up in" not in client.get("/names/built", headers=auth(cup.tokens, viewer)).text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,13 +162,13 @@ def test_no_page_or_json_shows_a_path_on_the_organisers_machine(cup, client):
         "policybox-scratch-",  # a cell's scratch folder, which the sandbox layers name
     }
     for viewer in (None, "alpha", "beta"):
-        seen = everything_seen(client, auth(cup, viewer))
+        seen = everything_seen(client, auth(cup.tokens, viewer))
         assert (OWN_FRAME in seen) == (viewer == "alpha")  # its own traceback names its file, relative
         assert (str(cup.sdists) in seen) == (viewer == "beta")  # its own build's output
         found = {path for path in forbidden if path in seen}
         assert not found, (viewer, found)
     for viewer in (None, "alpha"):
-        standing = client.get("/api/names/unbuildable", headers=auth(cup, viewer)).json()["standing"]
+        standing = client.get("/api/names/unbuildable", headers=auth(cup.tokens, viewer)).json()["standing"]
         assert standing["reason"] == "its requirements need a package built from source, and the build failed"
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES, keep_screenshot, policy
-from helpers.ladders import GAME, WANDERER, activate, api_ladder, start_run, wait_until
-from test_web_browser import LONG_MS, Live, _state, log_in, serving, stop, upload_through_the_form
+from helpers.browser import FITS, LONG_MS, Live, serving_live, upload_through_the_form
+from helpers.ladders import GAME, WANDERER, activate, api_ladder, wait_until
+from helpers.servers import serving
 
 import policybox
 
@@ -23,7 +24,6 @@ pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect  # noqa: E402
 
 OWN_FRAME = "policies/own_traceback.py"
-FITS = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 
 
 @pytest.fixture
@@ -39,23 +39,19 @@ def live(tmp_path, screenshots) -> Iterator[Live]:
         for name in ("walker", "nested"):
             activate(ladder, name)
         ladder.run(matches=2, workers=1)
-    with serving(folder, tmp_path / "serve.log") as (url, serve):
-        run = start_run(folder, "--workers", "1")  # one match at a time is all a page shows
-        try:
-            yield Live(url, folder, tokens, serve, run, screenshots)
-        finally:
-            stop(run)
+    with serving_live(folder, tokens, tmp_path / "serve.log", screenshots, run=True) as live:
+        yield live
 
 
 def test_the_participant_pages_in_a_browser(browser, live, tmp_path):
     contexts = {team: browser.new_context(viewport={"width": 1280, "height": 900}) for team in (None, "alpha", "beta")}
     try:
         for team in ("alpha", "beta"):
-            log_in(live, contexts[team], team)
+            live.log_in(contexts[team], team)
         pages = {team: live.watch(context.new_page()) for team, context in contexts.items()}
         starter = read_the_rules_and_download_the_starter(live, pages[None], tmp_path)
         upload_through_the_form(live, pages["alpha"], "starter", starter)
-        wait_until(lambda: _state(live, "starter") == "active", LONG_MS / 1000, "the starter to qualify")
+        wait_until(lambda: live.state("starter") == "active", LONG_MS / 1000, "the starter to qualify")
         alpha_reads_its_own_traceback(live, pages["alpha"])
         for team in (None, "beta"):
             others_see_its_first_line_only(live, pages[team], team or "public")

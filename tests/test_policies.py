@@ -1,21 +1,16 @@
 """Policies as MettaGrid users write them run unchanged in their cells; checkpoints load in the cell."""
 
 import gc
-import hashlib
 import sys
 import threading
 from pathlib import Path
 
 import numpy as np
 from conftest import policy
+from helpers.replays import digest_of
 
 from policybox.envs import mettagrid, mettagrid_shorthands
-from policybox.envs.mettagrid import ACTION, NO_VIBE
 from policybox.results import AgentStatus
-
-
-def digest_of(action_ids: list[int]) -> str:
-    return hashlib.sha256(b"".join(ACTION.pack(a, NO_VIBE) for a in action_ids)).hexdigest()
 
 
 def test_checkpoint_weights_are_loaded_inside_the_cell(play, tmp_path):

@@ -23,9 +23,10 @@ import psutil
 import pytest
 from conftest import policy
 from helpers.ladders import WANDERER, api_ladder, ladder_command, process_tree, start_run, wait_until
+from helpers.servers import stop
+from helpers.web import upload
+from helpers.zips import bot_zip
 from starlette.testclient import TestClient
-from test_web import bot_zip, upload
-from test_web_browser import stop
 
 from policybox.cli.ladder_play import progress_line
 from policybox.ladder import Ladder

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 from conftest import keep_screenshot, policy
+from helpers.browser import FITS, LONG_MS, WIDTHS
 from helpers.ladders import WANDERER, api_ladder, start_run, wait_until
-from test_stall import sleeper, unique_marker
-from test_web_browser import LONG_MS, serving, stop
-from test_web_widths import FITS, WIDTHS
+from helpers.servers import serving, stop
+from helpers.setups import sleeper, unique_marker
 
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import names, transaction

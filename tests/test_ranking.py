@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import policy
-from test_summary import entry, record
+from helpers.records import entry, record
 
 from policybox.league import ranking
 from policybox.league.evaluate.results_folder import evaluate

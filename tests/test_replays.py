@@ -1,37 +1,14 @@
 """Replays: the episode as MettaGrid's own replay writer records it, loadable by MettaGrid's tools."""
 
-import json
-import zlib
 from collections import Counter
 
 import pytest
 from conftest import policy, policybox
-from mettagrid.util.file import read
-from test_policies import digest_of
+from helpers.replays import digest_of, load_replay
 
 from policybox.envs import ConfigError
 
-# What MettaScope's loader (mettascope/replays.nim, validation.nim) requires of a replay it plays.
-FORMAT_VERSION = 4
-REQUIRED_KEYS = {
-    "version",
-    "num_agents",
-    "max_steps",
-    "map_size",
-    "action_names",
-    "item_names",
-    "type_names",
-    "objects",
-}
 POLICIES = ["random", policy("stateful.py:Stateful")]
-
-
-def load_replay(path) -> dict:
-    """Read a replay as MettaScope does: zlib, as its ``.json.z`` name says, then JSON of its format version."""
-    replay = json.loads(zlib.decompress(read(str(path))))
-    assert replay["version"] == FORMAT_VERSION
-    assert replay.keys() >= REQUIRED_KEYS
-    return replay
 
 
 def actions_per_step(replay: dict) -> dict[int, list[int]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import POLICIES
+from helpers.setups import BUILD, team
 
 import policybox.files.setup_scripts as setup
 import policybox.submission as submission
@@ -37,15 +37,6 @@ from policybox.settings import EpisodeSettings
 from policybox.spec import SpecError
 from policybox.startup import PolicyRefused
 
-BUILD = """
-import os
-from pathlib import Path
-manifest = Path("cogames.toml").exists() or Path("policy_spec.json").exists()
-print("setting up in", os.getcwd(), "with its manifest:", manifest, "and TEAM_MODE", os.environ.get("TEAM_MODE"))
-Path("ckpt").mkdir()
-Path("ckpt/weights.txt").write_text("built-by-setup")
-"""
-
 
 @pytest.fixture(autouse=True)
 def unpacked(tmp_path, monkeypatch) -> Path:
@@ -58,20 +49,6 @@ def unpacked(tmp_path, monkeypatch) -> Path:
 def token() -> str:
     """In the team folder's name, so in the command line of every process its script starts."""
     return f"team{uuid.uuid4().hex[:12]}"
-
-
-def team(folder: Path, script: str, manifest: str = "cogames.toml") -> Path:
-    """A submission whose checkpoint its setup script is to make."""
-    (folder / "teambot").mkdir(parents=True)
-    (folder / "teambot" / "__init__.py").write_text("")
-    (folder / "teambot" / "policy.py").write_text((POLICIES / "packed.py").read_text())
-    (folder / "setup.py").write_text(textwrap.dedent(script))
-    fields = {"class_path": "teambot.policy.Packed", "data_path": "ckpt/weights.txt", "setup_script": "setup.py"}
-    if manifest == "cogames.toml":
-        (folder / manifest).write_text("[policy]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in fields.items()))
-    else:
-        (folder / manifest).write_text(json.dumps({**fields, "policy_env_interface": None, "env": {"TEAM_MODE": "x"}}))
-    return folder
 
 
 def set_up(tmp_path: Path, script: str, timeout_s: float = 60, name: str = "team_a", **limits):

@@ -16,17 +16,17 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import psutil
 import pytest
 from conftest import policy
 from helpers.ladders import GAME, WANDERER, activate, api_ladder, ladder_command, played, start_run, wait_until
+from helpers.setups import BUILD, WAKE, sleeper, team, unique_marker
+from helpers.web import upload
+from helpers.zips import WANDERER_SOURCE, bot_zip
 from sqlalchemy import select
 from starlette.testclient import TestClient
-from test_setup import BUILD, team
-from test_web import bot_zip, upload
 
 from policybox.ladder import Ladder
 from policybox.league.ladder import version_store
@@ -35,17 +35,6 @@ from policybox.league.ladder.folder import TeamLimit
 from policybox.league.ladder.settings import EPISODE_LIMIT_FORMULA, LadderSettings
 from policybox.league.views import match_list, match_page
 from policybox.league.web.app import make_app
-
-WAKE = signal.SIGUSR1
-
-
-def sleeper(folder: Path, seconds: float, marker: str) -> Path:
-    """A submission whose setup script sleeps ``seconds`` in a child process whose command line holds
-    ``marker`` (so that a leftover is found by it), then makes the checkpoint. ``wake`` ends the sleep
-    early, as a success: the child exits 0 on ``WAKE``."""
-    sleep = f"import signal, sys, time; signal.signal({int(WAKE)}, lambda *_: sys.exit(0)); time.sleep({seconds})"
-    child = f"[sys.executable, '-c', {sleep!r}, '{marker}']"
-    return team(folder, f"import subprocess, sys\nsubprocess.run({child}, check=True)\n" + BUILD)
 
 
 def wake(marker: str) -> None:
@@ -84,10 +73,6 @@ def leftovers(marker: str) -> list[psutil.Process]:
         if any(marker in part for part in process.info["cmdline"] or ()):
             found.append(process)
     return found
-
-
-def unique_marker() -> str:
-    return f"marker-{uuid.uuid4().hex}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,9 +231,7 @@ def test_over_a_limit_the_api_and_the_form_answer_429(tmp_path):
 
 def _zip_of(tmp_path: Path, label: str) -> Path:
     """A submission zip whose content differs by ``label`` (a comment in its bot)."""
-    source = tmp_path / f"{label}.py"
-    source.write_text(Path(WANDERER.split(":")[0]).read_text() + f"\n# {label}\n")
-    return bot_zip(tmp_path / f"{label}.zip", source=source)
+    return bot_zip(tmp_path / f"{label}.zip", source=WANDERER_SOURCE + f"\n# {label}\n")
 
 
 def test_the_cli_submits_as_a_team_within_its_limits_and_the_organiser_without(tmp_path):

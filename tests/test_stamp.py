@@ -8,7 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Ran, policy, policybox
+from conftest import Ran, policybox
+from helpers.environments import INDEX, OLD, submission
+from helpers.ladders import GAME, WANDERER, rps_ladder
+from helpers.setups import BUILD, team
 from sqlalchemy import func, select, update
 from starlette.testclient import TestClient
 
@@ -17,21 +20,6 @@ from policybox.ladder import Ladder
 from policybox.league.ladder import database
 from policybox.league.ladder.database import match_seats, matches
 from policybox.league.web.app import make_app
-
-RPS = "pettingzoo:pettingzoo.classic.rps_v2:parallel_env"
-MOVES = ("rock", "paper", "scissors")
-
-
-def rps_ladder(folder: Path, names: tuple[str, ...] = MOVES, matches: int = 6, database: str | None = None) -> Ladder:
-    """A rock-paper-scissors ladder of bots that always play one move, its matches played; its database
-    SQLite in the folder, or ``database`` (a PostgreSQL URL)."""
-    made = LadderSettings(settings=EpisodeSettings(env=RPS, steps=10), agents=2, placement_matches=0)
-    ladder = Ladder.create(folder, made, database)
-    for name in names:
-        ladder.submit(name, policy(f"rps_bots.py:{name.title()}"))
-    if matches:
-        ladder.run(matches=matches, workers=1)
-    return ladder
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +121,6 @@ def test_a_match_of_a_plain_a_built_and_a_set_up_version_played_again_names_no_c
     change: each version's digest covers what it plays with (its files, what its setup script made, its
     environment's lock), not only what was submitted. A file the script made, changed on disk since,
     is named."""
-    from test_environments import INDEX, OLD, submission
-    from test_ladder import GAME, WANDERER
-    from test_setup import BUILD, team
 
     settings = EpisodeSettings(env=GAME, steps=10, index_url=INDEX)
     made = LadderSettings(settings=settings, agents=4, versions_per_match=3, placement_matches=0)

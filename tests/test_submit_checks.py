@@ -13,7 +13,6 @@ page); the submit page and its errors name a PettingZoo ladder's game.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -21,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,30 +27,20 @@ import httpx
 import psutil
 import pytest
 from conftest import POLICIES
-from helpers.ladders import EXAMPLES, GAME, api_ladder, ladder_command, wait_until
+from helpers.ladders import GAME, api_ladder, ladder_command, wait_until
+from helpers.ports import free_port
+from helpers.servers import answer_within
+from helpers.web import upload
+from helpers.zips import SLOW_BOT, ZIGZAG, bot_zip
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
-from test_web_serve import answer_within, free_port
 
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import matches, versions
 from policybox.league.web.app import make_app
 
-BOT = (EXAMPLES / "wanderer.py").read_text().replace("class Wanderer(", "class Zigzag(")
-SLOW_BOT = BOT + (
-    "\n\nclass Slow(Zigzag):\n    def __init__(self, *args, **kwargs):\n        import time\n\n"
-    "        time.sleep(12)\n        super().__init__(*args, **kwargs)\n"
-)
 CONNECT_FOUR = "pettingzoo:pettingzoo.classic.connect_four_v3:env"
 MARKUP_NAME = "<img src=x onerror=alert(1)>.tar.gz"
-
-
-def bot_zip(path: Path, class_name: str, source: str = BOT) -> Path:
-    """A submission zip: bot.py (``source``) and a policy_spec.json naming ``bot.py:class_name``."""
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("policy_spec.json", json.dumps({"class_path": f"bot.py:{class_name}"}))
-        archive.writestr("bot.py", source)
-    return path
 
 
 def version_count(folder: Path) -> int:
@@ -69,7 +57,7 @@ def test_ladder_submit_refuses_a_policy_that_cannot_be_built(tmp_path, database_
     folder = tmp_path / "cup"
     with api_ladder(folder, database_url):
         pass
-    misspelt = bot_zip(tmp_path / "zigzog.zip", "Zigzog")
+    misspelt = bot_zip(tmp_path / "zigzog.zip", "Zigzog", ZIGZAG)
     refused = ladder_command("submit", str(folder), "zigzag", str(misspelt))
     assert refused.returncode == 2, refused.stdout + refused.stderr
     line = refused.stderr.strip()
@@ -77,14 +65,14 @@ def test_ladder_submit_refuses_a_policy_that_cannot_be_built(tmp_path, database_
     assert str(folder) not in line  # the unpacked copy's folder is the organiser's, not named
     assert version_count(folder) == 0 and files_kept(folder) == []
 
-    accepted = ladder_command("submit", str(folder), "zigzag", str(bot_zip(tmp_path / "zigzag.zip", "Zigzag")))
+    accepted = ladder_command("submit", str(folder), "zigzag", str(bot_zip(tmp_path / "zigzag.zip", "Zigzag", ZIGZAG)))
     assert accepted.returncode == 0, accepted.stderr
     assert version_count(folder) == 1
 
     # A class its setup script makes: not built at submit (scripts run at qualification), accepted.
     team = tmp_path / "team"
     team.mkdir()
-    (team / "setup.py").write_text(f"from pathlib import Path\nPath('made.py').write_text({BOT!r})\n")
+    (team / "setup.py").write_text(f"from pathlib import Path\nPath('made.py').write_text({ZIGZAG!r})\n")
     (team / "cogames.toml").write_text('[policy]\nclass_path = "made.Zigzag"\nsetup_script = "setup.py"\n')
     scripted = ladder_command("submit", str(folder), "scripted", str(team))
     assert scripted.returncode == 0, scripted.stderr
@@ -113,11 +101,6 @@ def live(tmp_path) -> Iterator[tuple[str, str, Path, int]]:
         process.wait(30)
 
 
-def send(client: httpx.Client, path: Path, url: str = "/api/submit", name: str = "zigzag", sent_as: str = ""):
-    with path.open("rb") as file:
-        return client.post(url, data={"name": name}, files={"file": (sent_as or path.name, file, "application/zip")})
-
-
 def test_the_web_upload_builds_it_in_a_cell_while_the_page_answers(live, tmp_path):
     url, token, folder, pid = live
     api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=180)
@@ -128,12 +111,12 @@ def test_the_web_upload_builds_it_in_a_cell_while_the_page_answers(live, tmp_pat
     # upload waits its turn (429).
     slow: dict[str, httpx.Response] = {}
     sending = threading.Thread(
-        target=lambda: slow.update(made=send(api, bot_zip(tmp_path / "s.zip", "Slow", SLOW_BOT)))
+        target=lambda: slow.update(made=upload(api, bot_zip(tmp_path / "s.zip", "Slow", SLOW_BOT), "zigzag"))
     )
     sending.start()
     wait_until(lambda: psutil.Process(pid).children(recursive=True), 60, "the check's cell to start")
     assert httpx.get(f"{url}/api/standings", timeout=30).status_code == 200
-    busy = send(api, bot_zip(tmp_path / "zigzag.zip", "Zigzag"), name="other")
+    busy = upload(api, bot_zip(tmp_path / "zigzag.zip", "Zigzag", ZIGZAG), "other")
     assert sending.is_alive(), "the slow upload was answered before the check of it could have ended"
     assert busy.status_code == 429 and "still being checked" in busy.json()["error"], busy.text
     assert busy.headers["retry-after"]
@@ -142,11 +125,11 @@ def test_the_web_upload_builds_it_in_a_cell_while_the_page_answers(live, tmp_pat
     before = files_kept(folder)
 
     # A misspelt class: 400 with the cell's reason, over the API and the form; nothing stored.
-    misspelt = bot_zip(tmp_path / "zigzog.zip", "Zigzog")
-    refused = send(api, misspelt)
+    misspelt = bot_zip(tmp_path / "zigzog.zip", "Zigzog", ZIGZAG)
+    refused = upload(api, misspelt, "zigzag")
     assert refused.status_code == 400 and "no class 'Zigzog' in bot.py" in refused.json()["error"], refused.text
     assert str(folder) not in refused.text
-    page = send(form, misspelt, url="/submit")
+    page = upload(form, misspelt, "zigzag", url="/submit")
     assert (
         page.status_code == 400 and 'id="message"' in page.text and "no class &#39;Zigzog&#39; in bot.py" in page.text
     )
@@ -155,16 +138,16 @@ def test_the_web_upload_builds_it_in_a_cell_while_the_page_answers(live, tmp_pat
     # Not a zip: named as it was sent, escaped in the page; not a build check, so not counted.
     notes = tmp_path / "policy.tar.gz"
     notes.write_bytes(b"neither a zip nor a tar.gz")
-    sent = send(api, notes)
+    sent = upload(api, notes, "zigzag")
     refusal = "policy.tar.gz is not a zip or tar.gz file"
     assert sent.status_code == 400 and sent.json()["error"].startswith(refusal), sent.text
-    marked = send(form, notes, url="/submit", sent_as=MARKUP_NAME)
+    marked = upload(form, notes, "zigzag", url="/submit", sent_as=MARKUP_NAME)
     escaped = "&lt;img src=x onerror=alert(1)&gt;.tar.gz is not a zip or tar.gz file"
     assert marked.status_code == 400 and escaped in marked.text
     assert "<img src=x" not in marked.text
 
     # Two refused builds in the hour (the limit, 2): the next upload is not checked, even a good one.
-    flooded = send(api, bot_zip(tmp_path / "good.zip", "Zigzag"), name="good")
+    flooded = upload(api, bot_zip(tmp_path / "good.zip", "Zigzag", ZIGZAG), "good")
     assert flooded.status_code == 429 and "could not be built" in flooded.json()["error"], flooded.text
     assert int(flooded.headers["retry-after"]) > 3000
     assert version_count(folder) == 1 and files_kept(folder) == before

@@ -3,16 +3,16 @@ text (issue 43, must-have 9: "the upload form keeps the name after an error").""
 
 from __future__ import annotations
 
+from helpers.web import PAYLOAD, upload
 from markupsafe import escape
 from starlette.testclient import TestClient
-from test_web import PAYLOAD, fresh, upload  # noqa: F401 -- an empty ladder with two teams' tokens
 
 from policybox.league.web.app import make_app
 
 OWN = {"Origin": "http://testserver"}
 
 
-def test_a_refused_upload_keeps_its_name_in_the_form(fresh, tmp_path):  # noqa: F811
+def test_a_refused_upload_keeps_its_name_in_the_form(fresh, tmp_path):
     folder, tokens = fresh
     not_a_zip = tmp_path / "bot.zip"
     not_a_zip.write_text("print('not a zip')")

@@ -5,56 +5,15 @@ from __future__ import annotations
 import random
 
 import pytest
+from helpers.records import entry, record
 from rich.console import Console
 
 from policybox.cli.tables import number, show_summary
 from policybox.league.views.summary import Summary, summarize
-from policybox.limits import Limits
-from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure, Latency
+from policybox.results import AgentStatus, EpisodeRecord, Failure, Latency
 from policybox.spec import PolicySpec
 
 POLICIES = [("strong", PolicySpec(class_path="strong")), ("weak", PolicySpec(class_path="weak"))]
-
-
-def agent(agent_id: int, policy: str, reward: float, **fields) -> AgentResult:
-    """An agent result with every required field filled; ``fields`` overrides any of them."""
-    values = dict(
-        agent_id=agent_id,
-        policy=policy,
-        spec=PolicySpec(class_path=policy),
-        reward=reward,
-        stats={},
-        status=AgentStatus.OK,
-        latency=Latency(count=10, p50_ms=1.0, p99_ms=5.0, max_ms=6.0),
-        action_digest="0" * 64,
-    )
-    return AgentResult(**(values | fields))
-
-
-def record(episode: int, seats: list[str], rewards: list[float], **agent_fields) -> EpisodeRecord:
-    """A finished episode with one agent per seat; ``agent_fields`` maps an agent id to its overrides."""
-    return EpisodeRecord(
-        policybox_version="test",
-        mode="inline",
-        seed=episode,
-        steps=10,
-        env={},
-        limits=Limits(),
-        on_agent_failure="continue",
-        sandbox="off",
-        cleanup="inline",
-        game_stats={},
-        agents=[
-            agent(seat, key, reward, **agent_fields.get(f"a{seat}", {}))
-            for seat, (key, reward) in enumerate(zip(seats, rewards, strict=True))
-        ],
-        started_at="2026-01-01T00:00:00+00:00",
-        duration_s=1.0,
-        startup_s=0.1,
-        play_s=0.9,
-        episode=episode,
-        seats=seats,
-    )
 
 
 def tournament(episodes: int = 20) -> list[EpisodeRecord]:
@@ -66,10 +25,6 @@ def tournament(episodes: int = 20) -> list[EpisodeRecord]:
         rewards = [rng.uniform(5, 8) if key == "strong" else rng.uniform(0, 3) for key in seats]
         records.append(record(episode, seats, rewards))
     return records
-
-
-def entry(summary: Summary, key: str):
-    return next(policy for policy in summary.policies if policy.policy == key)
 
 
 def test_a_clearly_better_policy_ranks_first_with_a_separate_interval():

@@ -12,87 +12,18 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import zipfile
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import pytest
-from conftest import POLICIES
-from helpers.ladders import WANDERER, activate, api_ladder
+from helpers.take_home import BOT, DEEP, NOTES, TEAMS, Cup, secret
+from helpers.web import auth
 from starlette.testclient import TestClient
 
-from policybox.league.web.app import make_app
-
-TEAMS = ("alpha", "beta")
-BOT = (POLICIES / "take_home_bots.py").read_text()
-NOTES = "notes kept with the bot\n"
-DEEP = "d/" * 40 + "deep.txt"
 TAIL_BYTES = 4096  # what a page shows of a log: the whole log is longer
 HREF = re.compile(r'href="(/[^"]*)"')
 # An organiser's command line, not the pages' titles ("policybox ladder") nor the rules' command that
 # plays the starter at home ("policybox run --env game.yaml -p ./bot"), a participant's:
 ORGANISERS_COMMAND = re.compile(r"policybox ladder [a-z-]|policybox run (?!--env )[a-z-]|ladder status")
-
-
-@dataclass
-class Cup:
-    folder: Path
-    tokens: dict[str, str]
-
-
-def secret(team: str) -> str:
-    return f"{team.upper()}-WHOLE-LOG-SECRET FIRST-LINE"
-
-
-def bot_zip(path: Path, team: str) -> Path:
-    """A submission zip: bot.py (``Diarist``, logging its team's secret first), its spec, and a file in a folder."""
-    with zipfile.ZipFile(path, "w") as archive:
-        spec = {"class_path": "bot.py:Diarist", "init_kwargs": {"team": team}}
-        archive.writestr("policy_spec.json", json.dumps(spec))
-        archive.writestr("bot.py", BOT)
-        archive.writestr("notes/readme.txt", NOTES)
-    return path
-
-
-@pytest.fixture(scope="module")
-def cup(tmp_path_factory) -> Iterator[Cup]:
-    """A ladder writing replays that has played 3 matches: the organiser's walker and noop, team alpha's
-    alphabot and team beta's betabot, each submitted as a zip. Then, in alphabot's kept files, what an
-    entrant might have planted there: a symlink to a host file, one to the root folder, a FIFO, and a
-    file 40 folders deep."""
-    root = tmp_path_factory.mktemp("take-home")
-    folder = root / "cup"
-    with api_ladder(folder, replays=True) as ladder:
-        tokens = {team: ladder.token(team) for team in TEAMS}
-        ladder.submit("walker", WANDERER)
-        ladder.submit("noop", "noop")
-        for team in TEAMS:
-            ladder.submit(f"{team}bot", str(bot_zip(root / f"{team}.zip", team)), team=team)
-        for name in ("walker", "noop", "alphabot", "betabot"):
-            activate(ladder, name)
-        assert ladder.run(matches=3, workers=2).played == 3
-        copy = ladder.stored(1 + 2).files  # alphabot's version: the third submitted
-    assert copy is not None
-    (submitted,) = (copy / "0").iterdir()
-    (submitted / "evil").symlink_to("/etc/passwd")
-    (submitted / "up").symlink_to("/")
-    os.mkfifo(submitted / "pipe")
-    (submitted / DEEP).parent.mkdir(parents=True)
-    (submitted / DEEP).write_text("at the bottom")
-    yield Cup(folder, tokens)
-
-
-@pytest.fixture
-def client(cup) -> Iterator[TestClient]:
-    with TestClient(make_app(cup.folder)) as test_client:
-        yield test_client
-
-
-def auth(cup: Cup, team: str | None) -> dict[str, str]:
-    return {} if team is None else {"Authorization": f"Bearer {cup.tokens[team]}"}
 
 
 def seats_of(client: TestClient, team: str) -> list[tuple[int, int]]:
@@ -117,23 +48,24 @@ def log_in(client: TestClient, cup: Cup, team: str) -> None:
 # What a team takes home
 
 
-def test_a_team_downloads_its_agents_whole_logs_with_its_token(cup, client):
-    seats = seats_of(client, "alpha")
+def test_a_team_downloads_its_agents_whole_logs_with_its_token(take_home_cup, take_home_client):
+    seats, alpha = seats_of(take_home_client, "alpha"), auth(take_home_cup.tokens, "alpha")
     assert seats
     for match, seat in seats:
-        answer = client.get(f"/api/matches/{match}/seats/{seat}/log", headers=auth(cup, "alpha"))
+        answer = take_home_client.get(f"/api/matches/{match}/seats/{seat}/log", headers=alpha)
         assert answer.status_code == 200, answer.text
         assert answer.headers["content-type"] == "text/plain; charset=utf-8"
         assert f'filename="match-{match}-seat-{seat}-alphabot-v1.log"' in answer.headers["content-disposition"]
         log = answer.text
         assert log.startswith(secret("alpha")) and len(log.encode()) > TAIL_BYTES  # the whole log, not its tail
-        tail = client.get(f"/api/matches/{match}", headers=auth(cup, "alpha")).json()["agents"][seat]["log_tail"]
+        tail = take_home_client.get(f"/api/matches/{match}", headers=alpha).json()["agents"][seat]["log_tail"]
         assert secret("alpha") not in tail and log.rstrip().endswith(tail.rstrip().splitlines()[-1])
         assert secret("beta") not in log
 
 
-def test_a_team_downloads_its_versions_files_as_a_zip_and_nothing_planted_is_followed(cup, client):
-    answer = client.get("/api/names/alphabot/v1/files.zip", headers=auth(cup, "alpha"))
+def test_a_team_downloads_its_versions_files_as_a_zip_and_nothing_planted_is_followed(take_home_cup, take_home_client):
+    alpha = auth(take_home_cup.tokens, "alpha")
+    answer = take_home_client.get("/api/names/alphabot/v1/files.zip", headers=alpha)
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"] == "application/zip"
     assert 'filename="alphabot-v1.zip"' in answer.headers["content-disposition"]
@@ -144,28 +76,31 @@ def test_a_team_downloads_its_versions_files_as_a_zip_and_nothing_planted_is_fol
         assert archive.read("bot.py").decode() == BOT and archive.read("notes/readme.txt").decode() == NOTES
         assert json.loads(archive.read("policy_spec.json"))["init_kwargs"] == {"team": "alpha"}
         assert all((entry.external_attr >> 16) & 0o777 == 0o644 for entry in archive.infolist())
-    again = client.get("/names/alphabot/v1/files.zip", headers=auth(cup, "alpha"))
+    again = take_home_client.get("/names/alphabot/v1/files.zip", headers=alpha)
     assert again.content == answer.content  # the page's path, the same bytes: the same files give the same zip
 
 
-def test_a_replay_is_everyones_as_its_match_page_is(cup, client):
-    match, _ = seats_of(client, "alpha")[0]
-    answers = [client.get(f"/matches/{match}/replay", headers=auth(cup, team)) for team in (None, *TEAMS)]
+def test_a_replay_is_everyones_as_its_match_page_is(take_home_cup, take_home_client):
+    match, _ = seats_of(take_home_client, "alpha")[0]
+    answers = [
+        take_home_client.get(f"/matches/{match}/replay", headers=auth(take_home_cup.tokens, team))
+        for team in (None, *TEAMS)
+    ]
     assert all(a.status_code == 200 and a.content == answers[0].content for a in answers)
 
 
-def test_what_is_not_there_is_a_404_that_says_what(cup, client):
-    own = auth(cup, "alpha")
-    assert client.get("/api/matches/1/seats/9/log", headers=own).json() == {
+def test_what_is_not_there_is_a_404_that_says_what(take_home_cup, take_home_client):
+    own = auth(take_home_cup.tokens, "alpha")
+    assert take_home_client.get("/api/matches/1/seats/9/log", headers=own).json() == {
         "error": "match 1 has no seat 9: its seats are 0 to 3"
     }
-    assert client.get("/api/matches/999/seats/0/log", headers=own).status_code == 404
-    assert client.get(f"/api/matches/{2**70}/seats/0/log", headers=own).status_code == 404
-    assert client.get("/api/names/alphabot/v9/files.zip", headers=own).json() == {
+    assert take_home_client.get("/api/matches/999/seats/0/log", headers=own).status_code == 404
+    assert take_home_client.get(f"/api/matches/{2**70}/seats/0/log", headers=own).status_code == 404
+    assert take_home_client.get("/api/names/alphabot/v9/files.zip", headers=own).json() == {
         "error": "this ladder has no version alphabot@v9"
     }
-    assert client.get("/api/names/%00/v1/files.zip", headers=own).status_code == 404
-    assert client.get(f"/api/names/alphabot/v{2**70}/files.zip", headers=own).status_code == 404
+    assert take_home_client.get("/api/names/%00/v1/files.zip", headers=own).status_code == 404
+    assert take_home_client.get(f"/api/names/alphabot/v{2**70}/files.zip", headers=own).status_code == 404
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,60 +125,71 @@ def crawl(client: TestClient, start: str = "/") -> dict[str, int]:
     return seen
 
 
-def test_crawled_as_another_team_every_download_of_alphas_is_403(cup, client):
-    log_in(client, cup, "beta")
-    statuses = crawl(client)
-    read = "".join(client.get(path).text for path in statuses)
+def test_crawled_as_another_team_every_download_of_alphas_is_403(take_home_cup, take_home_client):
+    log_in(take_home_client, take_home_cup, "beta")
+    statuses = crawl(take_home_client)
+    read = "".join(take_home_client.get(path).text for path in statuses)
     assert secret("alpha") not in read and "ALPHA-WHOLE-LOG-SECRET" not in read
-    own = downloads(client, "beta", api=False)
+    own = downloads(take_home_client, "beta", api=False)
     assert set(own) <= set(statuses), "its own match and name pages link each of its downloads"
     assert all(statuses[path] == 200 for path in own)
     assert {path: code for path, code in statuses.items() if code != 200 and not path.endswith("/replay")} == {}
-    for path in downloads(client, "alpha", api=False) + downloads(client, "alpha", api=True):
-        answer = client.get(path)
+    for path in downloads(take_home_client, "alpha", api=False) + downloads(take_home_client, "alpha", api=True):
+        answer = take_home_client.get(path)
         assert answer.status_code == 403, path
         assert "log in with that team" in answer.text and secret("alpha") not in answer.text
-    for path in downloads(client, "alpha", api=True):
-        assert client.get(path, headers=auth(cup, "beta")).status_code == 403, path  # its token: the same
-        assert client.get(path, headers=auth(cup, "alpha")).status_code == 200, path
+    for path in downloads(take_home_client, "alpha", api=True):
+        for team, status in (("beta", 403), ("alpha", 200)):  # beta's token: the same as its session
+            assert take_home_client.get(path, headers=auth(take_home_cup.tokens, team)).status_code == status, path
 
 
-def test_nobody_logged_in_gets_403_for_every_teams_download(cup, client):
+def test_nobody_logged_in_gets_403_for_every_teams_download(take_home_cup, take_home_client):
     for team in TEAMS:
-        for path in downloads(client, team, api=False) + downloads(client, team, api=True):
-            answer = client.get(path)
+        for path in downloads(take_home_client, team, api=False) + downloads(take_home_client, team, api=True):
+            answer = take_home_client.get(path)
             assert answer.status_code == 403, path
-    assert client.get("/api/names/walker/v1/files.zip", headers=auth(cup, "alpha")).status_code == 403  # no team's
+    no_teams = take_home_client.get("/api/names/walker/v1/files.zip", headers=auth(take_home_cup.tokens, "alpha"))
+    assert no_teams.status_code == 403
 
 
 # ---------------------------------------------------------------------------------------------
 # The pages: links for a team's own seats, no organiser's command, the sandbox folded
 
 
-def test_the_match_page_links_a_teams_own_downloads_only(cup, client):
-    match, seat = seats_of(client, "alpha")[0]
+def test_the_match_page_links_a_teams_own_downloads_only(take_home_cup, take_home_client):
+    match, seat = seats_of(take_home_client, "alpha")[0]
     log = f'href="/matches/{match}/seats/{seat}/log"'
-    pages = {team: client.get(f"/matches/{match}", headers=auth(cup, team)).text for team in (None, *TEAMS)}
+    pages = {
+        team: take_home_client.get(f"/matches/{match}", headers=auth(take_home_cup.tokens, team)).text
+        for team in (None, *TEAMS)
+    }
     assert log in pages["alpha"] and 'href="/names/alphabot/v1/files.zip"' in pages["alpha"]
     assert all(log not in pages[team] and "alphabot/v1/files.zip" not in pages[team] for team in (None, "beta"))
     assert 'id="take-home"' not in pages[None]
-    name = {team: client.get("/names/alphabot", headers=auth(cup, team)).text for team in (None, *TEAMS)}
+    name = {
+        team: take_home_client.get("/names/alphabot", headers=auth(take_home_cup.tokens, team)).text
+        for team in (None, *TEAMS)
+    }
     assert 'href="/names/alphabot/v1/files.zip"' in name["alpha"]
     assert all("files.zip" not in name[team] for team in (None, "beta"))
 
 
-def test_no_page_shows_an_organisers_command_and_the_sandbox_is_folded(cup, client):
+def test_no_page_shows_an_organisers_command_and_the_sandbox_is_folded(take_home_cup, take_home_client):
     for team in (None, *TEAMS):
-        client.cookies.clear()
-        for path in [*crawl(client), "/final", "/login", "/submit"]:
-            answer = client.get(path, headers=auth(cup, team))
+        take_home_client.cookies.clear()
+        for path in [*crawl(take_home_client), "/final", "/login", "/submit"]:
+            answer = take_home_client.get(path, headers=auth(take_home_cup.tokens, team))
             if answer.headers["content-type"].startswith("text/html"):  # a page (the JSON keeps them: docs/web.md)
                 assert not ORGANISERS_COMMAND.search(answer.text), (path, ORGANISERS_COMMAND.search(answer.text))
-    refused = client.post("/api/submit", headers={"Authorization": "Bearer not-a-token"})
-    bad_login = client.post("/login", data={"token": "not-a-token"}, headers={"Sec-Fetch-Site": "same-origin"})
+    refused = take_home_client.post("/api/submit", headers={"Authorization": "Bearer not-a-token"})
+    bad_login = take_home_client.post(
+        "/login", data={"token": "not-a-token"}, headers={"Sec-Fetch-Site": "same-origin"}
+    )
     assert refused.status_code == bad_login.status_code == 401
     assert not ORGANISERS_COMMAND.search(refused.text + bad_login.text)
-    match = client.get("/matches/1").text
+    match = take_home_client.get("/matches/1").text
     isolation = match.index('<details id="isolation"><summary>How this match was isolated</summary>')
     assert isolation < match.index('<table id="layers">') < match.index("</details>", isolation)
-    assert client.get("/api/matches/1").json()["check_command"] == "policybox run --ladder DIR --match 1"  # docs'
+    assert (
+        take_home_client.get("/api/matches/1").json()["check_command"] == "policybox run --ladder DIR --match 1"
+    )  # docs'

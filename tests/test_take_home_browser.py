@@ -14,21 +14,17 @@ import zipfile
 from collections.abc import Iterator
 
 import pytest
-from test_take_home import BOT, Cup, secret
-from test_take_home import cup as made  # noqa: F401 -- the ladder of three matches, played once per module
-from test_web_browser import Live, log_in, serving
+from helpers.browser import FITS, WIDTHS, Live, serving_live
+from helpers.take_home import BOT, Cup, secret
 
 pytest.importorskip("playwright")
 from playwright.sync_api import expect  # noqa: E402
 
-WIDTHS = (1280, 390)
-FITS = "() => [document.documentElement.scrollWidth, window.innerWidth]"
-
 
 @pytest.fixture
-def live(made: Cup, tmp_path, screenshots) -> Iterator[Live]:  # noqa: F811
-    with serving(made.folder, tmp_path / "serve.log") as (url, serve):
-        yield Live(url, made.folder, made.tokens, serve, serve, screenshots)
+def live(take_home_cup: Cup, tmp_path, screenshots) -> Iterator[Live]:
+    with serving_live(take_home_cup.folder, take_home_cup.tokens, tmp_path / "serve.log", screenshots) as live:
+        yield live
 
 
 def _alphas_match(live: Live) -> tuple[int, int, int]:
@@ -45,7 +41,7 @@ def test_a_team_takes_home_its_log_and_files_from_the_match_page(browser, live, 
         contexts = {team: browser.new_context(viewport={"width": width, "height": 900}, accept_downloads=True)
                     for team in ("alpha", "beta")}  # fmt: skip
         for team, context in contexts.items():
-            log_in(live, context, team)
+            live.log_in(context, team)
         alpha = live.watch(contexts["alpha"].new_page())
         alpha.goto(f"{live.url}/matches/{match}")
         expect(alpha).to_have_title(f"match {match} · policybox ladder")

@@ -17,16 +17,15 @@ from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
+from helpers.browser import INJECTED, LONG_MS, WIDTHS, Live, serving_live
 from helpers.ladders import ladder_command, two_teams
-from test_web import PAYLOAD
-from test_web_browser import INJECTED, LONG_MS, Live, log_in, serving
+from helpers.web import PAYLOAD
 
 from policybox.ladder import Ladder
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect  # noqa: E402
 
-WIDTHS = (1280, 390)
 URL_PAYLOAD = PAYLOAD.replace("</script>", "")  # a "/" would end the path's segment: no route, no message
 FITS = "() => document.documentElement.scrollWidth <= window.innerWidth"
 
@@ -41,8 +40,8 @@ def live(tmp_path, screenshots) -> Iterator[Live]:
     tokens = two_teams(folder, replays=True, suspend_after=50)
     with Ladder.open(folder) as ladder:
         ladder.run(matches=2, workers=1)
-    with serving(folder, tmp_path / "serve.log") as (url, serve):
-        yield Live(url, folder, tokens, serve, None, screenshots)
+    with serving_live(folder, tokens, tmp_path / "serve.log", screenshots) as live:
+        yield live
 
 
 def test_a_teams_page_and_its_scrimmages_in_a_browser(browser, live):
@@ -50,7 +49,7 @@ def test_a_teams_page_and_its_scrimmages_in_a_browser(browser, live):
         viewport = {"width": width, "height": 900}
         alpha, anybody = browser.new_context(viewport=viewport), browser.new_context(viewport=viewport)
         try:
-            log_in(live, alpha, "alpha")
+            live.log_in(alpha, "alpha")
             page = live.watch(alpha.new_page())
             walk_from_the_standings_to_the_team_page(live, page, width)
             asked = ask_through_the_name_pages_form(live, page, width)

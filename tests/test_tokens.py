@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 from helpers.ladders import api_ladder, ladder_command
+from helpers.web import upload
+from helpers.zips import bot_zip
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
-from test_web import bot_zip, upload
 
 from policybox.ladder import Ladder
 from policybox.league.ladder import database, team_store

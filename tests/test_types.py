@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_docs import CHECKS, block
+from helpers.docs import CHECKS, block
 
 ROOT = Path(__file__).parents[1]
 

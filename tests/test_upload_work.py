@@ -19,9 +19,10 @@ import httpx
 import psutil
 import pytest
 from helpers.ladders import api_ladder, wait_until
-from test_hostile_paths import INIT_TIMEOUT_S, ladder, slow_to_parse
-from test_submit_checks import SLOW_BOT, bot_zip, send
-from test_uploads import serving, standings_seconds, temp_folder  # noqa: F401  (temp_folder: a fixture)
+from helpers.servers import serving, standings_seconds
+from helpers.slow_uploads import INIT_TIMEOUT_S, ladder, slow_to_parse
+from helpers.web import upload
+from helpers.zips import SLOW_BOT, ZIGZAG, bot_zip
 
 from policybox.ladder import Ladder
 from policybox.league.web.checks import CHECKS_BUSY_RETRY_S, MAX_CHECKS
@@ -30,7 +31,7 @@ KiB = 1024
 
 
 @pytest.mark.alone  # each standings answer within 2 s: a wall-clock time the other worker's test would share
-def test_an_upload_the_host_would_parse_for_seconds_never_holds_the_standings(tmp_path, temp_folder):  # noqa: F811
+def test_an_upload_the_host_would_parse_for_seconds_never_holds_the_standings(tmp_path, temp_folder):
     folder = ladder(tmp_path / "cup")
     with Ladder.open(folder) as opened:
         token = opened.token("gamma")
@@ -38,10 +39,10 @@ def test_an_upload_the_host_would_parse_for_seconds_never_holds_the_standings(tm
     with zipfile.ZipFile(slow, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("policy_spec.json", json.dumps({"class_path": "evil.Bot"}))
         archive.writestr("evil.py", slow_to_parse(256 * KiB))
-    with serving(folder, temp_folder, tmp_path / "serve.log") as (url, _):
+    with serving(folder, tmp_path / "serve.log") as (url, _):
         answered: dict[str, httpx.Response] = {}
         api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=180)
-        sender = threading.Thread(target=lambda: answered.update(slow=send(api, slow, name="slow")))
+        sender = threading.Thread(target=lambda: answered.update(slow=upload(api, slow, "slow")))
         sender.start()
         timings: list[float | None] = []
         while sender.is_alive():
@@ -70,12 +71,12 @@ def zygotes(pid: int) -> int:
     return found
 
 
-def test_past_the_cap_an_upload_is_answered_at_once_with_503_and_retry_after(tmp_path, temp_folder):  # noqa: F811
+def test_past_the_cap_an_upload_is_answered_at_once_with_503_and_retry_after(tmp_path, temp_folder):
     teams = ("alpha", "beta", "gamma")
     with api_ladder(tmp_path / "cup") as made:
         tokens = {team: made.token(team) for team in teams}
     slow = bot_zip(tmp_path / "slow.zip", "Slow", SLOW_BOT)  # 12 s in its constructor
-    with serving(tmp_path / "cup", temp_folder, tmp_path / "serve.log") as (url, serve):
+    with serving(tmp_path / "cup", tmp_path / "serve.log") as (url, serve):
         clients = {
             team: httpx.Client(base_url=url, headers={"Authorization": f"Bearer {tokens[team]}"}, timeout=180)
             for team in teams
@@ -84,13 +85,13 @@ def test_past_the_cap_an_upload_is_answered_at_once_with_503_and_retry_after(tmp
         senders = []
         for count, team in enumerate(teams[:MAX_CHECKS], 1):  # the cap's worth, each building (its zygote up)
             sender = threading.Thread(
-                target=lambda team=team: answered.update({team: send(clients[team], slow, name=team)})
+                target=lambda team=team: answered.update({team: upload(clients[team], slow, team)})
             )
             sender.start()
             senders.append(sender)
             wait_until(lambda count=count: zygotes(serve.pid) >= count, 120, f"{team}'s build check")
         start = time.monotonic()
-        busy = send(clients["gamma"], bot_zip(tmp_path / "zigzag.zip", "Zigzag"), name="gamma")
+        busy = upload(clients["gamma"], bot_zip(tmp_path / "zigzag.zip", "Zigzag", ZIGZAG), "gamma")
         assert all(sender.is_alive() for sender in senders), "the slow uploads ended before the third was sent"
         assert busy.status_code == 503 and "as many as it takes at once" in busy.json()["error"], busy.text
         assert busy.headers["retry-after"] == str(CHECKS_BUSY_RETRY_S)
@@ -98,5 +99,5 @@ def test_past_the_cap_an_upload_is_answered_at_once_with_503_and_retry_after(tmp
         for sender in senders:
             sender.join()
         assert [answered[team].status_code for team in teams[:MAX_CHECKS]] == [201] * MAX_CHECKS, answered
-        again = send(clients["gamma"], bot_zip(tmp_path / "zigzag.zip", "Zigzag"), name="gamma")
+        again = upload(clients["gamma"], bot_zip(tmp_path / "zigzag.zip", "Zigzag", ZIGZAG), "gamma")
         assert again.status_code == 201, again.text

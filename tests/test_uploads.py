@@ -11,14 +11,9 @@ versions'), the SQL the pages send (no version's spec), and a live ``ladder serv
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -28,10 +23,11 @@ from pathlib import Path
 
 import pytest
 from conftest import POLICIES
-from helpers.ladders import EXAMPLES, api_ladder, ladder_command, wait_until
+from helpers.ladders import EXAMPLES, api_ladder, ladder_command
+from helpers.servers import serving, standings_seconds
+from helpers.web import upload
 from sqlalchemy import event
 from starlette.testclient import TestClient
-from test_web import upload
 
 from policybox.host.uids import LOCK_DIR_NAME
 from policybox.league.web.app import make_app
@@ -77,17 +73,6 @@ def patched(path: Path, old: bytes, new: bytes) -> Path:
     assert data.count(old) == 2 and len(old) == len(new)
     path.write_bytes(data.replace(old, new))
     return path
-
-
-@pytest.fixture
-def temp_folder(tmp_path, monkeypatch) -> Path:
-    """This test's own temporary folder, for this process and the commands it starts: its listing
-    is the uploads' alone (other tests of the machine write to the real one meanwhile)."""
-    folder = tmp_path / "tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    monkeypatch.setenv("TMPDIR", str(folder))
-    return folder
 
 
 def listing(*folders: Path) -> set[str]:
@@ -259,40 +244,6 @@ def test_pages_never_read_a_versions_spec(database_url, tmp_path, temp_folder):
 # A live server
 
 
-@contextlib.contextmanager
-def serving(folder: Path, temp_folder: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A real ``policybox ladder serve`` with its own temporary folder ($TMPDIR); stopped after."""
-    port = free_port()
-    with log.open("w") as output:
-        command = [sys.executable, "-m", "policybox", "ladder", "serve", str(folder), "--port", str(port)]
-        environment = {**os.environ, "TMPDIR": str(temp_folder)}
-        serve = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until(lambda: serve.poll() is None and standings_seconds(url) is not None, 120, "ladder serve")
-            yield url, serve
-        finally:
-            serve.terminate()
-            serve.wait(timeout=120)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def standings_seconds(url: str) -> float | None:
-    """How long /api/standings took to answer 200; None if it did not."""
-    start = time.monotonic()
-    try:
-        with urllib.request.urlopen(url + "/api/standings", timeout=60) as answer:
-            answer.read()
-            return time.monotonic() - start if answer.status == 200 else None
-    except OSError:
-        return None
-
-
 def peak_rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 1024
@@ -346,7 +297,7 @@ def test_a_large_upload_never_blocks_the_standings_nor_fills_memory(tmp_path, bo
     with zipfile.ZipFile(large, "a", zipfile.ZIP_STORED) as archive, archive.open("ckpt/noise.bin", "w") as entry:
         for _ in range(64):  # incompressible: 64 MiB sent
             entry.write(os.urandom(MiB))
-    with serving(folder, temp_folder, tmp_path / "serve.log") as (url, serve):
+    with serving(folder, tmp_path / "serve.log") as (url, serve):
         baseline = standings_seconds(url)
         answers: dict[str, tuple[int, str]] = {}
 

@@ -9,7 +9,6 @@ Judged from outside: status codes, headers, the HTML (parsed) and JSON answers, 
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -25,6 +24,8 @@ from pathlib import Path
 import pytest
 from conftest import POLICIES, policy
 from helpers.ladders import EXAMPLES, WANDERER, activate, api_ladder, ladder_command, start_run, wait_until
+from helpers.web import PAYLOAD, auth, every_route, everything_seen, upload
+from helpers.zips import bot_zip
 from markupsafe import escape
 from sqlalchemy import select
 from starlette.routing import Route
@@ -51,7 +52,6 @@ from policybox.league.web.upload import file_name
 from policybox.league.web.viewer import COOKIE, Viewer
 from policybox.lines import FULL_TEXT
 
-PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 SECRET_VALUE = "env-secret-4b1d"
 LOG_OF = {"alpha": "ALPHA-LOG-SECRET", "beta": "BETA-LOG-SECRET"}
 TRACEBACK = "Traceback (most recent call last)"
@@ -100,10 +100,6 @@ def client(league) -> Iterator[TestClient]:
         yield test_client
 
 
-def auth(league: League, team: str | None) -> dict[str, str]:
-    return {} if team is None else {"Authorization": f"Bearer {league.tokens[team]}"}
-
-
 def every_page(client: TestClient) -> list[str]:
     """The path of every page the ladder has: standings, each name, the matches, each match, the queue."""
     standings = client.get("/api/standings").json()
@@ -116,67 +112,6 @@ def every_page(client: TestClient) -> list[str]:
         "/queue",
         *(f"/teams/{team}" for team in LOG_OF),
     ]
-
-
-def every_route(client: TestClient, one_each: bool = False) -> list[str]:
-    """A path for every GET route of the app, taken from ``app.routes`` (so that a new route is walked
-    too) and filled with every value of its parameters the ladder has: each name, each match, each team. The
-    static files (the package's own) are left out; a final's matches by their number, when it had one.
-    ``one_each``: one path of each route (its first values), for what a route does alike for all."""
-    played = client.get("/api/matches").json()["matches"]
-    rows = client.get("/api/standings").json()["rows"]
-    values = {
-        "name": [row["name"] for row in rows],
-        "match": [match["id"] for match in played],
-        "seat": [0],  # every match has a seat 0
-        "version": [1],  # and every name a version 1
-        "team": sorted({row["team"] for row in rows if row["team"]}),
-        "scrimmage": [1, 2],
-        "number": [match["number"] for match in (client.get("/api/final").json()["final"] or {}).get("matches", [])],
-    }
-    paths = []
-    for route in client.app.routes:
-        if isinstance(route, Route) and "GET" in (route.methods or ()):
-            parameters = list(route.param_convertors)
-            for filled in itertools.islice(
-                itertools.product(*(values[p] for p in parameters)), 1 if one_each else None
-            ):
-                paths.append(route.path_format.format(**dict(zip(parameters, filled, strict=True))))
-    return paths
-
-
-def _taken_home(path: str, answer) -> bool:
-    """A team's download (``web.downloads``), refused to anyone but its team (403), or not there (404: a
-    log no longer kept, a version with no files)."""
-    return path.endswith(("/log", "/files.zip")) and answer.status_code in (403, 404)
-
-
-def own_scrimmages(client: TestClient, headers: dict[str, str]) -> set[int]:
-    """The scrimmages the viewer's team asked for, as its team page lists them (404 to anyone else)."""
-    teams = client.get("/api/standings").json()["rows"]
-    pages = [
-        client.get(f"/api/teams/{team}", headers=headers).json()
-        for team in {row["team"] for row in teams if row["team"]}
-    ]
-    return {row["id"] for page in pages for row in page["scrimmages"]}
-
-
-def _scrimmage_of(path: str) -> int:
-    return int(path.split("/scrimmages/")[1].split("/")[0])
-
-
-def everything_seen(client: TestClient, headers: dict[str, str]) -> str:
-    """Every answer of every GET route (pages, their JSON, files) as one viewer gets them, as one text."""
-    seen = []
-    for path in every_route(client):
-        answer = client.get(path, headers=headers)
-        shown = "/scrimmages/" not in path or _scrimmage_of(path) in own_scrimmages(client, headers)
-        assert answer.status_code == (200 if shown else 404) or path.endswith("/replay") or _taken_home(path, answer), (
-            path,
-            answer.text,
-        )
-        seen.append(answer.text)
-    return "\n".join(seen)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,12 +128,12 @@ def test_each_page_is_rendered_from_the_json_it_links(league, client):
     page links that JSON."""
     for team in (None, "alpha", "beta"):
         for path in every_page(client):
-            page = client.get(path, headers=auth(league, team))
+            page = client.get(path, headers=auth(league.tokens, team))
             assert page.status_code == 200, (path, page.text)
             json_url = page.context["json_url"]
             assert json_url == ("/api/standings" if path == "/" else f"/api{path}")
             assert f'<link rel="alternate" type="application/json" href="{json_url}">' in page.text
-            answer = client.get(json_url, headers=auth(league, team))
+            answer = client.get(json_url, headers=auth(league.tokens, team))
             assert answer.headers["content-type"] == "application/json"
             assert without_ago(answer.json()) == without_ago(page.context["page"].model_dump(mode="json")), path
 
@@ -215,7 +150,7 @@ def test_what_each_template_receives_is_pinned(league, client):
     }
     alpha = Viewer("alpha", frozenset({"alphabot", "hostile"}))
     for path, (template, model, plotted) in expected.items():
-        page = client.get(path, headers=auth(league, "alpha"))
+        page = client.get(path, headers=auth(league.tokens, "alpha"))
         assert page.template.name == template
         assert set(page.context) == PAGE_KEYS | ({"scrimmage"} if path == "/names/alphabot" else set())  # its form
         assert type(page.context["page"]) is model and page.context["viewer"] == alpha
@@ -318,7 +253,7 @@ def test_every_response_carries_the_security_headers(league, client):
 
 
 def test_a_team_sees_its_own_log_tails_and_tracebacks_and_no_one_elses(league, client):
-    seen = {team: everything_seen(client, auth(league, team)) for team in (None, "alpha", "beta")}
+    seen = {team: everything_seen(client, auth(league.tokens, team)) for team in (None, "alpha", "beta")}
     for team, secret in LOG_OF.items():
         assert secret in seen[team]
         assert all(secret not in text for other, text in seen.items() if other != team), secret
@@ -327,27 +262,27 @@ def test_a_team_sees_its_own_log_tails_and_tracebacks_and_no_one_elses(league, c
     assert TRACEBACK not in seen[None]
     hostile_frame = "raise RuntimeError(PAYLOAD)"  # alpha's hostile's own line, in its reason's traceback
     assert hostile_frame in seen["alpha"] and hostile_frame not in seen["beta"]
-    rejected = client.get("/api/queue", headers=auth(league, "beta")).json()["rejected"]
+    rejected = client.get("/api/queue", headers=auth(league.tokens, "beta")).json()["rejected"]
     assert [row["name"] for row in rejected] == ["hostile"]
     first = f"agent 0 ended error: RuntimeError at start-up: {PAYLOAD}"
     assert rejected[0]["reason"] == f"{first} … {FULL_TEXT}"  # its first line only, saying where the rest is
-    failures = client.get("/api/names/alphabot", headers=auth(league, "beta")).json()["failures"]
+    failures = client.get("/api/names/alphabot", headers=auth(league.tokens, "beta")).json()["failures"]
     assert failures and all(f["status"] == "error" and f["step"] == 5 and f["log_tail"] is None for f in failures)
     assert all(f["cause"] == "RuntimeError" for f in failures)
-    own = client.get("/api/names/alphabot", headers=auth(league, "alpha")).json()["failures"]
+    own = client.get("/api/names/alphabot", headers=auth(league.tokens, "alpha")).json()["failures"]
     assert all(LOG_OF["alpha"] in f["log_tail"] for f in own)
 
 
 def test_a_policys_message_past_its_first_line_is_its_teams_alone(league, client):
     """Each bot's exception has its team's secret on its message's second line (and so in its log
     tail): on no page, JSON answer or file of any route may another team or anybody read it."""
-    seen = {team: everything_seen(client, auth(league, team)) for team in (None, "alpha", "beta")}
+    seen = {team: everything_seen(client, auth(league.tokens, team)) for team in (None, "alpha", "beta")}
     for team in LOG_OF:
         secret = f"{team.upper()}-MESSAGE-SECRET"
         assert secret in seen[team]
         assert all(secret not in text for other, text in seen.items() if other != team), secret
     first_line = f"gave up {PAYLOAD}"
-    match = client.get("/api/matches/1", headers=auth(league, "beta")).json()
+    match = client.get("/api/matches/1", headers=auth(league.tokens, "beta")).json()
     shown = {agent["name"]: agent["message"] for agent in match["agents"] if agent["message"]}
     assert shown.get("alphabot", first_line) == first_line  # another team's: its first line
     assert all(f["message"] == first_line for f in client.get("/api/names/alphabot").json()["failures"])
@@ -362,7 +297,7 @@ def test_a_bad_token_sees_what_anybody_sees(league, client):
 
 def test_no_page_or_answer_shows_an_env_value(league, client):
     for team in (None, "alpha", "beta"):
-        assert SECRET_VALUE not in everything_seen(client, auth(league, team))
+        assert SECRET_VALUE not in everything_seen(client, auth(league.tokens, team))
     assert "noop,env.SECRET=***" in client.get("/names/secretive").text  # the variable's name, never its value
     # Nor does the database the pages read: the value is only in the version's spec file, root's alone.
     with Ladder.open(league.folder, read_only=True) as ladder, ladder.engine.connect() as connection:
@@ -397,7 +332,7 @@ def test_every_text_a_policy_controls_is_escaped_in_every_page(league, client):
     pages only escaped; no page has an element or an event attribute it did not write itself."""
     shown_in = []
     for path in every_page(client):
-        html = client.get(path, headers=auth(league, "alpha")).text
+        html = client.get(path, headers=auth(league.tokens, "alpha")).text
         assert "<script>document.title" not in html and "<img" not in html
         if str(escape(PAYLOAD)) in html:
             shown_in.append(path)
@@ -432,35 +367,11 @@ def test_a_plot_draws_a_hostile_label_as_text():
 # Submitting
 
 
-def bot_zip(path: Path, class_name: str = "Wanderer", source: Path = EXAMPLES / "wanderer.py") -> Path:
-    """A MettaGrid submission zip: ``bot.py`` (``source``) and a policy_spec.json naming its class."""
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("policy_spec.json", json.dumps({"class_path": f"bot.py:{class_name}"}))
-        archive.writestr("bot.py", source.read_text())
-    return path
-
-
 def stored(folder: Path) -> tuple:
     """What a submission changes: the names, versions and owners tables, and the versions' folder."""
     with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
         rows = tuple(tuple(connection.execute(select(table)).all()) for table in (names, versions, owners))
     return rows, sorted(str(p.relative_to(folder)) for p in (folder / "versions").rglob("*"))
-
-
-@pytest.fixture
-def fresh(tmp_path, database_url) -> Iterator[tuple[Path, dict[str, str]]]:
-    """An empty ladder (no match played) with two teams' tokens."""
-    folder = tmp_path / "cup"
-    with api_ladder(folder, database_url) as ladder:
-        tokens = {team: ladder.token(team) for team in ("gamma", "delta")}
-    yield folder, tokens
-
-
-def upload(client: TestClient, path: Path, name: str, headers: dict[str, str], url: str = "/api/submit"):
-    with path.open("rb") as file:
-        return client.post(
-            url, data={"name": name}, files={"file": (path.name, file, "application/zip")}, headers=headers
-        )
 
 
 def test_submitting_over_the_api(fresh, tmp_path):
@@ -508,7 +419,7 @@ def test_submitting_over_the_api(fresh, tmp_path):
         ]:
             assert response.status_code == status and message in response.json()["error"]
         assert stored(folder) == after
-        other = bot_zip(tmp_path / "hostile.zip", "HostileInStep", POLICIES / "web_bots.py")
+        other = bot_zip(tmp_path / "hostile.zip", "HostileInStep", (POLICIES / "web_bots.py").read_text())
         assert upload(client, other, "walker", gamma).json()["version"] == 2  # its own name: the next version
     with Ladder.open(folder, read_only=True) as ladder:
         assert ladder.owner_of("walker") == "gamma" and ladder.names_of("gamma") == {"walker"}

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import keep_screenshot
+from helpers.browser import LONG_MS, PLAYED_AT_LEAST
 from helpers.ladders import start_run
 from helpers.played import PLAYING, UNRANKED
-from test_web_browser import LONG_MS, PLAYED_AT_LEAST, serving, stop
+from helpers.servers import serving, stop
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect  # noqa: E402

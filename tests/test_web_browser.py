@@ -15,103 +15,25 @@ checkout).
 
 from __future__ import annotations
 
-import contextlib
 import http.client
-import json
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import POLICIES, keep_screenshot, policy
-from helpers.ladders import WANDERER, activate, api_ladder, start_run, wait_until
-from test_web import PAYLOAD, bot_zip
+from conftest import POLICIES, policy
+from helpers.browser import INJECTED, LONG_MS, PLAYED_AT_LEAST, Live, serving_live, upload_through_the_form
+from helpers.ladders import WANDERER, activate, api_ladder, wait_until
+from helpers.servers import serving, stop
+from helpers.web import PAYLOAD
+from helpers.zips import bot_zip
 
 from policybox.league.views.templating import fixed
-from policybox.league.web.viewer import COOKIE
 
 pytest.importorskip("playwright")
 from playwright.sync_api import BrowserContext, Page, expect  # noqa: E402
 
-LONG_MS = 300_000  # a loaded 2-core machine qualifying and playing: wait for conditions, generously
-PLAYED_AT_LEAST = "count => Number(document.getElementById('played').textContent) >= count"
 SECRET = {"alpha": "ALPHA-LOG-SECRET", "beta": "BETA-LOG-SECRET"}
-
-
-@dataclass
-class Live:
-    url: str
-    folder: Path
-    tokens: dict[str, str]
-    serve: subprocess.Popen
-    run: subprocess.Popen | None  # a ladder run playing beside the pages, if any
-    shots: Path
-    console: list[str] = field(default_factory=list)
-
-    def api(self, path: str, team: str | None = None) -> dict:
-        headers = {} if team is None else {"Authorization": f"Bearer {self.tokens[team]}"}
-        with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers), timeout=30) as answer:
-            return json.load(answer)
-
-    def shot(self, page: Page, name: str) -> None:
-        path = self.shots / f"{name}.png"
-        keep_screenshot(page, path)
-
-    def watch(self, page: Page) -> Page:
-        """Keep what the browser reports about ``page``: its console, and any script error in it."""
-        page.on("console", lambda message: self.console.append(f"{message.type}: {message.text}"))
-        page.on("pageerror", lambda error: self.console.append(f"pageerror: {error}"))
-        return page
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM to its process group (it stops what it started), then wait; SIGKILL if it will not."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate(timeout=60)
-
-
-@contextlib.contextmanager
-def serving(folder: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A real ``policybox ladder serve`` of ``folder`` on a free port, at its default address: its URL
-    once it answers, and its process; stopped after."""
-    port = free_port()
-    with log.open("w") as output:
-        command = [sys.executable, "-m", "policybox", "ladder", "serve", str(folder), "--port", str(port)]
-        serve = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until(lambda: _answers(url, serve, log), 120, "ladder serve to answer")
-            yield url, serve
-        finally:
-            stop(serve)
-
-
-def _answers(url: str, serve: subprocess.Popen, log: Path) -> bool:
-    assert serve.poll() is None, log.read_text()
-    try:
-        with urllib.request.urlopen(url + "/api/standings", timeout=30) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -128,12 +50,8 @@ def live(tmp_path, screenshots) -> Iterator[Live]:
         for team in tokens:
             ladder.submit(f"{team}bot", policy("web_bots.py:LogsThenRaises", **{"kw.team": team}), team=team)
             activate(ladder, f"{team}bot")
-    with serving(folder, tmp_path / "serve.log") as (url, serve):
-        run = start_run(folder, "--workers", "1")  # one match at a time is all a page shows
-        try:
-            yield Live(url, folder, tokens, serve, run, screenshots)
-        finally:
-            stop(run)
+    with serving_live(folder, tokens, tmp_path / "serve.log", screenshots, run=True) as live:
+        yield live
 
 
 def test_a_live_ladder_in_a_browser(browser, live, tmp_path):
@@ -144,14 +62,14 @@ def test_a_live_ladder_in_a_browser(browser, live, tmp_path):
         watch_the_standings_change_without_a_reload(live, page)
         walk_from_the_standings_to_a_name_and_a_match(live, page)
 
-        log_in(live, alpha, "alpha")
-        log_in(live, beta, "beta")
+        live.log_in(alpha, "alpha")
+        live.log_in(beta, "beta")
         owner = live.watch(alpha.new_page())
         upload_through_the_form(live, owner, "alphawalker", bot_zip(tmp_path / "walker.zip"))
         refused_without_a_token(live, anybody, bot_zip(tmp_path / "walker2.zip"))
-        hostile = bot_zip(tmp_path / "hostile.zip", "HostileInStep", POLICIES / "web_bots.py")
+        hostile = bot_zip(tmp_path / "hostile.zip", "HostileInStep", (POLICIES / "web_bots.py").read_text())
         upload_through_the_form(live, owner, "hostile", hostile)
-        wait_until(lambda: _state(live, "hostile") == "rejected", LONG_MS / 1000, "hostile to be rejected")
+        wait_until(lambda: live.state("hostile") == "rejected", LONG_MS / 1000, "hostile to be rejected")
 
         the_hostile_traceback_runs_nothing(live, owner, whole=True, shot="hostile-as-its-team")
         the_hostile_traceback_runs_nothing(live, live.watch(beta.new_page()), whole=False, shot="hostile-as-another")
@@ -212,30 +130,6 @@ def walk_from_the_standings_to_a_name_and_a_match(live: Live, page: Page) -> Non
     live.shot(page, "match")
 
 
-def log_in(live: Live, context: BrowserContext, team: str) -> None:
-    page = context.new_page()
-    page.goto(live.url + "/login")
-    page.locator("input[name=token]").fill(live.tokens[team])
-    page.get_by_role("button", name="log in").click()
-    expect(page.locator("#team")).to_have_text(team)
-    cookie = next(c for c in context.cookies() if c["name"] == COOKIE)
-    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
-    page.close()
-
-
-def upload_through_the_form(live: Live, page: Page, name: str, zip_path: Path) -> None:
-    page.goto(live.url + "/submit")
-    page.locator("input[name=name]").fill(name)
-    page.locator("input[name=file]").set_input_files(zip_path)
-    page.get_by_role("button", name="submit").click()
-    expect(page).to_have_url(re.compile(rf"/submit\?submitted={name}&version=\d+$"))
-    expect(page.locator("#submitted")).to_contain_text(f"{name} v")  # and when it qualifies (test_pulse)
-    page.locator("#submitted").get_by_role("link", name=re.compile(f"^{name} v")).click()
-    expect(page).to_have_url(f"{live.url}/names/{name}")
-    expect(page.locator("#versions")).to_contain_text(zip_path.name)
-    live.shot(page, f"submitted-{name}")
-
-
 def refused_without_a_token(live: Live, context: BrowserContext, zip_path: Path) -> None:
     page = context.new_page()
     page.goto(live.url + "/submit")
@@ -255,10 +149,6 @@ def refused_without_a_token(live: Live, context: BrowserContext, zip_path: Path)
     page.close()
 
 
-def _state(live: Live, name: str) -> str:
-    return next(row["state"] for row in live.api("/api/standings")["rows"] if row["name"] == name)
-
-
 def _matches(live: Live, name: str) -> int:
     return next(row["matches"] for row in live.api("/api/standings")["rows"] if row["name"] == name)
 
@@ -267,9 +157,6 @@ def wait_for_played(page: Page, count: int) -> None:
     """Until the page's standings say ``count`` matches are played. A function, not an expression:
     Playwright evaluates an expression with eval, which the page's Content-Security-Policy refuses."""
     page.wait_for_function(PLAYED_AT_LEAST, arg=count, timeout=LONG_MS, polling=500)
-
-
-INJECTED = "document.querySelectorAll('img, iframe, object, embed, script:not([src])').length"
 
 
 def the_hostile_traceback_runs_nothing(live: Live, page: Page, whole: bool, shot: str) -> None:

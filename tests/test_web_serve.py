@@ -10,39 +10,16 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.ladders import api_ladder
+from helpers.ports import free_port
+from helpers.servers import answer_within
 
 DESCRIPTORS = 512  # the server's limit on open files: fewer than the attack's connections
 ATTACK = 1100
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def answers(port: int, timeout: float = 3) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=timeout) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def answer_within(port: int, seconds: float) -> float | None:
-    """How long until GET / answers 200, or None if it did not within ``seconds``."""
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
-        if answers(port):
-            return time.monotonic() - start
-        time.sleep(0.2)
-    return None
 
 
 @pytest.fixture

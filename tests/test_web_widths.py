@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 from conftest import Ran, keep_screenshot, policy, policybox
 from helpers.ladders import EXAMPLES, WANDERER, activate
-from test_web_browser import serving
+from helpers.servers import serving
 
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
 
 pytest.importorskip("playwright")
-from playwright.sync_api import BrowserContext, expect  # noqa: E402
+from helpers.browser import FITS, WIDTHS, log_in
+from playwright.sync_api import expect  # noqa: E402
 
-WIDTHS = (1280, 390)
 LONG_NAME = "a-name-of-forty-characters-to-test-width"  # a name's most: [a-z0-9][a-z0-9_-]{0,39}
 REJECTED = "rejected-with-a-long-reason"
 LONG_POLICY = "long" * 75  # a tournament's policy name is free text: 300 characters, no space
@@ -54,7 +54,6 @@ PAGES = [
     ("report-tournament", "tournament/report.html"),
 ]
 
-FITS = "() => [document.documentElement.scrollWidth, window.innerWidth]"
 # Plots that do not scale: wider than the window, or than a box they would scroll (or be cut) in.
 UNSCALED_PLOTS = """() => [...document.querySelectorAll('svg')].filter(svg =>
   svg.getBoundingClientRect().right > window.innerWidth || svg.parentElement.scrollWidth > svg.parentElement.clientWidth
@@ -121,16 +120,6 @@ def ranked(folder: Path) -> list[int]:
         return frozen_field(connection)
 
 
-def log_in(context: BrowserContext, url: str, token: str) -> None:
-    """As team alpha, which sees its own names' tracebacks and log tails: the widest the pages get."""
-    page = context.new_page()
-    page.goto(url + "/login")
-    page.locator("input[name=token]").fill(token)
-    page.get_by_role("button", name="log in").click()
-    expect(page.locator("#team")).to_have_text("alpha")
-    page.close()
-
-
 def test_every_page_fits_a_laptop_and_a_phone(browser, tmp_path, screenshots):
     env = game(tmp_path)
     played = evaluate_with_a_long_name(tmp_path / "tournament", env)
@@ -161,7 +150,7 @@ def widths_of_every_page(browser, tmp_path: Path, screenshots: Path, env: Path) 
         for width in WIDTHS:
             context = browser.new_context(viewport={"width": width, "height": 900})
             try:
-                log_in(context, url, token)
+                log_in(context, url, token, "alpha")  # its names' tracebacks and log tails: the widest pages
                 page = context.new_page()
                 for shot, path in PAGES:
                     where = path.format(name=LONG_NAME, match=match)

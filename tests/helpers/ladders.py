@@ -1,5 +1,7 @@
-"""Ladders as the tests make and drive them: the moves game and its walking bot, a ladder made with the
-Python API, the ``policybox ladder`` command in this process or as a process of its own, waiting."""
+"""Ladders as the tests make and drive them: the moves game and its walking bot, the tests' other games
+(a text Connect Four, rock-paper-scissors), a ladder made with the Python API (and one of
+rock-paper-scissors bots that has played), the ``policybox ladder`` command in this process or as a
+process of its own, waiting."""
 
 from __future__ import annotations
 
@@ -12,12 +14,17 @@ import psutil
 from conftest import Ran, policy, policybox
 from sqlalchemy import func, select
 
+from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
 from policybox.league.ladder.database import matches
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 GAME = str(EXAMPLES / "moves.yaml")
 WANDERER = f"{EXAMPLES / 'wanderer.py'}:Wanderer"
+GAMES = Path(__file__).parents[1] / "games"
+TEXT_CONNECT_FOUR = f"pettingzoo:{GAMES / 'text_connect_four.py'}:env"
+RPS = "pettingzoo:pettingzoo.classic.rps_v2:parallel_env"
+MOVES = ("rock", "paper", "scissors")  # rps_ladder's bots, each always playing its move
 
 
 def ladder_command(*args: str | Path, columns: int = 200) -> Ran:
@@ -63,8 +70,6 @@ def process_tree(pid: int) -> list[psutil.Process]:
 
 def api_ladder(folder: Path, database: str | None = None, **settings) -> Ladder:
     """A ladder made with the Python API; its database SQLite in the folder, or ``database`` (PostgreSQL)."""
-    from policybox import EpisodeSettings, LadderSettings
-
     values = {"agents": 4, "placement_matches": 0, "suspend_after": 3} | settings
     made = LadderSettings(settings=EpisodeSettings(env=GAME, steps=30), **values)
     return Ladder.create(folder, made, None if database is None or database.startswith("sqlite") else database)
@@ -93,3 +98,15 @@ def two_teams(folder: Path, database: str | None = None, **settings) -> dict[str
         for name in ("walker", "alphabot", "alphawalk", "betabot"):
             activate(ladder, name)
     return tokens
+
+
+def rps_ladder(folder: Path, names: tuple[str, ...] = MOVES, matches: int = 6, database: str | None = None) -> Ladder:
+    """A rock-paper-scissors ladder of bots that always play one move, its matches played; its database
+    SQLite in the folder, or ``database`` (a PostgreSQL URL)."""
+    made = LadderSettings(settings=EpisodeSettings(env=RPS, steps=10), agents=2, placement_matches=0)
+    ladder = Ladder.create(folder, made, database)
+    for name in names:
+        ladder.submit(name, policy(f"rps_bots.py:{name.title()}"))
+    if matches:
+        ladder.run(matches=matches, workers=1)
+    return ladder
