@@ -7,7 +7,8 @@ import random
 import pytest
 from rich.console import Console
 
-from policybox.cli.tables import number, show_summary
+from policybox.cli.result_tables import show_summary
+from policybox.cli.tables import number
 from policybox.league.views.summary import Summary, summarize
 from policybox.limits import Limits
 from policybox.results import AgentResult, AgentStatus, EpisodeRecord, Failure, Latency

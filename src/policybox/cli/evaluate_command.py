@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from policybox.cli.common import check_folder, console, guarded, say
 from policybox.cli.options import EPISODE_OPTION_NAMES, given
-from policybox.cli.tables import show_final, show_summary
+from policybox.cli.result_tables import show_final, show_summary
 from policybox.errors import SpecError
 from policybox.league.choices import Evaluation, Runner
 from policybox.league.evaluate import VERSUS_FILE

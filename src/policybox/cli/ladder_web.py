@@ -42,11 +42,11 @@ def token(
 def tokens(folder: DIR, json: JSON = False) -> None:
     """Every token, by team: its number, when it was made and last used (to the minute), its open web
     sessions. Never the token itself: the ladder keeps only its hash."""
-    from policybox.cli import tables
+    from policybox.cli import ladder_tables
     from policybox.cli.common import show_page
     from policybox.league.views import token_list
 
-    show_page(folder, token_list.tokens, tables.show_tokens, json)
+    show_page(folder, token_list.tokens, ladder_tables.show_tokens, json)
 
 
 @with_options("web", model_options(ServeSettings, ServeSettings.model_fields))

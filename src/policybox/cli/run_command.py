@@ -14,7 +14,7 @@ import typer
 
 from policybox.cli.common import check_folder, check_writable, console, error_line, errors, guarded, open_ladder, say
 from policybox.cli.options import given
-from policybox.cli.tables import show_episode
+from policybox.cli.result_tables import show_episode
 from policybox.episode import assign_policies, default_log_dir, run_episode
 from policybox.errors import SpecError
 from policybox.files import environments
