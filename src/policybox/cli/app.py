@@ -20,6 +20,7 @@ from policybox.cli.options import (
     POLICIES,
     RESULT_JSON,
     given,
+    with_cluster_option,
     with_episode_options,
     with_evaluation_options,
     with_run_options,
@@ -252,11 +253,9 @@ def report(
 
 
 @app.command()
+@with_cluster_option
 def doctor(
-    ray_address: Annotated[
-        str | None,
-        typer.Option(help="Check every node of this Ray cluster instead of this machine: one table per node."),
-    ] = None,
+    runner: dict[str, Any],
     ladder: Annotated[
         Path | None,
         typer.Option(
@@ -273,7 +272,7 @@ def doctor(
     """
     from policybox.cli.doctor_command import diagnose
 
-    diagnose(ray_address, ladder)
+    diagnose(runner["ray_address"], ladder)
 
 
 app.add_typer(ladder_app, name="ladder")

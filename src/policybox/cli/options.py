@@ -279,6 +279,12 @@ with_ladder_options = with_options("ladder", LADDER_OPTIONS)
 with_runner_options = with_options("runner", RUNNER_OPTIONS)
 with_workers_option = with_options("runner", RUNNER_OPTIONS[:1])
 with_keep_options = with_options("keep", KEEP_OPTIONS)
+# doctor's --ray-address: the Runner's, a cluster to check rather than to play on.
+CLUSTER = FieldInfo.merge_field_infos(
+    Runner.model_fields["ray_address"],
+    description="Check every node of this Ray cluster instead of this machine: one table per node",
+)
+with_cluster_option = with_options("runner", [field_option("ray_address", CLUSTER)])
 # How evaluate plays and keeps its tournament; a tournament file's keys too.
 with_evaluation_options = with_options("evaluation", model_options(Evaluation, Evaluation.model_fields))
 
