@@ -1,6 +1,6 @@
 """The ``policybox ladder`` commands of the web: ``serve`` (the pages and the JSON API) and the teams'
 tokens that log in there (``token``, ``tokens``). Their options and help (``serve``'s the fields of
-``policybox.league.web.settings.ServeSettings``); each imports its work as it
+``policybox.league.web.server_settings.ServeSettings``); each imports its work as it
 runs, the web server (Starlette, uvicorn, Jinja2) by ``serve`` alone. Registered in the ``ladder``
 group by ``policybox.cli.ladder_commands``.
 """
@@ -13,7 +13,7 @@ import typer
 
 from policybox.cli.options import DIR, JSON, TEAM, model_options, with_options
 from policybox.league.web import MiB
-from policybox.league.web.settings import ServeSettings
+from policybox.league.web.server_settings import ServeSettings
 
 
 def token(
