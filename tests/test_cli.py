@@ -251,11 +251,13 @@ def test_ladder_show_says_start_up_for_a_failure_before_the_first_step(tmp_path)
         ("workers", "0", "Input should be greater than or equal to 1"),
         ("backend", "slurm", "'local'"),  # click's "is not one of", pydantic's "should be": naming the choices
         ("seating", "bogus", "'balanced'"),
+        ("episodes", "0", "Input should be greater than or equal to 1"),
+        ("rank_by", "bogus", "'reward'"),
     ],
 )
 def test_a_tournament_file_and_the_command_line_refuse_the_same_values(name, value, message, tmp_path):
     """The values of evaluate's options are checked by the models whose fields they are (EpisodeSettings,
-    Limits, the Runner, the Tournament), on the command line as in a tournament file: the same refusal,
+    Limits, the Runner, evaluate's Evaluation), on the command line as in a tournament file: the same refusal,
     one line naming the option, exit 2, nothing made."""
     option = f"--{name.replace('_', '-')}"
     (tmp_path / "cup.yaml").write_text(f"policies: [random]\nout: board\n{name}: {value}\n")

@@ -8,7 +8,8 @@ import pytest
 from helpers.records import entry, record
 from rich.console import Console
 
-from policybox.cli.tables import number, show_summary
+from policybox.cli.result_tables import show_summary
+from policybox.cli.tables import number
 from policybox.league.views.summary import Summary, summarize
 from policybox.results import AgentStatus, EpisodeRecord, Failure, Latency
 from policybox.spec import PolicySpec

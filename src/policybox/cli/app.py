@@ -20,13 +20,14 @@ from policybox.cli.options import (
     POLICIES,
     RESULT_JSON,
     given,
+    with_cluster_option,
     with_episode_options,
+    with_evaluation_options,
     with_run_options,
     with_runner_options,
     with_test_options,
     with_workers_option,
 )
-from policybox.league.choices import RankBy, Seating
 from policybox.league.evaluate import REPORT_FILE
 
 app = typer.Typer(
@@ -131,10 +132,12 @@ def run(
 @app.command()
 @with_episode_options
 @with_runner_options
+@with_evaluation_options
 def evaluate(
     ctx: typer.Context,
     episode: dict[str, Any],
     runner: dict[str, Any],
+    evaluation: dict[str, Any],
     tournament_file: Annotated[
         Path | None,
         typer.Argument(
@@ -144,40 +147,6 @@ def evaluate(
         ),
     ] = None,
     policies: POLICIES = None,
-    episodes: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            max=1_000_000,
-            metavar="N",
-            help="Number of episodes. More than a folder holds grows its tournament: the first ones are kept.",
-        ),
-    ] = 12,
-    out: Annotated[
-        Path | None,
-        typer.Option(metavar="DIR", help="Results folder: tournament.json, results.jsonl, summary.json, logs/."),
-    ] = None,
-    seating: Annotated[
-        Seating,
-        typer.Option(
-            help="rotate: every policy plays every seat equally often. random: seeded shuffles. balanced: "
-            "a final's schedule, every pair of policies meeting as evenly as the seats allow."
-        ),
-    ] = "rotate",
-    replays: Annotated[
-        bool,
-        typer.Option(
-            "--replays", help="Write each episode's replay (MettaGrid's, or a PettingZoo game's moves) to DIR/replays/."
-        ),
-    ] = False,
-    rank_by: Annotated[
-        RankBy,
-        typer.Option(
-            help="forfeit: an agent that ended error, crashed or disabled, or timed out or acted invalidly on more "
-            "than 10% of its turns, forfeits its episode (ranked below every policy that did not). reward: the "
-            "game's reward alone."
-        ),
-    ] = "forfeit",
     summary: Annotated[
         Path | None, typer.Option("--summary", metavar="DIR", help="Print the summary of a results folder and exit.")
     ] = None,
@@ -185,14 +154,6 @@ def evaluate(
         bool,
         typer.Option(
             "--report", help=f"At the end, write DIR/{REPORT_FILE}: the leaderboard as one self-contained page."
-        ),
-    ] = False,
-    final: Annotated[
-        bool,
-        typer.Option(
-            "--final",
-            help="A final: balanced seating (every policy equally often, in every seat equally often), episodes "
-            "rounded up to whole cycles, and a Plackett-Luce ranking with intervals, groups and rank probabilities.",
         ),
     ] = False,
 ) -> None:
@@ -207,7 +168,7 @@ def evaluate(
     if summary is not None:
         show_results_folder(summary)
     else:
-        play_tournament(ctx, {**episode, **runner}, tournament_file, report)
+        play_tournament(ctx, {**episode, **runner, **evaluation}, tournament_file, report)
 
 
 @app.command()
@@ -292,11 +253,9 @@ def report(
 
 
 @app.command()
+@with_cluster_option
 def doctor(
-    ray_address: Annotated[
-        str | None,
-        typer.Option(help="Check every node of this Ray cluster instead of this machine: one table per node."),
-    ] = None,
+    runner: dict[str, Any],
     ladder: Annotated[
         Path | None,
         typer.Option(
@@ -313,7 +272,7 @@ def doctor(
     """
     from policybox.cli.doctor_command import diagnose
 
-    diagnose(ray_address, ladder)
+    diagnose(runner["ray_address"], ladder)
 
 
 app.add_typer(ladder_app, name="ladder")

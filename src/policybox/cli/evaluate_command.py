@@ -15,9 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from policybox.cli.common import check_folder, console, guarded, say
 from policybox.cli.options import EPISODE_OPTION_NAMES, given
-from policybox.cli.tables import show_final, show_summary
+from policybox.cli.result_tables import show_final, show_summary
 from policybox.errors import SpecError
-from policybox.league.choices import Runner
+from policybox.league.choices import Evaluation, Runner
 from policybox.league.evaluate import VERSUS_FILE
 from policybox.league.evaluate.results_folder import Progress as EvaluationProgress
 from policybox.league.evaluate.results_folder import as_final, load_summary
@@ -27,9 +27,8 @@ from policybox.league.play.tournament import Tournament, entrants, game_file_rel
 from policybox.league.views.summary import Summary
 from policybox.settings import DEFAULT_AGENTS, EpisodeSettings, agent_count, validated
 
-# What a tournament file may hold: evaluate's own options, the runner's and the episode's, by their names.
-TOURNAMENT_KEYS = {"policies", "episodes", "out", "seating", "replays", "rank_by", "final"}
-TOURNAMENT_KEYS |= set(Runner.model_fields) | EPISODE_OPTION_NAMES
+# What a tournament file may hold: the policies, evaluate's own options, the runner's and the episode's, by their names.
+TOURNAMENT_KEYS = {"policies"} | set(Evaluation.model_fields) | set(Runner.model_fields) | EPISODE_OPTION_NAMES
 
 
 def show_results_folder(folder: Path) -> None:
@@ -67,10 +66,11 @@ def play_tournament(ctx: typer.Context, options: dict[str, Any], tournament_file
     ``options``, its own in ``ctx.params``."""
     with guarded("finished episodes are kept; run the same command to resume"):
         values, from_file = _tournament_values(ctx, tournament_file, options)
-        tournament, out_dir = _tournament(values, tournament_file, from_file)
+        own = validated(Evaluation, {name: values[name] for name in Evaluation.model_fields if name in values})
+        tournament, out_dir = _tournament(values, own, tournament_file, from_file)
         runner = validated(Runner, {name: values[name] for name in Runner.model_fields if name in values})
         check_folder(out_dir, "--out")
-        board = _played(tournament, out_dir, values.get("replays", False), runner)
+        board = _played(tournament, out_dir, own.replays, runner)
     _show_summary(board)
     say(f"results: {out_dir}")
     if report:
@@ -97,15 +97,17 @@ def _tournament_values(
     return {**values, **from_file, **explicit}, set(from_file) - set(explicit)
 
 
-def _tournament(values: dict[str, Any], tournament_file: Path | None, from_file: set[str]) -> tuple[Tournament, Path]:
+def _tournament(
+    values: dict[str, Any], own: Evaluation, tournament_file: Path | None, from_file: set[str]
+) -> tuple[Tournament, Path]:
     """The tournament and its results folder. Paths the file gives are relative to the file's folder;
     paths given on the command line, to the current folder."""
     if not values.get("policies"):
         raise SpecError("give the policies: -p SPEC (repeatable), or policies: in a tournament file")
-    if not values.get("out"):
+    if not own.out:
         raise SpecError("give a results folder: --out DIR, or out: in a tournament file")
     base = tournament_file.parent if tournament_file else Path.cwd()
-    out_dir = base / values["out"] if "out" in from_file else Path(values["out"])
+    out_dir = base / own.out if "out" in from_file else own.out
     if "env" in from_file:
         values = {**values, "env": game_file_relative_to(values["env"], base)}
     settings = EpisodeSettings.from_options({k: v for k, v in values.items() if k in EPISODE_OPTION_NAMES})
@@ -113,14 +115,14 @@ def _tournament(values: dict[str, Any], tournament_file: Path | None, from_file:
         Tournament,
         {
             "entrants": entrants(values["policies"], base if "policies" in from_file else None),
-            "episodes": values["episodes"],
+            "episodes": own.episodes,
             "agents": agent_count(settings, values.get("agents"), DEFAULT_AGENTS),
-            "seating": values["seating"],
+            "seating": own.seating,
             "settings": settings,
-            "rank_by": values.get("rank_by") or "forfeit",
+            "rank_by": own.rank_by,
         },
     )
-    if values.get("final"):
+    if own.final:
         tournament = as_final(tournament)
         length = cycle(len(tournament.entrants), tournament.agents)
         say(f"final: balanced seating, {tournament.episodes} episodes (whole cycles of {length})", "dim")
@@ -148,7 +150,7 @@ def _played(tournament: Tournament, out_dir: Path, replays: bool, runner: Runner
             rate = "-" if progress.rate is None else f"{progress.rate:.2f}"
             bar.update(task, completed=progress.done, rate=rate, failures=progress.failures)
 
-        return play_into(tournament, out_dir, replays=bool(replays), on_progress=update, **dict(runner))
+        return play_into(tournament, out_dir, replays=replays, on_progress=update, **dict(runner))
 
 
 def _show_summary(board: Summary) -> None:

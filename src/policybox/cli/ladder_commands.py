@@ -125,20 +125,20 @@ def reinstate(folder: DIR, name: NAME) -> None:
 def status(folder: DIR, json: JSON = False) -> None:
     """Whether `ladder run` is playing the ladder (playing, idle, or stopped since when), then the
     standings: one row per name (its playing version), best first."""
-    from policybox.cli import tables
+    from policybox.cli import ladder_tables
     from policybox.cli.common import show_page
     from policybox.league.views import standings
 
-    show_page(folder, standings.standings, tables.show_standings, json)
+    show_page(folder, standings.standings, ladder_tables.show_standings, json)
 
 
 def show(folder: DIR, name: NAME, json: JSON = False) -> None:
     """One name: its versions, rating history, head-to-head, seats, recent matches and failures (with log tails)."""
-    from policybox.cli import tables
+    from policybox.cli import ladder_tables
     from policybox.cli.common import show_page
     from policybox.league.views import name_page
 
-    show_page(folder, lambda ladder: name_page.name_page(ladder, name, private=True), tables.show_name, json)
+    show_page(folder, lambda ladder: name_page.name_page(ladder, name, private=True), ladder_tables.show_name, json)
 
 
 def matches(
@@ -147,11 +147,11 @@ def matches(
     limit: Annotated[int, typer.Option(min=1, metavar="N", help="The latest N matches.")] = 50,
 ) -> None:
     """The matches played, newest first (a match scheduled but not yet played is not listed)."""
-    from policybox.cli import tables
+    from policybox.cli import ladder_tables
     from policybox.cli.common import show_page
     from policybox.league.views import match_list
 
-    show_page(folder, lambda ladder: match_list.match_list(ladder, limit), tables.show_matches, json)
+    show_page(folder, lambda ladder: match_list.match_list(ladder, limit), ladder_tables.show_matches, json)
 
 
 def rerate(folder: DIR) -> None:

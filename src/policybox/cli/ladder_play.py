@@ -109,7 +109,7 @@ def final(
     play the balanced schedule over it -- unrated -- and rank by a Plackett-Luce fit with intervals,
     rank probabilities and groups. While it is open, ladder run plays nothing and new submissions wait.
     A final that is stopped continues, run again."""
-    from policybox.cli import tables
+    from policybox.cli import result_tables
     from policybox.cli.common import console, guarded, open_ladder, say
     from policybox.league.ladder.final import latest_final, play_final
 
@@ -133,7 +133,7 @@ def final(
     )
     if result.retired:
         say(f"retired since it opened (still in its ranking: the field is frozen): {', '.join(result.retired)}")
-    tables.show_final(console, result.ranking)
+    result_tables.show_final(console, result.ranking)
     if result.separate:
         command = f"policybox ladder final {folder} --until-separated {result.until_separated}"
         say(f"{result.separate}: {command}", "yellow")

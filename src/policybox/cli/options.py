@@ -1,7 +1,8 @@
 """The commands' options: those of a setting generated from the model that owns it, the others declared once.
 
-A setting is declared once, as a pydantic field of ``EpisodeSettings``, ``Limits``, ``LadderSettings`` or
-the ``Runner``: its type, default, bounds and description. ``field_option`` makes it a typer option:
+A setting is declared once, as a pydantic field of ``EpisodeSettings``, ``Limits``, ``LadderSettings``,
+the ``Runner``, ``evaluate``'s ``Evaluation`` or ``ladder serve``'s ``ServeSettings``: its type,
+default, bounds and description. ``field_option`` makes it a typer option:
 
 * its description is the help, and its default carries over;
 * its bounds (``ge``, ``gt``, ``le``, ``lt``) are checked as the value is parsed, by the field's own
@@ -13,8 +14,9 @@ the ``Runner``: its type, default, bounds and description. ``field_option`` make
 A tournament file, a ladder's stored settings and the Python API are validated by the same models, so
 they accept exactly the values the command line does. ``LOOKS`` keeps what a field cannot say: a short
 flag, the words of an on/off flag, a metavar. ``with_options`` adds a group of options to a command
-and hands it their values as one dict (``episode``, ``ladder``, ``runner``, ``test``, ``keep``); an option
-no model owns is declared here once, with its default (``option``), or as an annotated type.
+and hands it their values as one dict (``episode``, ``ladder``, ``runner``, ``evaluation``, ``test``,
+``keep``, ``web``); an option no model owns is declared here once, with its default (``option``), or as
+an annotated type.
 
 This module is imported by every command, ``--help`` included: it imports typer, pydantic and the
 settings models alone (``tests/test_cli_imports.py``).
@@ -36,7 +38,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from policybox.league.choices import Runner
+from policybox.league.choices import Evaluation, Runner
 from policybox.league.ladder.settings import LadderSettings
 from policybox.limits import GAME_RULED, Limits
 from policybox.settings import Agents, EpisodeSettings
@@ -67,6 +69,13 @@ LOOKS = {
     "suspend_after": Look(metavar="K"),
     "ray_address": Look(metavar="HOST:PORT"),
     "keep_logs_hours": Look(metavar="H"),
+    "out": Look(metavar="DIR"),
+    "final": Look(("--final",)),
+    "host": Look(metavar="HOST"),
+    "port": Look(metavar="PORT"),
+    "max_upload_mb": Look(metavar="MB"),
+    "request_timeout": Look(metavar="S"),
+    "keep_alive": Look(metavar="S"),
 }
 UNITS = {"_ms": "MS", "_s": "S", "_mb": "MIB"}  # a free value's metavar, from its name's unit
 
@@ -270,6 +279,14 @@ with_ladder_options = with_options("ladder", LADDER_OPTIONS)
 with_runner_options = with_options("runner", RUNNER_OPTIONS)
 with_workers_option = with_options("runner", RUNNER_OPTIONS[:1])
 with_keep_options = with_options("keep", KEEP_OPTIONS)
+# doctor's --ray-address: the Runner's, a cluster to check rather than to play on.
+CLUSTER = FieldInfo.merge_field_infos(
+    Runner.model_fields["ray_address"],
+    description="Check every node of this Ray cluster instead of this machine: one table per node",
+)
+with_cluster_option = with_options("runner", [field_option("ray_address", CLUSTER)])
+# How evaluate plays and keeps its tournament; a tournament file's keys too.
+with_evaluation_options = with_options("evaluation", model_options(Evaluation, Evaluation.model_fields))
 
 # The options that are no setting's, each declared once for every command that takes it.
 POLICY_HELP = (

@@ -14,7 +14,7 @@ import typer
 
 from policybox.cli.common import check_folder, check_writable, console, error_line, errors, guarded, open_ladder, say
 from policybox.cli.options import given
-from policybox.cli.tables import show_episode
+from policybox.cli.result_tables import show_episode
 from policybox.episode import assign_policies, default_log_dir, run_episode
 from policybox.errors import SpecError
 from policybox.files import environments
@@ -43,16 +43,17 @@ def play_one(
 ) -> None:
     """``policybox run``, its options as the command took them (``match``: --match and --final)."""
     with guarded("every cell was stopped; no result written"):
-        options, again = episode, None
+        again = None
         if match[1] is not None and match[0] is None:
             raise SpecError("--final F plays a match of the ladder's final F again: give --match N too")
-        if match[0] is not None:
-            settings, default_agents, again = _match_from_ladder(ctx, ladder, options, (match[0], match[1]), policies)
-            parsed = again.specs
-        elif ladder is None:
-            settings, default_agents, parsed = EpisodeSettings.from_options(options), DEFAULT_AGENTS, _parsed(policies)
+        if match[0] is not None and ladder is None:
+            raise SpecError("--match ID plays a ladder's match again: give --ladder DIR, the ladder's folder")
+        if match[0] is not None and policies:
+            raise SpecError("--match ID plays the match's own versions: give no -p")
+        if ladder is None:
+            settings, default_agents, parsed = EpisodeSettings.from_options(episode), DEFAULT_AGENTS, _parsed(policies)
         else:
-            settings, default_agents, parsed = _from_ladder(ctx, ladder, options, policies or [])
+            settings, default_agents, parsed, again = _from_ladder(ctx, ladder, episode, policies or [], match)
         agents = agent_count(settings, episode["agents"], default_agents)
         specs = assign_policies(parsed, agents)
         # Whom each seat plays for: a match's versions, else each -p (cells per policy group seats by it).
@@ -121,39 +122,21 @@ def _parsed(policies: list[str] | None) -> list[PolicySpec]:
 
 
 def _from_ladder(
-    ctx: typer.Context, folder: Path, options: dict[str, Any], policies: list[str]
-) -> tuple[EpisodeSettings, int, list[PolicySpec]]:
+    ctx: typer.Context, folder: Path, options: dict[str, Any], policies: list[str], match: tuple[int | None, int | None]
+) -> tuple[EpisodeSettings, int, list[PolicySpec], Replay | None]:
     """The ladder's settings with the options given on the command line, its seats, and the specs
-    (``NAME@vN`` its versions')."""
+    (``NAME@vN`` its versions'); with ``match`` -- (ID, None) for a rated match, (N, F) for match N of
+    final F -- the match to play again too: its seed, its seats' versions."""
     from policybox.league.ladder import rerun
 
     given_here = {name: value for name, value in options.items() if given(ctx, name)}
     with open_ladder(folder, read_only=True) as opened:
         settings = rerun.episode_settings(opened, given_here)
-        specs = [rerun.resolve(opened, text) if is_version(text) else parse_policy_arg(text) for text in policies]
-        return settings, opened.settings.agents, specs
-
-
-def _match_from_ladder(
-    ctx: typer.Context,
-    folder: Path | None,
-    options: dict[str, Any],
-    match: tuple[int, int | None],
-    policies: list[str] | None,
-) -> tuple[EpisodeSettings, int, Replay]:
-    """The ladder's settings (with the options given on the command line) and the match to play
-    again -- ``match`` is (ID, None) for a rated match, (N, F) for match N of final F: its seed, its seats."""
-    if folder is None:
-        raise SpecError("--match ID plays a ladder's match again: give --ladder DIR, the ladder's folder")
-    if policies:
-        raise SpecError("--match ID plays the match's own versions: give no -p")
-    from policybox.league.ladder import rerun
-
-    given_here = {name: value for name, value in options.items() if given(ctx, name)}
-    with open_ladder(folder, read_only=True) as opened:
-        settings = rerun.episode_settings(opened, given_here)
+        if match[0] is None:
+            specs = [rerun.resolve(opened, text) if is_version(text) else parse_policy_arg(text) for text in policies]
+            return settings, opened.settings.agents, specs, None
         again = rerun.replay(opened, match[0], settings, final=match[1])
-        return settings.model_copy(update={"seed": again.seed}), opened.settings.agents, again
+        return settings.model_copy(update={"seed": again.seed}), opened.settings.agents, again.specs, again
 
 
 def _played(

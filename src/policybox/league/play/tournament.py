@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policybox.errors import SpecError
-from policybox.league.choices import Plan, RankBy
+from policybox.league.choices import Episodes, Plan, Ranking
 from policybox.league.play.seating import seat_maps
 from policybox.settings import Agents, EpisodeSettings, read_mapping
 from policybox.spec import PolicySpec, parse_policy_arg
@@ -60,11 +60,11 @@ class Tournament(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     entrants: list[Entrant]
-    episodes: int = Field(ge=1, le=1_000_000)
+    episodes: Episodes
     agents: Agents
     seating: Plan = "rotate"
     settings: EpisodeSettings = Field(description="How each episode is played; its seed is the tournament's seed")
-    rank_by: RankBy = Field(default="forfeit", description="The summary's ranking rule (see policybox.league.ranking)")
+    rank_by: Ranking = "forfeit"  # the summary's ranking rule (see policybox.league.ranking)
 
     @property
     def keys(self) -> list[str]:
