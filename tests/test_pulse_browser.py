@@ -30,7 +30,8 @@ from test_web_browser import LONG_MS, serving, stop
 from test_web_widths import FITS, WIDTHS
 
 from policybox.ladder import Ladder
-from policybox.league.ladder.database import names, transaction
+from policybox.league.ladder.database import transaction
+from policybox.league.ladder.schema import names
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Browser, Page, expect  # noqa: E402

@@ -35,7 +35,7 @@ from starlette.testclient import TestClient
 from test_web_serve import answer_within, free_port
 
 from policybox.ladder import Ladder
-from policybox.league.ladder.database import matches, versions
+from policybox.league.ladder.schema import matches, versions
 from policybox.league.web.app import make_app
 
 BOT = (EXAMPLES / "wanderer.py").read_text().replace("class Wanderer(", "class Zigzag(")
