@@ -43,7 +43,8 @@ MAX_TEXT = 1 << 20  # characters of one stored string: what policybox writes is 
 
 
 class MatchState(StrEnum):
-    """A match's state: a rated one's (``matches.state``) or a final's (``final_matches.state``)."""
+    """A match's state: a rated one's (``matches.state``), a final's (``final_matches.state``) or a
+    scrimmage's (``scrimmages.state``)."""
 
     SCHEDULED = "scheduled"  # stored with its seed and seats, not played yet: a killed run plays it again
     PLAYED = "played"
