@@ -75,8 +75,8 @@ from policybox.files.version_files import Stored  # noqa: E402
 from policybox.ladder import Ladder  # noqa: E402
 from policybox.league import ranking  # noqa: E402
 from policybox.league.evaluate.results_folder import play_tournament  # noqa: E402
-from policybox.league.ladder import database, match_store, matchmaking, run_loop, version_store  # noqa: E402
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, ratings, seat_counts, versions  # noqa: E402
+from policybox.league.ladder import database, match_store, matchmaking, run_loop, schema, version_store  # noqa: E402
+from policybox.league.ladder.schema import match_seats, matches, names, qualifications, ratings, seat_counts, versions  # noqa: E402
 from policybox.league.ladder.settings import LadderSettings  # noqa: E402
 from policybox.league.play.tournament import Tournament, entrants, episode_seed  # noqa: E402
 from policybox.league.play.worker_pool import LocalWorkers  # noqa: E402
@@ -465,7 +465,7 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
         connection.execute(
             names.insert(),
             [
-                {"id": i + 1, "name": f"team-{i:02d}", "retired": i + 1 == retire_name, "created_at": database.now()}
+                {"id": i + 1, "name": f"team-{i:02d}", "retired": i + 1 == retire_name, "created_at": schema.now()}
                 for i in range(NAMES)
             ],
         )
@@ -481,8 +481,8 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
                     "source": "random",
                     "state": e.state,
                     "reason": e.reason,
-                    "submitted_at": database.now(),
-                    "qualified_at": database.now() if e.activated_after is not None else None,
+                    "submitted_at": schema.now(),
+                    "qualified_at": schema.now() if e.activated_after is not None else None,
                     "activated_after": e.activated_after,
                     "statuses": {},
                 }
@@ -497,7 +497,7 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
                     "outcome": "rejected" if e.state == "rejected" else "qualified",
                     "reason": e.reason,
                     "result": sample,
-                    "finished_at": database.now(),
+                    "finished_at": schema.now(),
                 }
                 for e in entries
                 if e.state != "qualifying"
@@ -520,8 +520,8 @@ def fill(ladder: Ladder, count: int, in_flight: int, sample: dict[str, Any], chu
                 "id": match_id,
                 "seed": seed,
                 "state": "played" if played else "scheduled",
-                "scheduled_at": database.now(),
-                "played_at": database.now() if played else None,
+                "scheduled_at": schema.now(),
+                "played_at": schema.now() if played else None,
                 "result": None,
             }
         )

@@ -288,6 +288,7 @@ QUICK = {
     "test_cli",
     "test_cli_imports",
     "test_conformance",
+    "test_database_owners",
     "test_equivalence",
     "test_escapes",
     "test_faults",

@@ -26,8 +26,8 @@ from starlette.testclient import TestClient
 
 from policybox.ladder import Ladder
 from policybox.league import ranking, report
-from policybox.league.ladder import database, life
-from policybox.league.ladder.database import names, versions
+from policybox.league.ladder import life, migrations, schema
+from policybox.league.ladder.schema import names, versions
 from policybox.league.web.app import make_app
 from policybox.lines import FULL_TEXT, MARKER, clip, first_line
 
@@ -309,11 +309,11 @@ def test_an_old_schema_ladder_is_migrated_to_superseded(tmp_path, database_url):
             connection.execute(
                 versions.update().where(versions.c.name_id == walker, versions.c.number == number).values(state=state)
             )
-        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="3"))
+        connection.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="3"))
     rows = status_json(folder)["rows"]  # a reader: the database is migrated first
     with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
-        version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION) == "8"
+        version = connection.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version"))
+        assert version.scalar() == str(migrations.SCHEMA_VERSION) == "8"
         states = connection.execute(
             select(names.c.name, versions.c.number, versions.c.state)
             .join(names, names.c.id == versions.c.name_id)

@@ -26,8 +26,8 @@ from starlette.testclient import TestClient
 import policybox
 from policybox.ladder import Ladder
 from policybox.league import report
-from policybox.league.ladder.database import final_matches, finals, matches, versions
 from policybox.league.ladder.final import final_schedule, separating_match
+from policybox.league.ladder.schema import final_matches, finals, matches, versions
 from policybox.league.play.seating import cycle, whole_cycles
 from policybox.league.web.app import make_app
 

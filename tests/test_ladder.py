@@ -36,7 +36,7 @@ from helpers.workers import WorkerKiller
 from sqlalchemy import func, select
 
 from policybox.ladder import Ladder
-from policybox.league.ladder.database import match_seats, matches, names, ratings, versions
+from policybox.league.ladder.schema import match_seats, matches, names, ratings, versions
 from policybox.league.views import match_page, standings
 
 PLACEMENT = 3
@@ -210,7 +210,7 @@ def test_another_ladders_database_and_a_newer_schema_are_refused(tmp_path):
     other = ladder_command("status", str(second))
     assert other.returncode == 2 and "is the database of another ladder" in other.stderr
     with Ladder.open(first) as ladder, ladder.engine.begin() as connection:
-        from policybox.league.ladder.database import meta
+        from policybox.league.ladder.schema import meta
 
         connection.execute(meta.update().where(meta.c.key == "schema_version").values(value="99"))
     newer = ladder_command("status", str(first))
@@ -231,7 +231,7 @@ def test_a_schema_6_database_gets_the_version_streaks_and_keeps_its_data(tmp_pat
     made it) is migrated, every row as it was, each version's void streak 0."""
     from sqlalchemy import text
 
-    from policybox.league.ladder import database
+    from policybox.league.ladder import migrations, schema
 
     folder = tmp_path / "cup"
     with api_ladder(folder, database_url) as ladder:
@@ -241,11 +241,11 @@ def test_a_schema_6_database_gets_the_version_streaks_and_keeps_its_data(tmp_pat
     with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:
         for column in ("void_streak", "played_digest"):
             connection.execute(text(f"ALTER TABLE versions DROP COLUMN {column}"))
-        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="6"))
+        connection.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="6"))
         kept = connection.execute(text("SELECT id, digest, state, matches FROM versions ORDER BY id")).all()
     with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
-        version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION)  # 7, and every later one
+        version = connection.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version"))
+        assert version.scalar() == str(migrations.SCHEMA_VERSION)  # 7, and every later one
         rows = connection.execute(select(versions.c.id, versions.c.digest, versions.c.state, versions.c.matches))
         assert [tuple(row) for row in rows] == [tuple(row) for row in kept]
         assert set(connection.execute(select(versions.c.void_streak)).scalars()) == {0}
@@ -293,7 +293,7 @@ def test_a_lost_worker_never_counts_against_a_policy_and_its_match_is_played_aga
 def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, database_url):
     """A ladder made at schema version 1 (before teams existed) opens with this policybox: migrated to
     the current version in one transaction, every match, version and rating as it was."""
-    from policybox.league.ladder import database
+    from policybox.league.ladder import migrations, schema
 
     folder = tmp_path / "cup"
     with api_ladder(folder, database_url) as ladder:
@@ -302,16 +302,16 @@ def test_a_database_of_an_older_schema_is_migrated_and_keeps_its_data(tmp_path, 
         ladder.run(matches=2, workers=1)
         before = _snapshot(folder)
     with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:  # make it a version-1 database
-        for table in reversed(database.V2_TABLES + database.V3_TABLES + database.FINALS_TABLES + [database.scrimmages]):
+        for table in reversed(schema.V2_TABLES + schema.V3_TABLES + schema.FINALS_TABLES + [schema.scrimmages]):
             table.drop(connection)
-        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="1"))
+        connection.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="1"))
     status = ladder_command("status", str(folder))  # a reader: it has the database migrated first
     assert status.returncode == 0, status.stderr
     with Ladder.open(folder) as ladder, ladder.engine.connect() as connection:
-        version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION) == "8"
-        assert connection.execute(select(func.count()).select_from(database.teams)).scalar() == 0
-        assert connection.execute(select(func.count()).select_from(database.scrimmages)).scalar() == 0  # made by v8
+        version = connection.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version"))
+        assert version.scalar() == str(migrations.SCHEMA_VERSION) == "8"
+        assert connection.execute(select(func.count()).select_from(schema.teams)).scalar() == 0
+        assert connection.execute(select(func.count()).select_from(schema.scrimmages)).scalar() == 0  # made by v8
     assert _snapshot(folder) == before
 
 

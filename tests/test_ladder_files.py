@@ -25,7 +25,7 @@ from sqlalchemy import select
 
 from policybox.ladder import Ladder
 from policybox.league.ladder import private
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, versions
+from policybox.league.ladder.schema import match_seats, matches, names, qualifications, versions
 
 SIDE_FILES = ("ladder.db-wal", "ladder.db-shm")
 GAME = str(Path(__file__).parents[1] / "examples" / "moves.yaml")

@@ -33,7 +33,8 @@ from helpers.servers import serving
 from sqlalchemy import select, text
 
 from policybox.ladder import Ladder
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
+from policybox.league.ladder.database import transaction
+from policybox.league.ladder.schema import match_seats, matches, names, qualifications, versions
 
 pytestmark = pytest.mark.storage  # every test here on SQLite and on PostgreSQL
 

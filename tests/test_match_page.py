@@ -66,7 +66,7 @@ def _get(folder: Path, path: str) -> dict:
 def _stored(folder: Path, match_id: int) -> EpisodeResult:
     from sqlalchemy import select
 
-    from policybox.league.ladder.database import matches
+    from policybox.league.ladder.schema import matches
 
     with PublicLadder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
         row = connection.execute(select(matches.c.result).where(matches.c.id == match_id)).scalar_one()

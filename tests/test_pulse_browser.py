@@ -30,7 +30,8 @@ from helpers.servers import serving, stop
 from helpers.setups import sleeper, unique_marker
 
 from policybox.ladder import Ladder
-from policybox.league.ladder.database import names, transaction
+from policybox.league.ladder.database import transaction
+from policybox.league.ladder.schema import names
 
 pytest.importorskip("playwright")
 from playwright.sync_api import Browser, Page, expect  # noqa: E402

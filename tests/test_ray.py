@@ -239,7 +239,7 @@ def test_a_ladder_runs_on_the_cluster_and_each_match_is_what_the_engine_plays_he
 
     from policybox.episode import run_episode
     from policybox.ladder import Ladder, LadderSettings
-    from policybox.league.ladder.database import final_matches, match_seats, matches
+    from policybox.league.ladder.schema import final_matches, match_seats, matches
 
     bot = tmp_path / "bot"
     shutil.copytree(POLICIES, bot, ignore=shutil.ignore_patterns("__pycache__"))

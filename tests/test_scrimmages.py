@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 
 from policybox.ladder import Ladder
 from policybox.league.ladder import match_store, version_store
-from policybox.league.ladder.database import match_seats, matches, ratings, scrimmages, versions
 from policybox.league.ladder.folder import LadderFolder
+from policybox.league.ladder.schema import match_seats, matches, ratings, scrimmages, versions
 from policybox.league.views import standings
 from policybox.league.web.app import make_app
 
@@ -289,20 +289,20 @@ def test_ladder_init_takes_one_per_team_and_the_scrimmage_cap(tmp_path):
 def test_a_schema_7_database_gets_the_scrimmages_table_and_keeps_its_data(tmp_path):
     """Schema 8 adds the scrimmages: a database without them (as schema 7 made it) is migrated when
     opened, every match as it was, and takes scrimmages."""
-    from policybox.league.ladder import database
+    from policybox.league.ladder import schema
 
     cup = _cup(tmp_path / "cup")
     with Ladder.open(cup.folder) as ladder:
         ladder.run(matches=1, workers=1)
     with Ladder.open(cup.folder) as ladder, ladder.engine.begin() as connection:
         scrimmages.drop(connection)
-        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="7"))
+        connection.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="7"))
         kept = connection.execute(select(matches.c.id, matches.c.state, matches.c.result)).all()
     with TestClient(make_app(cup.folder)) as client:  # the server opens it: migrated first
         asked = _ask(client, cup, "alpha", name="alphawalk", opponent="walker", count=1)
         assert asked.status_code == 201 and asked.json()["scrimmages"] == [1]
     with Ladder.open(cup.folder) as ladder, ladder.engine.connect() as connection:
-        version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
+        version = connection.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version"))
         assert version.scalar() == "8"
         assert connection.execute(select(matches.c.id, matches.c.state, matches.c.result)).all() == kept
 

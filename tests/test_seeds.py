@@ -18,7 +18,7 @@ from conftest import policy
 from helpers.ladders import GAME, api_ladder
 from sqlalchemy import select
 
-from policybox.league.ladder.database import final_matches, match_seats, matches, names, versions
+from policybox.league.ladder.schema import final_matches, match_seats, matches, names, versions
 from policybox.league.play.tournament import SEED_RANGE, draw_seed
 
 CHAMELEON = policy("chameleon.py:Chameleon")

@@ -30,8 +30,9 @@ from starlette.testclient import TestClient
 
 from policybox.ladder import Ladder
 from policybox.league.ladder import version_store
-from policybox.league.ladder.database import match_seats, matches, names, qualifications, transaction, versions
+from policybox.league.ladder.database import transaction
 from policybox.league.ladder.folder import TeamLimit
+from policybox.league.ladder.schema import match_seats, matches, names, qualifications, versions
 from policybox.league.ladder.settings import EPISODE_LIMIT_FORMULA, LadderSettings
 from policybox.league.views import match_list, match_page
 from policybox.league.web.app import make_app

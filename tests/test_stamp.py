@@ -17,8 +17,8 @@ from starlette.testclient import TestClient
 
 from policybox import EpisodeSettings, LadderSettings, __version__
 from policybox.ladder import Ladder
-from policybox.league.ladder import database
-from policybox.league.ladder.database import match_seats, matches
+from policybox.league.ladder import database, schema
+from policybox.league.ladder.schema import match_seats, matches
 from policybox.league.web.app import make_app
 
 
@@ -106,7 +106,7 @@ def test_a_database_of_schema_4_gets_the_stamp_column_its_matches_none(tmp_path)
     folder = tmp_path / "cup"
     with rps_ladder(folder, ("rock", "paper"), matches=1) as ladder, ladder.engine.begin() as connection:
         connection.exec_driver_sql("ALTER TABLE matches DROP COLUMN stamp")
-        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="4"))
+        connection.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="4"))
     ran = again(folder, 1, tmp_path)  # migrates it to the current schema first
     assert ran.returncode == 0, ran.stderr
     assert "match 1 has no stamp (stored before policybox kept them)" in ran.stderr

@@ -36,7 +36,7 @@ from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
 from policybox.ladder import Ladder
-from policybox.league.ladder.database import matches, versions
+from policybox.league.ladder.schema import matches, versions
 from policybox.league.web.app import make_app
 
 CONNECT_FOUR = "pettingzoo:pettingzoo.classic.connect_four_v3:env"

@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
 from policybox.ladder import Ladder
-from policybox.league.ladder import database, team_store
+from policybox.league.ladder import migrations, schema, team_store
 from policybox.league.web.app import make_app
 from policybox.league.web.viewer import COOKIE
 
@@ -63,7 +63,7 @@ def test_logging_out_ends_the_session_its_cookie_named(cup, tmp_path):
     with TestClient(make_app(folder)) as client:
         session = log_in(client, token)
         assert session != token and token not in session
-        assert session not in table_text(folder, database.sessions)  # only its hash is kept
+        assert session not in table_text(folder, schema.sessions)  # only its hash is kept
         assert TEAM_SHOWN + "gamma" in as_cookie(client, session)
         out = client.post("/logout", headers=OWN, follow_redirects=False)
         assert out.status_code == 303
@@ -122,16 +122,16 @@ def test_a_schema_version_2_database_is_migrated_and_its_tokens_still_work(cup):
     """A ladder made before sessions existed (schema v2: the v3 tables dropped) opens migrated."""
     folder, token = cup
     with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:
-        for table in reversed(database.V3_TABLES):
+        for table in reversed(schema.V3_TABLES):
             table.drop(connection)
-        connection.execute(database.meta.update().where(database.meta.c.key == "schema_version").values(value="2"))
+        connection.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="2"))
     listed = ladder_command("tokens", str(folder), "--json")  # a reader: it has the database migrated first
     assert listed.returncode == 0, listed.stderr
     assert [row["team"] for row in json.loads(listed.stdout)["tokens"]] == ["gamma"]
     with Ladder.open(folder, read_only=True) as ladder, ladder.engine.connect() as connection:
-        version = connection.execute(select(database.meta.c.value).where(database.meta.c.key == "schema_version"))
-        assert version.scalar() == str(database.SCHEMA_VERSION) == "8"
-        assert connection.execute(select(func.count()).select_from(database.sessions)).scalar() == 0
+        version = connection.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version"))
+        assert version.scalar() == str(migrations.SCHEMA_VERSION) == "8"
+        assert connection.execute(select(func.count()).select_from(schema.sessions)).scalar() == 0
     with TestClient(make_app(folder)) as client:
         assert TEAM_SHOWN + "gamma" in as_cookie(client, log_in(client, token))
 
@@ -142,9 +142,7 @@ def test_a_session_idle_for_longer_than_its_limit_is_over(cup):
         kept, idle = log_in(client, token), log_in(client, token)
         long_ago = (datetime.now(UTC) - team_store.SESSION_IDLE - timedelta(minutes=1)).isoformat(timespec="seconds")
         with Ladder.open(folder) as ladder, ladder.engine.begin() as connection:
-            last = connection.execute(select(func.max(database.sessions.c.id))).scalar()
-            connection.execute(
-                database.sessions.update().where(database.sessions.c.id == last).values(last_seen=long_ago)
-            )
+            last = connection.execute(select(func.max(schema.sessions.c.id))).scalar()
+            connection.execute(schema.sessions.update().where(schema.sessions.c.id == last).values(last_seen=long_ago))
         assert TEAM_SHOWN not in as_cookie(client, idle)
         assert TEAM_SHOWN + "gamma" in as_cookie(client, kept)

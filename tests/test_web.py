@@ -33,7 +33,7 @@ from starlette.testclient import TestClient
 
 from policybox.ladder import Ladder
 from policybox.league.ladder import scrimmage
-from policybox.league.ladder.database import names, owners, versions
+from policybox.league.ladder.schema import names, owners, versions
 from policybox.league.views import (
     match_list,
     match_page,

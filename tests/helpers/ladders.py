@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from policybox import EpisodeSettings, LadderSettings
 from policybox.ladder import Ladder
-from policybox.league.ladder.database import matches
+from policybox.league.ladder.schema import matches
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 GAME = str(EXAMPLES / "moves.yaml")

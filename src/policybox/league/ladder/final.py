@@ -44,9 +44,10 @@ from sqlalchemy import Connection
 from policybox.league import ranking
 from policybox.league.choices import Backend
 from policybox.league.ladder import final_store, heartbeat, reads, version_store
-from policybox.league.ladder.database import FinalStage, LadderError, MatchState, reading, transaction
+from policybox.league.ladder.database import LadderError, reading, transaction
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
 from policybox.league.ladder.run_loop import episode_job
+from policybox.league.ladder.schema import FinalStage, MatchState
 from policybox.league.play.backends import open_runner
 from policybox.league.play.runner import EpisodeRunner, play_all
 from policybox.league.play.seating import balanced_seats, cycle

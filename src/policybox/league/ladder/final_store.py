@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from policybox.league.ladder.database import FinalStage, MatchState, final_matches, finals, new_id, now
+from policybox.league.ladder.database import new_id
 from policybox.league.ladder.match_store import stamp_of
+from policybox.league.ladder.schema import FinalStage, MatchState, final_matches, finals, now
 from policybox.league.stats.final_placings import Placing
 from policybox.results import EpisodeResult
 

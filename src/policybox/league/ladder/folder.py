@@ -31,16 +31,8 @@ from policybox.files import version_files
 from policybox.game import check_shorthands
 from policybox.league.ladder import life, match_store, private, team_store, version_store
 from policybox.league.ladder.build_check import check_builds
-from policybox.league.ladder.database import (
-    SCHEMA_VERSION,
-    LadderError,
-    connect,
-    create,
-    dispose,
-    open_schema,
-    schema_version,
-    transaction,
-)
+from policybox.league.ladder.database import LadderError, connect, dispose, transaction
+from policybox.league.ladder.migrations import SCHEMA_VERSION, create, open_schema, schema_version
 from policybox.league.ladder.settings import LadderSettings
 from policybox.league.ladder.version_store import (
     Version as Version,  # a submission's new version: part of the folder's API

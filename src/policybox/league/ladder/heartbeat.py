@@ -32,8 +32,9 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from policybox.errors import PolicyboxError
-from policybox.league.ladder import database
-from policybox.league.ladder.database import meta, storable, transaction
+from policybox.league.ladder import schema
+from policybox.league.ladder.database import transaction
+from policybox.league.ladder.schema import meta, storable
 
 BEAT_S = 5.0  # a live run beats at least this often
 CHANGE_S = 1.0  # and at most this often for a change in what it plays (a stored match: at once)
@@ -93,10 +94,10 @@ class Heart:
 
     def __init__(self, engine: Engine, command: str) -> None:
         self.engine = engine
-        self.pid, self.host, self.command, self.started_at = os.getpid(), socket.gethostname(), command, database.now()
+        self.pid, self.host, self.command, self.started_at = os.getpid(), socket.gethostname(), command, schema.now()
         self.written = 0.0  # time.monotonic() of the last beat written
         self.shown: tuple[object, ...] = ()  # what it said then, but for the time
-        self.since = database.now()
+        self.since = schema.now()
         self.busy = 0.0  # seconds spent playing
         self.ticked = time.monotonic()
         self.playing = False
@@ -128,14 +129,14 @@ class Heart:
         if not force and since_written < (BEAT_S if said == self.shown else CHANGE_S):
             return
         if not self.shown or state != self.shown[0]:
-            self.since = database.now()
+            self.since = schema.now()
         self._write(self._beat(state, self.since, note, matches, qualifying))
         self.shown, self.written = said, time.monotonic()
 
     def stop(self) -> None:
         """Write that the run stopped, now."""
         self._tick(False)
-        self._write(self._beat("stopped", database.now()))
+        self._write(self._beat("stopped", schema.now()))
 
     def _beat(
         self,
@@ -150,7 +151,7 @@ class Heart:
             host=self.host,
             command=self.command,
             started_at=self.started_at,
-            beat_at=database.now(),
+            beat_at=schema.now(),
             state=state,
             since=since,
             note=note,

@@ -20,19 +20,19 @@ from sqlalchemy import Connection, and_, func, select
 from policybox.league import ranking
 from policybox.league.choices import RankBy
 from policybox.league.ladder import life, stamp
-from policybox.league.ladder.database import (
+from policybox.league.ladder.database import new_id
+from policybox.league.ladder.matchmaking import Candidate
+from policybox.league.ladder.schema import (
     MatchState,
     match_seats,
     matches,
     meta,
     names,
-    new_id,
     now,
     ratings,
     seat_counts,
     versions,
 )
-from policybox.league.ladder.matchmaking import Candidate
 from policybox.league.ladder.version_store import PLAYING, SUMMARY, current_versions
 from policybox.results import EpisodeResult
 from policybox.settings import EpisodeSettings

@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, select
 
 from policybox.league.ladder import heartbeat, life, scrimmage_store, team_store, version_store
-from policybox.league.ladder.database import (
+from policybox.league.ladder.life import VersionState
+from policybox.league.ladder.schema import (
     MatchState,
     final_matches,
     finals,
@@ -33,7 +34,6 @@ from policybox.league.ladder.database import (
     teams,
     versions,
 )
-from policybox.league.ladder.life import VersionState
 from policybox.league.ladder.version_store import SUMMARY
 
 

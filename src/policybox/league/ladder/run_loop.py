@@ -36,7 +36,7 @@ The loop, until stopped (or until ``matches`` have been played):
    seats a retired name (a retired name never plays: a killed run's match is voided, not replayed).
    What a policy does is never a void: everything a cell sends is that agent's data or its failure
    (``policybox.host.process_pool``), and every text it controls is stored as it is
-   (``database.storable``). Still, a version with ``suspend_after`` void matches in a row is suspended
+   (``schema.storable``). Still, a version with ``suspend_after`` void matches in a row is suspended
    (``life.void_suspension``): one that is in every void match is the likeliest cause.
 
 **Scrimmages** (``policybox.league.ladder.scrimmage``: unrated matches a team asked for) are played

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, select
 
-from policybox.league.ladder.database import MatchState, new_id, now, scrimmages
+from policybox.league.ladder.database import new_id
+from policybox.league.ladder.schema import MatchState, now, scrimmages
 from policybox.results import EpisodeResult
 
 

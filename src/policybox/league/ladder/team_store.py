@@ -17,7 +17,8 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from policybox.league.ladder.database import names, new_id, now, owners, sessions, teams, token_uses, tokens, versions
+from policybox.league.ladder.database import new_id
+from policybox.league.ladder.schema import names, now, owners, sessions, teams, token_uses, tokens, versions
 
 SESSION_IDLE = timedelta(days=30)  # a login session unused this long is over (its cookie nobody's)
 

@@ -19,7 +19,8 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from policybox.league.ladder import life
-from policybox.league.ladder.database import MatchState, matches, names, new_id, now, qualifications, versions
+from policybox.league.ladder.database import new_id
+from policybox.league.ladder.schema import MatchState, matches, names, now, qualifications, versions
 from policybox.results import EpisodeResult
 
 PLAYING = life.PLAYING

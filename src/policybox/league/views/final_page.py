@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from policybox.errors import NotFound
 from policybox.league.ladder.final import FinalState, latest_final, latest_final_match, replay_name
 from policybox.league.ladder.folder import REPLAYS, LadderFolder
+from policybox.league.ladder.schema import MatchState
 from policybox.league.views import replays
 from policybox.league.views.visibility import public
 from policybox.results import EpisodeResult
@@ -49,7 +50,7 @@ class FinalMatchPage(BaseModel):
 
     final: int
     number: int = Field(description="Its place in the final's schedule, from 0 (the page numbers it from 1)")
-    state: str
+    state: MatchState = Field(description="scheduled, played or void")
     played_at: str | None
     seed: int
     steps: int | None

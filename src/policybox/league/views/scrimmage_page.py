@@ -17,8 +17,9 @@ from sqlalchemy import Connection
 
 from policybox.errors import NotFound
 from policybox.league.ladder import life, reads
-from policybox.league.ladder.database import MatchState, reading
+from policybox.league.ladder.database import reading
 from policybox.league.ladder.folder import HOUR, REPLAYS, LadderFolder
+from policybox.league.ladder.schema import MatchState
 from policybox.league.ladder.scrimmage import episode_name
 from policybox.league.views import own_code
 from policybox.league.views.match_list import PLACING, placings
