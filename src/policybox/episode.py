@@ -68,9 +68,7 @@ def check_replay(replay: str | None) -> None:
     """Refuse, before any cell starts, a replay file that could not be written when the episode ends."""
     if replay is None:
         return
-    path = Path(replay)
-    if not replay.endswith(REPLAY_SUFFIX):
-        raise ConfigError(f"replay {replay} must be a {REPLAY_SUFFIX} file (zlib-compressed JSON)")
+    path = Path(replay)  # its name is EpisodeSettings' rule (``_replay_name``), checked as the settings are made
     if path.is_dir():
         raise ConfigError(f"replay {replay} is a folder; give a file name such as {path / ('episode' + REPLAY_SUFFIX)}")
     if not path.parent.is_dir():
