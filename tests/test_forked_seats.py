@@ -97,6 +97,7 @@ def test_a_pettingzoo_game_asked_for_forked_seats(play):
     [
         ("raise", AgentStatus.ERROR, "seat 2 gave up at step 3"),
         ("exit", AgentStatus.CRASHED, "cell exited with code 7"),
+        ("renamed_exit", AgentStatus.CRASHED, "cell exited with code 7"),  # its name parsed as stat's fields
         ("kill", AgentStatus.CRASHED, "cell killed by SIGKILL"),
     ],
 )

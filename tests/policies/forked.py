@@ -1,7 +1,9 @@
 """Policies for forked seats (``--cells forked``). ``Seats`` builds a large array in its constructor (what
 the seats should share, not copy) and acts from its observation and its own random stream, printing
 ``seat ID pid PID ppid PPID uid UID draw N`` once per seat to its log; its kwargs make one seat raise,
-exit, kill itself or hang at a step, or the loader exit before forking. ``Hostile`` is the worst loader:
+exit, kill itself or hang at a step (``renamed_exit``: exit, having named its process as /proc/PID/stat's
+fields, so that a reader that splits the line at the first parenthesis reads the wrong ones), or the
+loader exit before forking. ``Hostile`` is the worst loader:
 it forks nothing and answers every seat's socket itself, claiming a pid that is not its team's
 (``kw.claim``: host, zygote or other)."""
 
@@ -11,6 +13,8 @@ import signal
 import socket
 import stat
 import time
+
+import ctypes
 
 import numpy as np
 import torch  # at import: seeded before the constructor runs (policybox.cell.agent_state)
@@ -25,6 +29,8 @@ class _Seat(AgentPolicy):
     def __init__(self, policy_env_info, owner, agent_id):
         super().__init__(policy_env_info)
         self.owner, self.agent_id, self.steps = owner, agent_id, 0
+        if owner._how == "renamed_exit" and agent_id == owner._seat:  # before its READY: the host reads it then
+            ctypes.CDLL(None, use_errno=True).prctl(15, b"a) Z 1 1 1 1 1", 0, 0, 0)  # PR_SET_NAME
         draw = np.random.randint(0, 1 << 30)  # the seat's own stream, as a cell of its own would draw it
         print(f"seat {agent_id} pid {os.getpid()} ppid {os.getppid()} uid {os.getuid()} draw {draw}", flush=True)
 
@@ -54,7 +60,7 @@ class Seats(MultiAgentPolicy):
             return
         if self._how == "raise":
             raise RuntimeError(f"seat {agent_id} gave up at step {step}")
-        if self._how == "exit":
+        if self._how in ("exit", "renamed_exit"):
             os._exit(7)
         if self._how == "kill":
             os.kill(os.getpid(), 9)

@@ -113,8 +113,7 @@ class SeatProcess(CellProcess):
 def _in_session(pid: int, loader: int, uid: int | None) -> bool:
     """Whether /proc shows ``pid`` in session ``loader`` and, if ``uid`` is given, running as that uid."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            fields = stat.read().rpartition(")")[2].split()  # after the name, which may hold anything
+        fields = _stat_fields(pid)
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
             uids = re.search(r"^Uid:\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)", status.read(), re.M)
     except OSError:
@@ -122,6 +121,13 @@ def _in_session(pid: int, loader: int, uid: int | None) -> bool:
     session = int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else None  # state ppid pgrp session
     same_uid = uid is None or (uids is not None and {int(value) for value in uids.groups()} == {uid})
     return session == loader and same_uid
+
+
+def _stat_fields(pid: int | None) -> list[str]:
+    """The fields of ``/proc/PID/stat`` after the process's name (which its process may set to anything,
+    parentheses and spaces included): state first. Raises OSError as ``open`` does."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+        return stat.read().rpartition(")")[2].split()
 
 
 def _running(pidfd: int) -> bool:
@@ -133,8 +139,7 @@ def _zombie_status(pidfd: int, pid: int | None) -> int | None:
     """How the ended process of ``pidfd`` (pid ``pid``) exited, from the exit status the kernel keeps in
     its /proc stat while it is a zombie; None once it has been reaped (its pid may be another's by then)."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            fields = stat.read().rpartition(")")[2].split()
+        fields = _stat_fields(pid)
         signal.pidfd_send_signal(pidfd, 0)  # still the zombie: a reaped process cannot be signalled
     except OSError:
         return None
