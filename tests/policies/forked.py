@@ -7,14 +7,13 @@ loader exit before forking. ``Hostile`` is the worst loader:
 it forks nothing and answers every seat's socket itself, claiming a pid that is not its team's
 (``kw.claim``: host, zygote or other)."""
 
+import ctypes
 import os
 import select
 import signal
 import socket
 import stat
 import time
-
-import ctypes
 
 import numpy as np
 import torch  # at import: seeded before the constructor runs (policybox.cell.agent_state)
